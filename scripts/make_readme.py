@@ -1,0 +1,33 @@
+"""Write README.md from nbs/index.ipynb: markdown cells as they are, code cells and their text outputs fenced.
+
+`nbdev-readme` does this with Quarto, which cannot be installed everywhere; this keeps the README in sync without it.
+Cells marked `#| hide` are left out. Usage: python scripts/make_readme.py [--check]
+"""
+import json, sys
+from pathlib import Path
+
+root = Path(__file__).resolve().parent.parent
+
+def _text(o): return ''.join(o) if isinstance(o, list) else o
+
+def render(nb:dict)->str:
+    out = []
+    for c in nb['cells']:
+        src = _text(c['source']).rstrip()
+        if not src or src.startswith('#| hide'): continue
+        if c['cell_type'] == 'markdown': out.append(src); continue
+        out.append(f"```python\n{src}\n```")
+        for o in c.get('outputs', []):
+            txt = _text(o.get('text') or o.get('data', {}).get('text/plain', '')).rstrip()
+            if txt: out.append(f"```\n{txt}\n```")
+    return '\n\n'.join(out) + '\n'
+
+def main():
+    nb = json.loads((root/'nbs'/'index.ipynb').read_text())
+    txt = render(nb)
+    readme = root/'README.md'
+    if '--check' in sys.argv:
+        if not readme.exists() or readme.read_text() != txt: sys.exit("README.md is not in sync with nbs/index.ipynb: run python scripts/make_readme.py")
+    else: readme.write_text(txt)
+
+if __name__ == '__main__': main()
