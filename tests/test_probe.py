@@ -198,3 +198,24 @@ def test_golden(name, update_golden):
     f = GOLDEN/f'{name}.json'
     if update_golden: f.write_text(json.dumps(doc, indent=1) + '\n')
     assert doc == json.loads(f.read_text()), f"{name} differs from {f}; rerun with --update-golden if intended"
+
+def test_batch_moved_to_model_device():
+    "The batch goes to the model's device and the model stays there (a `meta` model stands in for a GPU here)"
+    from zoo import learner, images
+    import torchvision
+    m = torchvision.models.resnet18(num_classes=10).to('meta')
+    learn = learner(m, images())
+    r = learn.to_representation()
+    assert r.data.xtra['device'] == 'meta' and r.find('fc').xtra['shape'] == [4, 10]
+    assert all(p.device.type == 'meta' for p in m.parameters()) and learn.dls.valid.one_batch()[0].device.type == 'cpu'
+
+def test_data_parallel_paths_unprefixed():
+    "A `DataParallel` wrapper is looked through: paths have no `module.` prefix"
+    from zoo import learner, images
+    import torchvision
+    learn = learner(nn.DataParallel(torchvision.models.resnet18(num_classes=10)), images())
+    u = Untouched(learn.model)
+    r = learn.to_representation()
+    assert r.find('').name == 'ResNet' and r.find('layer1.0.conv1').xtra['calls'] == 1
+    assert not any((n.path or '').startswith('module') for n in r)
+    u.check()
