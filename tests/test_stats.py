@@ -1,0 +1,227 @@
+"`ExplorerCallback` on the model zoo and against independent oracles: files, hooks, interruptions, statistics."
+import json, math
+from pathlib import Path
+import pytest, torch
+from torch import nn
+from fastai.callback.core import Callback, CancelFitException
+from fastai.callback.hook import ActivationStats
+from fastai.callback.progress import *   # noqa: F403  (Learner.no_bar)
+from fastexplorer.all import *
+from zoo import ZOO, RAISES, learner, images
+
+TRAIN = [n for n in ZOO if n not in RAISES | {'lazy'}]
+
+def _hooks(model):
+    return [(n, len(m._forward_hooks), len(m._forward_pre_hooks), len(m._backward_hooks)) for n,m in model.named_modules(remove_duplicate=False)]
+
+def _fit(learn, n=2, lr=1e-3, **kw):
+    with learn.no_bar(), learn.no_logging(): learn.fit(n, lr, **kw)
+
+def _validate_folder(path):
+    files = sorted(Path(path).glob('*.json'))
+    for f in files: validate(json.loads(f.read_text(), parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c))))
+    return [f.name for f in files]
+
+@pytest.mark.parametrize('name', TRAIN)
+def test_zoo_trains_two_epochs(name, tmp_path):
+    "Each zoo model trains 2 epochs with the callback: the files validate, and no hook or guard is left"
+    learn = ZOO[name]()
+    before = _hooks(learn.model)
+    cb = ExplorerCallback(tmp_path/'run', every=1, valid=True)
+    _fit(learn, cbs=cb)
+    assert _validate_folder(tmp_path/'run') == ['epoch_0001.json', 'epoch_0002.json', 'representation.json', 'run.json']
+    run = load_run(tmp_path/'run')
+    assert run.meta['status'] == 'finished' and len(run.epochs) == 2
+    assert _hooks(learn.model) == before and '_do_epoch' not in learn.__dict__
+    acts = run.df.query("kind == 'act' and stat == 'mean'")
+    assert len(acts) and acts.value.notna().all(), name
+    assert len(run.df.query("kind == 'valid_act'")), name
+
+class _Boom(Callback):
+    "Raise `exc` at event `at` of the given training batch"
+    order = 0
+    def __init__(self, exc, at='after_pred', it=1): self.exc,self.at,self.it = exc,at,it
+    def __call__(self, event_name):
+        if event_name == self.at and getattr(self, 'training', False) and self.learn.iter == self.it and self.learn.epoch == 1:
+            raise self.exc
+        return super().__call__(event_name)
+
+@pytest.mark.parametrize('exc,status', [(RuntimeError('boom'), 'failed'), (KeyboardInterrupt(), 'cancelled')])
+@pytest.mark.parametrize('at', ['before_batch', 'after_pred', 'after_backward'])
+def test_interrupted_fit_leaves_no_hooks(exc, status, at, tmp_path):
+    "An exception or `KeyboardInterrupt` mid-epoch: no hook left, epoch 1 intact, epoch 2 partial, run marked"
+    learn = ZOO['resnet18_tv']()
+    before = _hooks(learn.model)
+    cb = ExplorerCallback(tmp_path/'run', every=1)
+    with pytest.raises(type(exc)): _fit(learn, 3, cbs=[cb, _Boom(exc, at)])
+    assert _hooks(learn.model) == before and '_do_epoch' not in learn.__dict__
+    _validate_folder(tmp_path/'run')
+    run = load_run(tmp_path/'run')
+    assert run.meta['status'] == status and type(exc).__name__ in run.meta['error']
+    assert [(e['epoch'], e['partial']) for e in run.epochs] == [(1, False), (2, True)]
+
+def test_exception_inside_forward_of_a_hooked_layer(tmp_path):
+    "An exception raised by a layer's forward, while our hooks are registered: hooks gone"
+    learn = ZOO['frozen_bn']()
+    state = {'n': 0}
+    def bad(m, i, o):
+        state['n'] += 1
+        if state['n'] == 5: raise KeyboardInterrupt
+    h = learn.model[3].register_forward_hook(bad)
+    before = _hooks(learn.model)
+    with pytest.raises(KeyboardInterrupt): _fit(learn, 3, cbs=ExplorerCallback(tmp_path/'run', every=1))
+    assert _hooks(learn.model) == before
+    h.remove()
+
+def test_cancel_fit_marks_epoch_partial(tmp_path):
+    "`CancelFitException` mid-epoch: hooks removed, a final file marks the epoch partial, the run is cancelled"
+    learn = ZOO['frozen_bn']()
+    before = _hooks(learn.model)
+    _fit(learn, 3, cbs=[ExplorerCallback(tmp_path/'run', every=1), _Boom(CancelFitException(), 'after_pred')])
+    run = load_run(tmp_path/'run')
+    assert run.meta['status'] == 'cancelled'
+    assert [(e['epoch'], e['partial']) for e in run.epochs] == [(1, False), (2, True)]
+    assert _hooks(learn.model) == before
+
+def test_activation_stats_match_fastai(tmp_path):
+    "Per-layer activation mean and std equal fastai's `ActivationStats` over the same (every) batch, within 1e-5"
+    learn = digits_learner(cbs=[ActivationStats(every=None), ExplorerCallback(tmp_path/'run', every=1, layers=lambda p, m: has_own_params(m))])
+    _fit(learn, 1)
+    fa = learn.activation_stats.stats         # one list per batch, one dict per layer (flatten_model order, with params)
+    run = load_run(tmp_path/'run')
+    layers = [p for p,m in learn.model.named_modules() if has_own_params(m)]
+    xb,_ = learn.dls.one_batch()
+    sizes = {}
+    hs = [m.register_forward_hook(lambda m, i, o, p=p: sizes.__setitem__(p, o.numel())) for p,m in learn.model.named_modules() if p in layers]
+    with torch.no_grad(): learn.model(xb)
+    for h in hs: h.remove()
+    for j,p in enumerate(layers):
+        means = torch.tensor([b[j]['mean'] for b in fa], dtype=torch.float64)
+        stds = torch.tensor([b[j]['std'] for b in fa], dtype=torch.float64)
+        n = sizes[p]                          # every batch has the same size: drop_last
+        N = n * len(means); mean = means.mean()
+        var = (((n - 1) * stds**2 + n * means**2).sum() - N * mean**2) / (N - 1)
+        ours = run.stats(p)[0]
+        assert ours['n'] == N, p
+        assert math.isclose(ours['mean'], mean.item(), rel_tol=1e-5, abs_tol=1e-6), p
+        assert math.isclose(ours['std'], var.sqrt().item(), rel_tol=1e-5), p
+
+class _GradNorms(Callback):
+    "Record `p.grad.norm()` of every parameter after each backward"
+    order = 60
+    def before_fit(self): self.norms = {}
+    def after_backward(self):
+        for n,p in self.learn.model.named_parameters():
+            if p.grad is not None: self.norms.setdefault(n, []).append(p.grad.norm().item())
+
+def test_grad_norms_equal_pytorch(tmp_path):
+    "Gradient norms (mean over the sampled steps) equal `p.grad.norm()` after backward"
+    spy = _GradNorms()
+    learn = digits_learner(cbs=[ExplorerCallback(tmp_path/'run', every=1), spy])
+    _fit(learn, 1)
+    run = load_run(tmp_path/'run')
+    for n,v in spy.norms.items():
+        assert math.isclose(run.stats(n, 'grad')[0]['norm'], sum(v) / len(v), rel_tol=1e-5), n
+
+def test_histogram_counts_and_dead_units(tmp_path):
+    "Histogram counts sum to the finite element count; the dead-unit fraction of a hand-built layer is exact"
+    class DeadChannels(nn.Module):
+        "Channels 1 and 3 of 4 are never positive"
+        def forward(self, x):
+            return torch.stack([x[:, 0], -x[:, 1].abs() - 0.1, x[:, 2], torch.full_like(x[:, 3], -1.)], 1)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), DeadChannels(), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))
+    learn = learner(model, images(n=8, size=8))
+    _fit(learn, 1, cbs=ExplorerCallback(tmp_path/'run', every=1, layers=['1', '2']))
+    run = load_run(tmp_path/'run')
+    for layer in ('1', '2'):
+        a = run.stats(layer)[0]
+        assert (a['units'], a['dead'], a['dead_frac'], a['dead_units']) == (4, 2, 0.5, [1, 3]), layer
+        assert sum(a['hist']) == a['hist_n'] == a['n'] - a['nan'] - a['inf'] == 8 * 4 * 8 * 8   # 256 elements a batch: all sampled
+
+def test_nan_counted_and_alerted(tmp_path):
+    "NaN and Inf are counted, statistics are over the finite values, and the first layer with them is alerted"
+    class Poison(nn.Module):
+        "Puts one NaN and one Inf into a copy of its input"
+        def forward(self, x):
+            x = x.detach().clone(); x[0, 0] = float('nan'); x[1, 0] = float('inf')
+            return x
+    class Net(nn.Module):
+        "A side branch goes through `Poison`; the loss does not see it, so training stays finite"
+        def __init__(self):
+            super().__init__()
+            self.lin,self.poison,self.act,self.head = nn.Linear(48, 6),Poison(),nn.ReLU(),nn.Linear(6, 2)
+        def forward(self, x):
+            h = self.lin(x.flatten(1))
+            self.act(self.poison(h))
+            return self.head(h)
+    learn = learner(Net(), images(n=8, size=4))
+    _fit(learn, 1, cbs=ExplorerCallback(tmp_path/'run', every=1, layers=['lin', 'poison', 'act']))
+    run = load_run(tmp_path/'run')
+    a, b = run.stats('poison')[0], run.stats('act')[0]
+    assert (a['nan'], a['inf'], a['n']) == (2, 2, 2 * 4 * 6)      # two training batches of 4 × 6
+    fin = a['n'] - 4
+    assert a['mean'] is not None and math.isfinite(a['mean']) and a['hist_n'] == fin == sum(a['hist'])
+    assert run.alerts.query("kind == 'nonfinite'").layer.tolist() == ['poison'], run.alerts
+
+def test_silent_outside_fit(tmp_path):
+    "`lr_find`, `get_preds` and `validate` write nothing"
+    learn = digits_learner(cbs=ExplorerCallback(tmp_path/'run'))
+    with learn.no_bar(), learn.no_logging():
+        learn.get_preds(); assert not (tmp_path/'run').exists(), 'get_preds'
+        learn.validate(); assert not (tmp_path/'run').exists(), 'validate'
+        learn.lr_find(num_it=5, show_plot=False); assert not (tmp_path/'run').exists(), 'lr_find'
+    assert not any(m._forward_hooks for m in learn.model.modules())
+
+@pytest.mark.parametrize('bad', ['file', 'unwritable'])
+def test_bad_path_fails_before_training(bad, tmp_path):
+    "A run folder that is a file or cannot be written fails in `before_fit`, before any batch"
+    import os
+    if bad == 'file': p = tmp_path/'f'; p.touch(); target = p
+    else:
+        if os.geteuid() == 0: pytest.skip('root can write anywhere')
+        p = tmp_path/'ro'; p.mkdir(); p.chmod(0o500); target = p/'run'
+    learn = digits_learner(cbs=ExplorerCallback(target))
+    seen = []
+    learn.add_cb(type('Spy', (Callback,), {'before_batch': lambda self: seen.append(1)})())
+    with pytest.raises((NotADirectoryError, PermissionError, OSError), match=str(p.name)): _fit(learn, 1)
+    assert not seen and '_do_epoch' not in learn.__dict__
+
+def test_existing_run_not_clobbered(tmp_path):
+    "A folder holding another run is an error unless `overwrite=True`; other files survive an overwrite"
+    _fit(digits_learner(cbs=ExplorerCallback(tmp_path/'run')), 1)
+    (tmp_path/'run'/'notes.txt').write_text('mine')
+    with pytest.raises(FileExistsError, match='already holds a run'): _fit(digits_learner(cbs=ExplorerCallback(tmp_path/'run')), 1)
+    _fit(digits_learner(cbs=ExplorerCallback(tmp_path/'run', overwrite=True)), 1)
+    assert (tmp_path/'run'/'notes.txt').read_text() == 'mine'
+
+def test_fine_tune_appends_and_records_fits(tmp_path):
+    "Several fits on one Learner (`fine_tune`: frozen, then unfrozen) append epochs and record each fit's trainable count"
+    learn = ZOO['unet']()
+    learn.add_cb(ExplorerCallback(tmp_path/'run', every=2))
+    with learn.no_bar(), learn.no_logging(): learn.fine_tune(2, freeze_epochs=1)
+    run = load_run(tmp_path/'run')
+    assert [e['epoch'] for e in run.epochs] == [1, 2, 3] and [e['fit'] for e in run.epochs] == [0, 1, 1]
+    f0, f1 = run.meta['fits']
+    assert f1['trainable'] == f1['params'] == sum(p.numel() for p in set(learn.model.parameters()))
+    frozen = ZOO['unet']()
+    frozen.freeze()
+    assert f0['trainable'] == sum(p.numel() for p in set(frozen.model.parameters()) if p.requires_grad) < f1['trainable']
+
+def test_memory_flat_over_batches(tmp_path):
+    "The epoch accumulators do not grow with the number of batches"
+    learn = digits_learner(cbs=ExplorerCallback(tmp_path/'run', every=1))
+    _fit(learn, 1)
+    cb = learn.explorer
+    assert cb.act.rows == [] and cb.act.acc.shape == (len(cb.keys), 9 + cb.hist_bins)
+
+def test_load_run_roundtrip(tmp_path):
+    "`load_run` gives back the trees, the recorder rows and a long DataFrame"
+    learn = digits_learner(cbs=ExplorerCallback(tmp_path/'run', every=5))
+    _fit(learn, 2)
+    run = load_run(tmp_path/'run')
+    assert run.representation.get_dict() == json.loads((tmp_path/'run'/'representation.json').read_text())
+    assert list(run.recorder.index) == [1, 2] and {'train_loss', 'valid_loss', 'accuracy', 'lr'} <= set(run.recorder.columns)
+    df = run.df
+    assert set(df.kind) == {'act', 'weight', 'grad'} and set(df.epoch) == {1, 2}
+    assert df.query("layer == '4.weight' and kind == 'weight' and stat == 'update_ratio'").value.gt(0).all()
+    assert run.hist('0.2').shape == (40, 2)
