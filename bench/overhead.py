@@ -1,0 +1,69 @@
+"""Overhead of `ExplorerCallback` on training, measured side by side in one process.
+
+Usage: python bench/overhead.py [--rounds 5] [--batches 20] [--models cnn,resnet18]
+
+For each model (a small CNN and torchvision's resnet18, on synthetic 64 px images, batch 64, 2 threads) it times one
+epoch of `Learner.fit` in interleaved rounds (so drift on a noisy machine hits every contender alike) with:
+plain fit; `ExplorerCallback()` defaults (every 10th batch); `ExplorerCallback(every=1, valid=True)` (every batch,
+all statistics, histograms, gradients and update ratios); fastai's `ActivationStats(with_hist=True)`.
+Prints the median epoch time of each and its ratio to plain fit. Targets on a 2-core CPU: defaults <= 1.05x on
+resnet18, every batch <= 1.20x.
+"""
+import argparse, statistics, tempfile, time, warnings
+import torch, torchvision
+from torch import nn
+from fastai.data.core import DataLoaders
+from fastai.data.load import DataLoader
+from fastai.learner import Learner
+from fastai.losses import CrossEntropyLossFlat
+from fastai.callback.hook import ActivationStats
+from fastai.callback.progress import *  # noqa: F401,F403  (Learner.no_bar)
+from fastexplorer.all import ExplorerCallback
+
+warnings.filterwarnings('ignore')
+
+def small_cnn():
+    def block(ni, nf): return nn.Sequential(nn.Conv2d(ni, nf, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(nf), nn.ReLU(inplace=True))
+    return nn.Sequential(block(3, 16), block(16, 32), block(32, 64), block(64, 64), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+
+MODELS = {'cnn': small_cnn, 'resnet18': lambda: torchvision.models.resnet18(num_classes=10)}
+
+def make_learner(model_fn, n_batches, bs=64, size=64, cbs=None):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n_batches * bs, 3, size, size, generator=g); y = torch.randint(0, 10, (n_batches * bs,), generator=g)
+    items = [(x[i], y[i]) for i in range(len(x))]
+    dls = DataLoaders(DataLoader(items, bs=bs, shuffle=True, drop_last=True), DataLoader(items[:bs], bs=bs))
+    torch.manual_seed(0)
+    return Learner(dls, model_fn(), loss_func=CrossEntropyLossFlat(), cbs=cbs)
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument('--rounds', type=int, default=5)
+    p.add_argument('--batches', type=int, default=20, help='training batches per epoch')
+    p.add_argument('--models', default='cnn,resnet18')
+    p.add_argument('--threads', type=int, default=2)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    tmp = tempfile.mkdtemp()
+    for name in a.models.split(','):
+        configs = {
+            'plain fit': lambda: None,
+            'explorer defaults': lambda: ExplorerCallback(f"{tmp}/{name}-defaults", overwrite=True),
+            'explorer every batch, all stats': lambda: ExplorerCallback(f"{tmp}/{name}-full", every=1, valid=True, overwrite=True),
+            'fastai ActivationStats(with_hist)': lambda: ActivationStats(with_hist=True),
+        }
+        learners = {k: make_learner(MODELS[name], a.batches, cbs=f()) for k,f in configs.items()}
+        for l in learners.values():                       # warm up (and let the explorer probe once)
+            with l.no_bar(), l.no_logging(): l.fit(1, 1e-3)
+        times = {k: [] for k in learners}
+        for _ in range(a.rounds):
+            for k,l in learners.items():
+                with l.no_bar(), l.no_logging():
+                    t = time.perf_counter(); l.fit(1, 1e-3); times[k].append(time.perf_counter() - t)
+        base = statistics.median(times['plain fit'])
+        print(f"\n{name}: {a.batches} batches of 64 at 64 px per epoch, {a.threads} threads, {a.rounds} interleaved rounds")
+        for k,v in times.items():
+            med = statistics.median(v)
+            print(f"  {k:36s} {med:7.2f} s/epoch   ratio {med/base:.3f}   (min {min(v)/min(times['plain fit']):.3f})")
+
+if __name__ == '__main__': main()
