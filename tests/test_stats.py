@@ -247,3 +247,19 @@ def test_unsupported_outputs_never_raise():
     st.flush()
     res = st.finish(['empty', 'one', 'complex', 'none', 'str'])
     assert list(res) == ['one'] and res['one']['std'] is None and res['one']['mean'] == 1.0
+
+def test_failed_epoch_write_cleans_up(tmp_path):
+    "A failure writing an epoch file (disk full, say) propagates, leaves no guard or hook, and marks the run failed"
+    learn = digits_learner(cbs=ExplorerCallback(tmp_path/'run', every=1))
+    before = _hooks(learn.model)
+    cb = learn.explorer
+    def full(doc): raise OSError(28, 'No space left on device')
+    orig = RunWriter.write_epoch
+    RunWriter.write_epoch = lambda self, doc: full(doc)
+    try:
+        with pytest.raises(OSError, match='No space'): _fit(learn, 2)
+    finally: RunWriter.write_epoch = orig
+    assert _hooks(learn.model) == before and '_do_epoch' not in learn.__dict__
+    assert load_run(tmp_path/'run').meta['status'] == 'failed'
+    _fit(learn, 1)                                   # the next fit works normally and appends
+    assert load_run(tmp_path/'run').meta['status'] == 'finished' and '_do_epoch' not in learn.__dict__
