@@ -1,7 +1,7 @@
 """Write README.md from nbs/index.ipynb: markdown cells as they are, code cells and their text outputs fenced.
 
 `nbdev-readme` does this with Quarto, which cannot be installed everywhere; this keeps the README in sync without it.
-Cells marked `#| hide` are left out. Usage: python scripts/make_readme.py [--check]
+Cells marked `#| hide` are left out; image links relative to nbs/ are rewritten for the repository root. Usage: python scripts/make_readme.py [--check]
 """
 import json, sys
 from pathlib import Path
@@ -15,7 +15,7 @@ def render(nb:dict)->str:
     for c in nb['cells']:
         src = _text(c['source']).rstrip()
         if not src or src.startswith('#| hide'): continue
-        if c['cell_type'] == 'markdown': out.append(src); continue
+        if c['cell_type'] == 'markdown': out.append(src.replace('](images/', '](nbs/images/')); continue
         out.append(f"```python\n{src}\n```")
         for o in c.get('outputs', []):
             txt = _text(o.get('text') or o.get('data', {}).get('text/plain', '')).rstrip()

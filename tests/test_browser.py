@@ -1,0 +1,114 @@
+"The explorer page in a real browser: headless Chromium (Debian's) driven by Playwright, against the real server."
+import json, os, shutil, time
+from pathlib import Path
+import pytest
+from fastai.callback.progress import *   # noqa: F403
+from fastexplorer.all import *
+from playwright.sync_api import expect   # locator assertions: no eval in the page, which our CSP forbids
+
+CHROMIUM = '/usr/bin/chromium'
+ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run']
+SHOTS = Path(__file__).parent/'output'
+
+if not os.path.exists(CHROMIUM):
+    if os.environ.get('CI'): raise RuntimeError(f"{CHROMIUM} is missing: scripts/test.sh installs Debian's chromium")
+    pytest.skip(f"{CHROMIUM} is not installed (scripts/test.sh installs it)", allow_module_level=True)
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+    "Two digits runs: a sound one and one with a far too high learning rate"
+    root = tmp_path_factory.mktemp('runs')
+    for name,lr in [('good', 1e-2), ('toohigh', 3.0)]:
+        learn = digits_learner(cbs=ExplorerCallback(root/name, every=2, valid=True))
+        with learn.no_bar(), learn.no_logging(): learn.fit(3, lr)
+    return root
+
+@pytest.fixture(scope='module')
+def browser():
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+@pytest.fixture
+def page(browser):
+    "A page that collects console errors and warnings, and uncaught exceptions"
+    p = browser.new_page(viewport={'width': 1400, 'height': 900})
+    p.problems = []
+    p.on('console', lambda m: p.problems.append(f"{m.type}: {m.text}") if m.type in ('error', 'warning') else None)
+    p.on('pageerror', lambda e: p.problems.append(f"pageerror: {e}"))
+    yield p
+    p.close()
+
+def _n_nodes(run): return len(list(Representation.load(Path(run)/'representation.json')))
+
+def test_page_loads_shows_tree_and_charts(runs, page):
+    "The page loads without console errors, shows the run's node count, and a click on a node shows its charts"
+    SHOTS.mkdir(exist_ok=True)
+    with serve(runs, port=0) as srv:
+        page.goto(srv.url + '?run=toohigh')
+        page.wait_for_selector('#tree .node .label')
+        assert page.locator('#node-count').inner_text().strip() == str(_n_nodes(runs/'toohigh'))
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        page.locator('#tree .node[data-path="1.2"] .label').first.click()
+        page.wait_for_selector('#panel .chart')
+        assert '1.2' in page.locator('#panel-title').inner_text()
+        assert page.locator('#panel .chart').count() >= 3
+        assert page.locator('#alerts .alert').count() >= 1
+        page.screenshot(path=str(SHOTS/'explorer.png'), full_page=True)
+        page.locator('#tree .node[data-path="4.weight"] .label').first.click()
+        expect(page.locator('#panel-title')).to_contain_text('4.weight')
+        assert page.locator('#panel .chart').count() >= 2
+        page.screenshot(path=str(SHOTS/'explorer-weight.png'), full_page=True)
+    assert page.problems == []
+
+def test_alert_links_to_layer(runs, page):
+    "Clicking an alert selects its layer"
+    with serve(runs, port=0) as srv:
+        page.goto(srv.url + '?run=toohigh')
+        page.wait_for_selector('#alerts .alert')
+        a = page.locator('#alerts .alert').first
+        layer = a.get_attribute('data-layer')
+        a.click()
+        expect(page.locator('#panel-title')).to_contain_text(layer)
+    assert page.problems == []
+
+def test_compare_two_runs(runs, page):
+    "Two runs side by side: the page shows both without errors"
+    with serve(runs, port=0) as srv:
+        page.goto(srv.url + '?run=good&compare=toohigh')
+        page.wait_for_selector('#tree .node .label')
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        page.locator('#tree .node[data-path="0.0"] .label').first.click()
+        page.wait_for_selector('#panel .chart')
+        page.screenshot(path=str(SHOTS/'explorer-compare.png'), full_page=True)
+    assert page.problems == []
+
+def test_new_epoch_appears_within_2s(runs, page, tmp_path):
+    "An epoch file written while the page is open shows up on it by itself within 2 seconds"
+    shutil.copytree(runs/'good', tmp_path/'live')
+    with serve(tmp_path, port=0) as srv:
+        page.goto(srv.url + '?run=live')
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        time.sleep(0.6)                                    # let the event stream settle
+        doc = json.loads((tmp_path/'live'/'epoch_0003.json').read_text()); doc['epoch'] = 4
+        save_json(doc, tmp_path/'live'/'epoch_0004.json')
+        m = json.loads((tmp_path/'live'/'run.json').read_text())
+        m['epochs'].append({'epoch': 4, 'file': 'epoch_0004.json', 'partial': False}); m['status'] = 'running'
+        t = time.monotonic()
+        save_json(m, tmp_path/'live'/'run.json')
+        expect(page.locator('#epoch-count')).to_have_text('4', timeout=2000)
+        assert time.monotonic() - t < 2
+    assert page.problems == []
+
+def test_report_from_file_shows_same_tree(runs, page, tmp_path):
+    "`report.html` opened from `file://` shows the same tree, offline, without errors"
+    out = report(runs/'toohigh', tmp_path/'report.html')
+    page.goto(out.resolve().as_uri())
+    page.wait_for_selector('#tree .node .label')
+    assert page.locator('#node-count').inner_text().strip() == str(_n_nodes(runs/'toohigh'))
+    page.locator('#tree .node[data-path="1.2"] .label').first.click()
+    page.wait_for_selector('#panel .chart')
+    page.screenshot(path=str(SHOTS/'report.png'), full_page=True)
+    assert page.problems == []
