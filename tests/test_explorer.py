@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 from fastai.callback.progress import *   # noqa: F403
 from fastexplorer.all import *
+from fastai.callback.core import Callback
 
 @pytest.fixture(scope='module')
 def runs(tmp_path_factory):
@@ -186,3 +187,15 @@ def test_cli_report_and_errors(runs, tmp_path):
     from fastexplorer.cli import main
     assert main(['report', str(runs/'good'), '-o', str(tmp_path/'rep.html')]) == 0 and (tmp_path/'rep.html').exists()
     with pytest.raises(SystemExit, match='no such folder'): main(['serve', str(tmp_path/'nope')])
+
+def test_callback_serves_while_training(tmp_path):
+    "`ExplorerCallback(serve=True)` serves the run from the first fit on, while it trains"
+    seen = []
+    class Peek(Callback):
+        order = ExplorerCallback.order + 1
+        def after_epoch(self): seen.append(json.loads(get(self.learn.explorer.server.url + 'api/runs')[1])['runs'][0]['epochs'])
+    learn = digits_learner(cbs=[ExplorerCallback(tmp_path/'run', every=5, serve=True, port=0), Peek()])
+    try:
+        with learn.no_bar(), learn.no_logging(): learn.fit(2)
+        assert seen == [1, 2]
+    finally: learn.explorer.server.stop()
