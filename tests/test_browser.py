@@ -112,3 +112,14 @@ def test_report_from_file_shows_same_tree(runs, page, tmp_path):
     page.wait_for_selector('#panel .chart')
     page.screenshot(path=str(SHOTS/'report.png'), full_page=True)
     assert page.problems == []
+
+def test_single_run_folder_and_heatmaps(runs, page):
+    "A run folder served by itself (as `learn.explore()` does) works, and the activation maps show beside the images"
+    with serve(runs/'good', port=0) as srv:
+        page.goto(srv.url)
+        page.wait_for_selector('#tree .node .label')
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        page.locator('#tree .node[data-path="0.0"] .label').first.click()
+        expect(page.locator('#heatmaps canvas').first).to_be_visible()
+        page.locator('#heatmaps').screenshot(path=str(SHOTS/'heatmaps.png'))
+    assert page.problems == []

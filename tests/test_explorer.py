@@ -45,10 +45,10 @@ def test_routes(srv, runs):
     assert get(srv.url + 'api/runs/good/landscape.json')[0] == 404
 
 def test_single_run_folder(runs):
-    "A run folder served by itself is the run `.`"
+    "A run folder served by itself is the run `~`"
     with serve(runs/'good', port=0) as s:
-        assert [r['id'] for r in json.loads(get(s.url + 'api/runs')[1])['runs']] == ['.']
-        assert get(s.url + 'api/runs/./epochs/1')[0] == 200
+        assert [r['id'] for r in json.loads(get(s.url + 'api/runs')[1])['runs']] == ['~']
+        assert get(s.url + 'api/runs/~/epochs/1')[0] == 200
 
 def test_security_headers(srv):
     "Every response carries a content security policy allowing only the server's own scripts, and nosniff"
@@ -179,7 +179,7 @@ def test_learn_explore_serves_the_run(tmp_path):
     learn = digits_learner(cbs=ExplorerCallback(tmp_path/'run', every=5))
     with learn.no_bar(), learn.no_logging(): learn.fit(1)
     url = learn.explore(port=0)
-    try: assert [r['id'] for r in json.loads(get(url + 'api/runs')[1])['runs']] == ['.']
+    try: assert [r['id'] for r in json.loads(get(url + 'api/runs')[1])['runs']] == ['~']
     finally: learn.explorer.server.stop()
 
 def test_cli_report_and_errors(runs, tmp_path):
