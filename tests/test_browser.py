@@ -123,3 +123,18 @@ def test_single_run_folder_and_heatmaps(runs, page):
         expect(page.locator('#heatmaps canvas').first).to_be_visible()
         page.locator('#heatmaps').screenshot(path=str(SHOTS/'heatmaps.png'))
     assert page.problems == []
+
+def test_landscape_panel(runs, page, tmp_path):
+    "A run with a `landscape.json` shows the loss-landscape panel, with its log-scale toggle, without errors"
+    import math
+    shutil.copytree(runs/'good', tmp_path/'land')
+    xs = [i / 5 - 1 for i in range(11)]
+    save_json({'schema': 'fastexplorer/landscape', 'version': 1, 'x': xs, 'y': xs,
+               'loss': [[1 + x * x + 2 * y * y for x in xs] for y in xs], 'metric': None,
+               'trajectory': [[0.5 * math.cos(t / 3), 0.5 * math.sin(t / 3)] for t in range(5)]}, tmp_path/'land'/'landscape.json')
+    with serve(tmp_path, port=0) as srv:
+        page.goto(srv.url + '?run=land')
+        expect(page.locator('#landscape canvas').first).to_be_visible()
+        page.locator('#log-scale').check()
+        page.locator('#landscape').screenshot(path=str(SHOTS/'landscape.png'))
+    assert page.problems == []
