@@ -134,7 +134,10 @@ def test_landscape_panel(runs, page, tmp_path):
                'trajectory': [[0.5 * math.cos(t / 3), 0.5 * math.sin(t / 3)] for t in range(5)]}, tmp_path/'land'/'landscape.json')
     with serve(tmp_path, port=0) as srv:
         page.goto(srv.url + '?run=land')
-        expect(page.locator('#landscape canvas').first).to_be_visible()
+        expect(page.locator('#landscape-canvas')).to_be_visible()
+        expect(page.locator('#landscape-surface')).to_be_visible()
+        box = page.locator('#landscape-surface').bounding_box()
+        page.mouse.move(box['x'] + 100, box['y'] + 100); page.mouse.down(); page.mouse.move(box['x'] + 180, box['y'] + 100); page.mouse.up()
         page.locator('#log-scale').check()
         page.locator('#landscape').screenshot(path=str(SHOTS/'landscape.png'))
     assert page.problems == []

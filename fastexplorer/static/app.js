@@ -1211,9 +1211,16 @@ function renderLandscape() {
     sec = h('section', { id: 'landscape', class: 'card' },
       h('h2', {}, 'Loss landscape ', h('span', { class: 'muted sub', text: 'around the final weights, with the training trajectory' })),
       h('div', { class: 'tool-row' }, h('label', {}, cb, ' log colour scale'), metricSel ? h('label', {}, ' show ', metricSel) : null),
-      h('div', { class: 'land-wrap' }, h('canvas', { id: 'landscape-canvas', width: '640', height: '640' }), h('div', { id: 'landscape-legend', class: 'land-legend' })));
+      h('div', { class: 'land-wrap' }, h('canvas', { id: 'landscape-canvas', width: '640', height: '640' }),
+        h('canvas', { id: 'landscape-surface', width: '720', height: '640', title: 'drag to turn the surface' }),
+        h('div', { id: 'landscape-legend', class: 'land-legend' })));
     slot.replaceChildren(sec);
     cb.addEventListener('change', drawLandscape);
+    const sf = $('#landscape-surface');
+    let drag = null;
+    sf.addEventListener('pointerdown', (e) => { drag = { x: e.clientX, az: S.landAz }; sf.setPointerCapture(e.pointerId); });
+    sf.addEventListener('pointermove', (e) => { if (drag) { S.landAz = drag.az + (e.clientX - drag.x) / 120; drawLandscape(); } });
+    sf.addEventListener('pointerup', () => { drag = null; });
     if (metricSel) metricSel.addEventListener('change', drawLandscape);
   }
   drawLandscape();
@@ -1274,11 +1281,54 @@ function drawLandscape() {
     ctx.textAlign = 'right';
     for (const i of [0, Math.floor((ys.length - 1) / 2), ys.length - 1]) ctx.fillText(fmt(ys[i], 2), m.l - 4, m.t + ph - (i + 0.5) * chh + 3);
   }
+  drawSurface(Z, rows, cols, tf, tlo, thi, tr, xs, ys, interp);
   const leg = $('#landscape-legend');
   leg.replaceChildren(h('div', { class: 'muted', text: what }),
     h('span', { class: 'ramp', style: `background:${lutGradient(VIRIDIS)}` }),
     h('div', { class: 'muted', text: lo <= hi ? `${fmt(lo, 3)} … ${fmt(hi, 3)}${logc ? ' (log)' : ''}` : 'no finite value' }),
     tr.length ? h('div', { class: 'muted', text: '○ trajectory · ● final' }) : null);
+}
+
+// A 3-D view of the same grid: each cell a quad at its height, drawn back to front (painter's algorithm), coloured
+// like the heatmap; the trajectory is drawn at the loss of its nearest grid point. Drag sideways to turn it.
+function drawSurface(Z, rows, cols, tf, tlo, thi, tr, xs, ys, interp) {
+  const cv = $('#landscape-surface');
+  const ctx = cv && cv.getContext('2d');
+  if (!ctx || rows < 2 || cols < 2) return;
+  const W = 360, H = 320, dpr = 2;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, W, H);
+  if (S.landAz === undefined) S.landAz = -0.7;
+  const az = S.landAz, el = 0.55, ca = Math.cos(az), sa = Math.sin(az), ce = Math.cos(el), se = Math.sin(el);
+  const zn = (v) => (fin(v) && thi > tlo ? (tf(v) - tlo) / (thi - tlo) : 0);
+  // grid coordinates in [-1, 1], height in [0, 0.9]
+  const P = (j, i, v) => {
+    const x = (2 * j) / (cols - 1) - 1, y = (2 * i) / (rows - 1) - 1, z = 0.9 * zn(v);
+    const rx = x * ca - y * sa, ry = x * sa + y * ca;
+    return [W / 2 + rx * 115, H * 0.62 - (ry * se * 115 * 0.8 + z * ce * 150), ry];
+  };
+  const quads = [];
+  for (let i = 0; i < rows - 1; i++) for (let j = 0; j < cols - 1; j++) {
+    const c = [[j, i], [j + 1, i], [j + 1, i + 1], [j, i + 1]].map(([a, b]) => (Array.isArray(Z[b]) ? Z[b][a] : null));
+    if (!c.every(fin)) continue;
+    const pts = [P(j, i, c[0]), P(j + 1, i, c[1]), P(j + 1, i + 1, c[2]), P(j, i + 1, c[3])];
+    quads.push({ pts, depth: pts.reduce((s, p) => s + p[2], 0), v: (c[0] + c[1] + c[2] + c[3]) / 4 });
+  }
+  quads.sort((a, b) => b.depth - a.depth);
+  ctx.lineWidth = 0.4; ctx.strokeStyle = 'rgba(17,24,39,0.35)';
+  for (const q of quads) {
+    ctx.beginPath(); q.pts.forEach((p, k) => (k ? ctx.lineTo(p[0], p[1]) : ctx.moveTo(p[0], p[1]))); ctx.closePath();
+    ctx.fillStyle = lutCss(VIRIDIS, thi > tlo ? (tf(q.v) - tlo) / (thi - tlo) : 0.5); ctx.fill(); ctx.stroke();
+  }
+  if (tr.length) {
+    const pt = (p) => { const j = Math.round(interp(xs, p[0])), i = Math.round(interp(ys, p[1]));
+      const v = Array.isArray(Z[i]) ? Z[i][j] : null; return P(interp(xs, p[0]), interp(ys, p[1]), v); };
+    ctx.lineWidth = 2; ctx.strokeStyle = '#ffffff'; ctx.beginPath();
+    tr.forEach((p, k) => { const q = pt(p); k ? ctx.lineTo(q[0], q[1]) : ctx.moveTo(q[0], q[1]); }); ctx.stroke();
+    const q = pt(tr[tr.length - 1]); ctx.fillStyle = '#ef4444'; ctx.beginPath(); ctx.arc(q[0], q[1], 4, 0, 2 * Math.PI); ctx.fill();
+  }
+  ctx.fillStyle = '#6b7280'; ctx.font = '9px system-ui, sans-serif'; ctx.textAlign = 'left';
+  ctx.fillText('surface (drag to turn)', 6, 12);
 }
 
 // ---------------------------------------------------------------- wiring
