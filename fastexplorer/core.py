@@ -73,7 +73,7 @@ def save_json(o, fname, indent:int|None=None):
     atomic_write(fname, dumps(o, indent=indent))
 
 # %% ../nbs/00_core.ipynb #f8b8d27e
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 1   # version of the JSON documents fastexplorer writes; bumped on incompatible changes
 
 def load_schema(name:str='representation')->dict:
     "The JSON Schema `name` shipped in `fastexplorer/schemas/`"

@@ -25,10 +25,13 @@ __all__ = ['ACTIVATIONS', 'has_own_params', 'select_layers', 'ElementSampler', '
            'weight_stats', 'ParamStats', 'activation_maps', 'input_images', 'ExplorerCallback']
 
 # %% ../nbs/03_stats.ipynb #158a8ec1
+# activation modules whose outputs are recorded by default, next to every module that holds parameters
 ACTIVATIONS = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.RReLU, nn.ELU, nn.SELU, nn.CELU, nn.GELU, nn.SiLU, nn.Mish,
                nn.Sigmoid, nn.Tanh, nn.Softplus, nn.Softsign, nn.Hardswish, nn.Hardsigmoid, nn.Hardtanh, nn.LogSigmoid)
 
-def has_own_params(m:nn.Module)->bool: return any(p is not None for p in m._parameters.values())
+def has_own_params(m:nn.Module)->bool:
+    "Whether `m` holds parameters itself (not only through its children)"
+    return any(p is not None for p in m._parameters.values())
 
 def _default_layer(path:str, m:nn.Module)->bool: return has_own_params(m) or isinstance(m, ACTIVATIONS)
 
