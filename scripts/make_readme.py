@@ -3,7 +3,7 @@
 `nbdev-readme` does this with Quarto, which cannot be installed everywhere; this keeps the README in sync without it.
 Cells marked `#| hide` are left out; image links relative to nbs/ are rewritten for the repository root. Usage: python scripts/make_readme.py [--check]
 """
-import json, sys
+import json, re, sys
 from pathlib import Path
 
 root = Path(__file__).resolve().parent.parent
@@ -15,7 +15,8 @@ def render(nb:dict)->str:
     for c in nb['cells']:
         src = _text(c['source']).rstrip()
         if not src or src.startswith('#| hide'): continue
-        if c['cell_type'] == 'markdown': out.append(src.replace('](images/', '](nbs/images/')); continue
+        if c['cell_type'] == 'markdown':   # links relative to nbs/ become relative to the repository root
+            out.append(re.sub(r'\]\((?!https?:|#|/)([^)\s]+\.ipynb|images/)', r'](nbs/\1', src)); continue
         out.append(f"```python\n{src}\n```")
         for o in c.get('outputs', []):
             txt = _text(o.get('text') or o.get('data', {}).get('text/plain', '')).rstrip()
