@@ -231,6 +231,7 @@ class ParamStats:
         self.gsteps,self.nan,self.inf = [0]*n,[0]*n,[0]*n
         self.usum = torch.zeros(n, dtype=self.dt, device=dev); self.umax = torch.zeros(n, dtype=self.dt, device=dev)
         self.usteps = 0
+        self.ucount = torch.zeros(n, dtype=self.dt, device=dev)   # steps with a ratio, per parameter
         self.w0 = None
 
     def grads(self, scale:float=1.):
@@ -257,17 +258,20 @@ class ParamStats:
         self.w0 = [p.detach().clone() for p in self.ps] if self.ps else None
 
     def updates(self):
-        "Add `|Δw| / |w|` of the step just taken"
+        "Add `|Δw| / |w|` of the step just taken; a weight that is exactly zero before the step (a bias initialised to 0) has no ratio for it"
         if self.w0 is None: return
-        r = torch.stack([_norm((p.detach() - w).reshape(-1).float()) / _norm(w.reshape(-1).float()).clamp(min=1e-12)
-                         for p,w in zip(self.ps, self.w0)]).to(self.dt)
-        self.usum += r; torch.maximum(self.umax, r, out=self.umax)
+        d = torch.stack([_norm((p.detach() - w).reshape(-1).float()) for p,w in zip(self.ps, self.w0)]).to(self.dt)
+        n = torch.stack([_norm(w.reshape(-1).float()) for w in self.w0]).to(self.dt)
+        ok = n > 0
+        r = torch.where(ok, d / torch.where(ok, n, 1), 0)
+        self.usum += r; self.ucount += ok; torch.maximum(self.umax, r, out=self.umax)
         self.usteps += 1
         self.w0 = None
 
     def finish(self, keys:list)->dict:
         "`{key: {'weight': {...}, 'grad': {...}}}` with one host copy of the accumulators"
         gsum,gmax,usum,umax = self.gsum.cpu().tolist(),self.gmax.cpu().tolist(),self.usum.cpu().tolist(),self.umax.cpu().tolist()
+        ucount = self.ucount.cpu().tolist()
         res = {}
         for i,(key,p) in enumerate(zip(keys, self.ps)):
             k = self.gsteps[i]
@@ -275,7 +279,7 @@ class ParamStats:
                                        'max_abs': gmax[i], 'frac_zero': gsum[i][3]/k, 'nan': self.nan[i], 'inf': self.inf[i],
                                        'ndim': p.ndim}
             w = {**weight_stats(p), 'requires_grad': p.requires_grad, 'update_steps': self.usteps,
-                 'update_ratio': usum[i]/self.usteps if self.usteps else None, 'update_max': umax[i] if self.usteps else None}
+                 'update_ratio': usum[i]/ucount[i] if ucount[i] else None, 'update_max': umax[i] if ucount[i] else None}
             res[key] = {'weight': w, 'grad': grad}
         return res
 

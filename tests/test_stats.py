@@ -263,3 +263,26 @@ def test_failed_epoch_write_cleans_up(tmp_path):
     assert load_run(tmp_path/'run').meta['status'] == 'failed'
     _fit(learn, 1)                                   # the next fit works normally and appends
     assert load_run(tmp_path/'run').meta['status'] == 'finished' and '_do_epoch' not in learn.__dict__
+
+def test_update_ratio_oracle_and_zero_init():
+    "`update_ratio` is `|Δw| / |w|` of each step, by hand; a bias that is exactly zero before a step has no ratio for it"
+    from fastexplorer.stats import ParamStats
+    w = nn.Parameter(torch.randn(5, 3, generator=torch.Generator().manual_seed(0)))
+    b = nn.Parameter(torch.zeros(5))
+    ps = ParamStats([w, b])
+    expected = []
+    for step in range(3):
+        ps.snapshot()
+        w0 = w.detach().clone()
+        with torch.no_grad(): w.add_(0.1 * (step + 1)); b.add_(0.5)
+        expected.append(float((w.detach() - w0).norm() / w0.norm()))
+        ps.updates()
+    res = ps.finish(['w', 'b'])
+    assert abs(res['w']['weight']['update_ratio'] - sum(expected) / 3) < 1e-6
+    assert abs(res['w']['weight']['update_max'] - max(expected)) < 1e-6
+    assert res['w']['weight']['update_steps'] == 3
+    # b: 0 -> 0.5 (no ratio: it was zero), 0.5 -> 1 (ratio 1), 1 -> 1.5 (ratio 0.5); not 1e12
+    assert abs(res['b']['weight']['update_ratio'] - 0.75) < 1e-9 and res['b']['weight']['update_max'] == 1.0
+    only_zero = ParamStats([nn.Parameter(torch.zeros(3))])
+    only_zero.snapshot(); only_zero.updates()
+    assert only_zero.finish(['z'])['z']['weight']['update_ratio'] is None
