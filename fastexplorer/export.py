@@ -220,6 +220,8 @@ def plot_stat(run:Run, stat:str='mean', kind:str='act', layers:list|None=None, a
     if ax is None: ax = plt.subplots(figsize=(7, 4))[1]
     for layer,g in df.groupby('layer', sort=False): ax.plot(g.epoch, g.value, marker='o', label=layer)
     ax.set_xlabel('epoch'); ax.set_ylabel(f"{kind} {stat}")
+    from matplotlib.ticker import MaxNLocator
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))     # epochs are whole numbers
     if df.layer.nunique() <= 12: ax.legend(fontsize='small')
     return ax
 

@@ -100,10 +100,10 @@ def test_home_page_is_the_readme_tour(crawl, site):
 def test_notebooks_rendered_with_outputs(crawl, site):
     "Executed outputs are on the pages: the tree's repr, DataFrames, plots (inline PNGs), screenshots"
     pages, _, _ = crawl
-    home, tut, export = pages[site], pages[urljoin(site, 'tutorial.html')], pages[urljoin(site, '02_export.html')]
+    home, tut, land = pages[site], pages[urljoin(site, 'tutorial.html')], pages[urljoin(site, '04_landscape.html')]
     assert 'Conv2d' in home['text'] and home['n_frames'] >= 2  # the tree's repr and the tour's DataFrames
     assert tut['n_plots'] >= 1 and tut['n_frames'] >= 1 and tut['n_imgs'] - tut['n_plots'] >= 2
-    assert export['n_plots'] >= 1
+    assert land['n_plots'] >= 1                               # the loss surface
 
 def _plain(s:str)->str:
     "A docstring's markdown as the browser shows it: no backticks or emphasis, one space between words"
