@@ -34,22 +34,11 @@ def _default_layer(path:str, m:nn.Module)->bool: return has_own_params(m) or isi
 
 def select_layers(
     model:nn.Module,
-    layers=None, # `None` (default), a type or tuple of types, a glob or list of globs on paths, or `f(path, module)->bool`
+    layers=None, # `None` (default), or anything `select_modules` takes: classes, paths or globs, depth-idx labels, indices, predicates
 )->dict:
     "`{path: module}` of the layers of `model` that `layers` selects, in `named_modules` order"
-    mods = dict(model.named_modules())
-    if layers is None: return {p: m for p,m in mods.items() if _default_layer(p, m)}
-    if isinstance(layers, type) or (isinstance(layers, tuple) and layers and all(isinstance(t, type) for t in layers)):
-        return {p: m for p,m in mods.items() if isinstance(m, layers)}
-    if isinstance(layers, str) or (isinstance(layers, (list, tuple)) and layers and all(isinstance(o, str) for o in layers)):
-        pats = [layers] if isinstance(layers, str) else list(layers)
-        for pat in pats:
-            if not any(fnmatch.fnmatchcase(p, pat) for p in mods):
-                close = difflib.get_close_matches(pat, list(mods), n=3)
-                raise ValueError(f"layer pattern {pat!r} matches no module path" + (f"; close matches: {', '.join(map(repr, close))}" if close else ''))
-        return {p: m for p,m in mods.items() if any(fnmatch.fnmatchcase(p, pat) for pat in pats)}
-    if callable(layers): return {p: m for p,m in mods.items() if layers(p, m)}
-    raise TypeError(f"`layers` must be None, a module type, a path glob or a predicate, not {type(layers).__name__}")
+    if layers is None: return {p: m for p,m in model.named_modules() if _default_layer(p, m)}
+    return select_modules(model, layers)
 
 # %% ../nbs/03_stats.ipynb #4d7ed576
 _ROW = ('nan', 'finite', 'sample_n', 'near_zero', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b')
