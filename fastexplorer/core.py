@@ -293,8 +293,8 @@ def _close(what:str, s:str, known)->str:
     close = difflib.get_close_matches(s, list(known), n=3)
     return f"{what} {s!r}" + (f"; close matches: {', '.join(map(repr, close))}" if close else '')
 
-def _select(mods:dict, layers, labels)->set:
-    "The paths of `mods` that `layers` selects"
+def _select(mods:dict, layers, labels, alias:dict)->set:
+    "The paths of `mods` that `layers` selects; `alias` maps every path, a shared module's second ones too, to the first"
     if isinstance(layers, type) or (isinstance(layers, tuple) and layers and all(isinstance(t, type) for t in layers)):
         return {p for p,m in mods.items() if isinstance(m, layers)}
     if isinstance(layers, nn.Module):
@@ -307,14 +307,18 @@ def _select(mods:dict, layers, labels)->set:
         if not -len(ps) <= layers < len(ps): raise ValueError(f"layer index {layers} is out of range: the model has {len(ps)} modules (0 is the model itself)")
         return {ps[layers]}
     if isinstance(layers, str):
-        if layers in mods: return {layers}
+        if layers in alias: return {alias[layers]}
         if _LABEL.match(layers):
-            if layers not in labels(): raise ValueError(_close("no layer with depth-idx label", layers, labels()))
-            return {labels()[layers]}
-        res = {p for p in mods if fnmatch.fnmatchcase(p, layers)}
+            if layers not in labels():
+                d,n = layers.split('-')[0],sum(l.split('-')[0] == layers.split('-')[0] for l in labels())
+                depths = max(int(l.split('-')[0]) for l in labels())
+                hint = f"depth {d} has labels {d}-1 to {d}-{n}" if n else f"depths run from 0 to {depths}"
+                raise ValueError(_close("no layer with depth-idx label", layers, labels()) + f" ({hint})")
+            return {alias[labels()[layers]]}
+        res = {a for p,a in alias.items() if fnmatch.fnmatchcase(p, layers)}
         if not res: raise ValueError(_close("layer path or pattern matches no module:", layers, mods))
         return res
-    if isinstance(layers, (list, tuple)): return set().union(*(_select(mods, o, labels) for o in layers))
+    if isinstance(layers, (list, tuple)): return set().union(*(_select(mods, o, labels, alias) for o in layers))
     if callable(layers): return {p for p,m in mods.items() if layers(p, m)}
     raise TypeError(f"a layer is chosen by a module class, a path or glob, a depth-idx label, an index, a module or a predicate `f(path, module)`, not {type(layers).__name__}")
 
@@ -324,9 +328,11 @@ def select_modules(
 )->dict:
     "`{path: module}` of the modules of `model` that `layers` selects, in `named_modules` order"
     mods = dict(model.named_modules())
+    first = {id(m): p for p,m in mods.items()}
+    alias = {p: first[id(m)] for p,m in model.named_modules(remove_duplicate=False)}
     cache = {}
     def labels():
         if not cache: cache.update(depth_idx_labels(model))
         return cache
-    sel = _select(mods, layers, labels)
+    sel = _select(mods, layers, labels, alias)
     return {p: m for p,m in mods.items() if p in sel}

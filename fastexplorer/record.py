@@ -345,8 +345,8 @@ class Recording:
 
     @property
     def activations(self)->dict:
-        "`{label: output}` of the latest forward"
-        return dict(self.acts)
+        "`{label: output}` of the latest forward, in the order of the labels"
+        return {k: self.acts[k] for ks in self.keys.values() for k in ks if k in self.acts}
 
     def remove(self):
         "Remove the hooks"

@@ -278,9 +278,7 @@ class CustomStat:
     ):
         if on not in _ON: raise ValueError(f"`on` must be one of {', '.join(map(repr, _ON))}, not {on!r}")
         if not callable(f): raise TypeError(f"a custom statistic must be a function of a tensor, not a {type(f).__name__}")
-        name = ifnone(name, getattr(f, '__name__', None))
-        if not name or name == '<lambda>': raise ValueError("a lambda needs a name: `CustomStat(f, name=...)` or `custom={'name': f}`")
-        self.f,self.on,self.name = f,on,name
+        self.f,self.on,self.name = f,on,ifnone(name, getattr(f, '__name__', None))
     def __repr__(self): return f"CustomStat({self.name!r}, on={self.on!r})"
 
 def custom_stats(custom)->list:
@@ -292,6 +290,7 @@ def custom_stats(custom)->list:
     else: res = [custom if isinstance(custom, CustomStat) else CustomStat(custom)]
     seen = set()
     for c in res:
+        if not c.name or c.name == '<lambda>': raise ValueError("a lambda needs a name: `CustomStat(f, name=...)` or `custom={'name': f}`")
         if (c.name, c.on) in seen: raise ValueError(f"two custom statistics are named {c.name!r} on {_ON[c.on]}s")
         seen.add((c.name, c.on))
     return res
