@@ -660,7 +660,8 @@ function syncCustomOverlays() {
     const id = 'custom:' + key;
     if (OVERLAYS[id]) continue;
     const [k, nm] = [key.slice(0, key.indexOf('|')), key.slice(key.indexOf('|') + 1)], on = k.slice('custom_'.length);
-    OVERLAYS[id] = { desc: `custom statistic ${nm} of the ${on}` + (on === 'weight' || on === 'grad' ? ' (module: max over its parameters)' : '') + ', epoch mean', linear: true, custom: [k, nm] };
+    const what = { out: 'outputs', in: 'inputs', weight: 'weights', grad: 'gradients' }[on] || on;
+    OVERLAYS[id] = { desc: `custom statistic ${nm} of the ${what}` + (on === 'weight' || on === 'grad' ? ' (module: max over its parameters)' : '') + ', epoch mean', linear: true, custom: [k, nm] };
     sel.append(h('option', { value: id, text: `${nm} (${on})` }));
   }
 }
