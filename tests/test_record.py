@@ -272,3 +272,18 @@ def test_custom_stat_error_names_function_and_layer(tmp_path):
     with pytest.raises(TypeError, match="returned a str"):
         _fit(learn, cbs=ExplorerCallback(tmp_path/'run2', every=1, custom={'s': lambda t: 'x'}))
     with pytest.raises(ValueError, match="two custom statistics are named 'm'"): ExplorerCallback(custom=[CustomStat(abs, name='m'), CustomStat(abs, name='m')])
+
+def test_backward_output_as_context_manager():
+    "Around a plain forward and backward, `BackwardOutput` gets d(sum)/d(output) = 1 per element; its tensor hooks go on exit"
+    m = ZOO['frozen_bn']().model.eval()
+    x = images(n=6)
+    rec = BackwardOutput(['5', '7'], reduction='sum', condition=lambda xb, yb: torch.arange(6) < 4)
+    with rec.hooked(m):
+        (m(x) * 3).sum().backward()
+        assert len(rec.tensor_handles) == 2
+    assert rec.tensor_handles == [] and rec.samples == {'5': 4, '7': 4}
+    torch.testing.assert_close(rec['7'], torch.full((10,), 12., dtype=torch.float64))
+    torch.testing.assert_close(rec['5'], (3 * m[7].weight.sum(0) * 4).double().reshape(8, 1, 1), rtol=1e-5, atol=1e-6)
+    m.zero_grad()
+    (m(x)).sum().backward()                 # after the block: nothing more is recorded
+    assert rec.samples == {'5': 4, '7': 4}
