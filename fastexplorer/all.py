@@ -6,3 +6,4 @@ from .stats import *
 from .landscape import *
 from .explorer import *
 from .cli import digits_dls, digits_cnn, digits_learner
+from .record import *

@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/core.html.md"""
 
 # %% ../nbs/00_core.ipynb #1f1dcba9
 from __future__ import annotations
-import json, math, numbers, os, tempfile, difflib
+import json, math, numbers, os, re, tempfile, difflib, fnmatch
 from enum import Enum
 from importlib.resources import files
 from pathlib import PurePath
@@ -16,7 +16,7 @@ from fastcore.basics import patch, ifnone
 
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'load_schema', 'validate', 'Node',
-           'Representation']
+           'depth_idx_labels', 'Representation', 'select_modules']
 
 # %% ../nbs/00_core.ipynb #07a3e183
 def _json_key(k):
@@ -147,6 +147,7 @@ def _line(self:Node)->str:
     x = self.xtra
     cls = x.get('class', self.type)
     res = self.name if cls == self.name else f"{self.name} ({cls})"
+    if 'depth_idx' in x: res += f" {x['depth_idx']}"
     if self.type == 'Parameter': return f"{res} {_fmt_shape(x)}" + ('' if x.get('requires_grad', True) else ' frozen')
     if (s := _fmt_shape(x)): res += f" -> {s}"
     if x.get('params'): res += f"  params {x['params']:,}" + (f" (trainable {x['trainable']:,})" if x.get('trainable') != x['params'] else '')
@@ -201,6 +202,29 @@ def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:
     if first != path: xtra['shared_with'] = first
     return Node(name, idx, _kind(m), m, nodes, links, xtra, path), ps, bs
 
+# %% ../nbs/00_core.ipynb #38baf54a
+def _depth_walk(root, kids)->list:
+    "`[(obj, depth, 'depth-idx')]` in depth-first definition order, counting each depth's rank over the whole walk as torchinfo does"
+    res,counts = [],{}
+    def walk(o, d):
+        counts[d] = counts.get(d, 0) + 1
+        res.append((o, d, f"{d}-{counts[d]}"))
+        for c in kids(o): walk(c, d+1)
+    walk(root, 0)
+    return res
+
+def _label_depths(node:Node)->Node:
+    "Set `xtra['depth_idx']` on every module node under `node` (its root is `0-1`)"
+    for n,_,lbl in _depth_walk(node, lambda n: [c for c in n.nodes if c.type != 'Parameter']): n.xtra['depth_idx'] = lbl
+    return node
+
+def depth_idx_labels(model:nn.Module)->dict:
+    "`{'depth-idx': path}` for every module of `model` (a shared module has one label per parent), as torchinfo numbers them"
+    def kids(o):
+        m,p = o
+        return [(c, _join(p, n)) for n,c in m._modules.items() if c is not None]
+    return {lbl: p for (m,p),_,lbl in _depth_walk((model, ''), kids)}
+
 # %% ../nbs/00_core.ipynb #8690406a
 @patch
 def to_representation(self:nn.Module,
@@ -210,7 +234,7 @@ def to_representation(self:nn.Module,
     xtra:dict|None=None, # extra information for the root node
 )->Node:
     "The structural `Node` tree of this module, its submodules and parameters, built without running it"
-    return _module_node(self, ifnone(name, type(self).__name__), idx, ifnone(path, ''), xtra, {})[0]
+    return _label_depths(_module_node(self, ifnone(name, type(self).__name__), idx, ifnone(path, ''), xtra, {})[0])
 
 # %% ../nbs/00_core.ipynb #76d67df9
 class Representation:
@@ -261,3 +285,54 @@ def _rows(self:Node, depth=0, parent=None):
 def to_dataframe(self:Representation)->pd.DataFrame:
     "One row per node, in tree order: path, name, type, depth, parent, index and the node's `xtra`"
     return pd.DataFrame(list(self.data._rows())).convert_dtypes()
+
+# %% ../nbs/00_core.ipynb #47c43c88
+_LABEL = re.compile(r'^\d+-\d+$')
+
+def _close(what:str, s:str, known)->str:
+    close = difflib.get_close_matches(s, list(known), n=3)
+    return f"{what} {s!r}" + (f"; close matches: {', '.join(map(repr, close))}" if close else '')
+
+def _select(mods:dict, layers, labels, alias:dict)->set:
+    "The paths of `mods` that `layers` selects; `alias` maps every path, a shared module's second ones too, to the first"
+    if isinstance(layers, type) or (isinstance(layers, tuple) and layers and all(isinstance(t, type) for t in layers)):
+        return {p for p,m in mods.items() if isinstance(m, layers)}
+    if isinstance(layers, nn.Module):
+        res = {p for p,m in mods.items() if m is layers}
+        if not res: raise ValueError(f"the {type(layers).__name__} given as a layer is not a module of this model")
+        return res
+    if isinstance(layers, bool): raise TypeError("a layer cannot be chosen by a bool: use an integer index")
+    if isinstance(layers, numbers.Integral):
+        ps = list(mods)
+        if not -len(ps) <= layers < len(ps): raise ValueError(f"layer index {layers} is out of range: the model has {len(ps)} modules (0 is the model itself)")
+        return {ps[layers]}
+    if isinstance(layers, str):
+        if layers in alias: return {alias[layers]}
+        if _LABEL.match(layers):
+            if layers not in labels():
+                d,n = layers.split('-')[0],sum(l.split('-')[0] == layers.split('-')[0] for l in labels())
+                depths = max(int(l.split('-')[0]) for l in labels())
+                hint = f"depth {d} has labels {d}-1 to {d}-{n}" if n else f"depths run from 0 to {depths}"
+                raise ValueError(_close("no layer with depth-idx label", layers, labels()) + f" ({hint})")
+            return {alias[labels()[layers]]}
+        res = {a for p,a in alias.items() if fnmatch.fnmatchcase(p, layers)}
+        if not res: raise ValueError(_close("layer path or pattern matches no module:", layers, mods))
+        return res
+    if isinstance(layers, (list, tuple)): return set().union(*(_select(mods, o, labels, alias) for o in layers))
+    if callable(layers): return {p for p,m in mods.items() if layers(p, m)}
+    raise TypeError(f"a layer is chosen by a module class, a path or glob, a depth-idx label, an index, a module or a predicate `f(path, module)`, not {type(layers).__name__}")
+
+def select_modules(
+    model:nn.Module,
+    layers, # a class or tuple of classes, a path or glob, a depth-idx label like `'1-3'`, an index, a module, `f(path, module)->bool`, or a list of these
+)->dict:
+    "`{path: module}` of the modules of `model` that `layers` selects, in `named_modules` order"
+    mods = dict(model.named_modules())
+    first = {id(m): p for p,m in mods.items()}
+    alias = {p: first[id(m)] for p,m in model.named_modules(remove_duplicate=False)}
+    cache = {}
+    def labels():
+        if not cache: cache.update(depth_idx_labels(model))
+        return cache
+    sel = _select(mods, layers, labels, alias)
+    return {p: m for p,m in mods.items() if p in sel}

@@ -170,13 +170,14 @@ class Run:
 
     @property
     def df(self)->pd.DataFrame:
-        "One row per epoch, layer, kind and scalar statistic"
+        "One row per epoch, layer, kind and scalar statistic (a custom statistic's row holds its epoch mean)"
         rows = []
         for e in self.epochs:
             for d in _walk(e['tree']):
                 if 'shared_with' in d.get('xtra', {}): continue
                 for kind,s in d.get('xtra', {}).get('stats', {}).items():
                     for k,v in (s or {}).items():
+                        if isinstance(v, dict) and kind.startswith('custom_'): v = v.get('mean')   # custom statistics: the epoch mean
                         if isinstance(v, (int, float)) and not isinstance(v, bool) or v is None:
                             rows.append((e['epoch'], d['path'], d['xtra'].get('class'), kind, k, v))
         return pd.DataFrame(rows, columns=['epoch', 'layer', 'class', 'kind', 'stat', 'value']).astype({'value': float})

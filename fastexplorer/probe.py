@@ -93,8 +93,8 @@ class _Recorder:
     "Forward hooks on every module and pre-hooks on every container, recording calls, order, callers and shapes"
     def __init__(self, mods:list):
         self.mods = {id(m): m for m in mods}
-        self.recs = {k: {'calls': 0, 'order': None, 'inputs': [], 'outputs': []} for k in self.mods}
-        self.stack,self.callees,self.n,self.last = [],{},0,None
+        self.recs = {k: {'calls': 0, 'order': None, 'inputs': [], 'outputs': [], 'open': [], 'enter': None, 'exit': None} for k in self.mods}
+        self.stack,self.callees,self.n,self.last,self.ev = [],{},0,None,0
         self.handles = []
         try:
             for m in self.mods.values():
@@ -108,15 +108,20 @@ class _Recorder:
 
     def enter(self, m, args):
         k = id(m)
-        self._called(k, self.recs[k])
+        r = self.recs[k]
+        self._called(k, r)
         self.stack.append(k)
+        r['open'].append(self.ev); self.ev += 1
 
     def exit(self, m, args, kwargs, out):
         k = id(m)
         r = self.recs[k]
         if m._modules:
             if self.stack and self.stack[-1] == k: self.stack.pop()
-        else: self._called(k, r)
+            e = r['open'].pop() if r['open'] else None
+        else: self._called(k, r); e = self.ev; self.ev += 1
+        if r['enter'] is None: r['enter'],r['exit'] = e,self.ev
+        self.ev += 1
         r['calls'] += 1
         if r['calls'] <= _MAX_CALLS:
             r['inputs'].append(describe((*args, kwargs) if kwargs else args))
@@ -226,7 +231,7 @@ def _annotate(node:Node, recs:dict, callees:dict):
         r = recs.get(id(n.obj))
         if r is None: continue
         out = r['outputs'][0] if r['outputs'] else None
-        n.xtra.update(calls=r['calls'], order=r['order'], shape=first_shape(out),
+        n.xtra.update(calls=r['calls'], order=r['order'], enter=r['enter'], exit=r['exit'], shape=first_shape(out),
                       dtype=(out or {}).get('dtype') if isinstance(out, dict) else None, inputs=r['inputs'], outputs=r['outputs'])
         if r['calls'] and (links := _exec_links(n, callees.get(id(n.obj), []))): n.links = links
 

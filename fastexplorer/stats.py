@@ -22,7 +22,8 @@ from .export import *
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'has_own_params', 'select_layers', 'ElementSampler', 'act_row', 'unit_dim', 'ActStats', 'grad_rows',
-           'weight_stats', 'ParamStats', 'activation_maps', 'input_images', 'ExplorerCallback']
+           'weight_stats', 'ParamStats', 'CustomStat', 'custom_stats', 'CustomStats', 'activation_maps', 'input_images',
+           'ExplorerCallback']
 
 # %% ../nbs/03_stats.ipynb #158a8ec1
 # activation modules whose outputs are recorded by default, next to every module that holds parameters
@@ -37,22 +38,11 @@ def _default_layer(path:str, m:nn.Module)->bool: return has_own_params(m) or isi
 
 def select_layers(
     model:nn.Module,
-    layers=None, # `None` (default), a type or tuple of types, a glob or list of globs on paths, or `f(path, module)->bool`
+    layers=None, # `None` (default), or anything `select_modules` takes: classes, paths or globs, depth-idx labels, indices, predicates
 )->dict:
     "`{path: module}` of the layers of `model` that `layers` selects, in `named_modules` order"
-    mods = dict(model.named_modules())
-    if layers is None: return {p: m for p,m in mods.items() if _default_layer(p, m)}
-    if isinstance(layers, type) or (isinstance(layers, tuple) and layers and all(isinstance(t, type) for t in layers)):
-        return {p: m for p,m in mods.items() if isinstance(m, layers)}
-    if isinstance(layers, str) or (isinstance(layers, (list, tuple)) and layers and all(isinstance(o, str) for o in layers)):
-        pats = [layers] if isinstance(layers, str) else list(layers)
-        for pat in pats:
-            if not any(fnmatch.fnmatchcase(p, pat) for p in mods):
-                close = difflib.get_close_matches(pat, list(mods), n=3)
-                raise ValueError(f"layer pattern {pat!r} matches no module path" + (f"; close matches: {', '.join(map(repr, close))}" if close else ''))
-        return {p: m for p,m in mods.items() if any(fnmatch.fnmatchcase(p, pat) for pat in pats)}
-    if callable(layers): return {p: m for p,m in mods.items() if layers(p, m)}
-    raise TypeError(f"`layers` must be None, a module type, a path glob or a predicate, not {type(layers).__name__}")
+    if layers is None: return {p: m for p,m in model.named_modules() if _default_layer(p, m)}
+    return select_modules(model, layers)
 
 # %% ../nbs/03_stats.ipynb #4d7ed576
 _ROW = ('nan', 'finite', 'sample_n', 'near_zero', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b')
@@ -283,6 +273,76 @@ class ParamStats:
             res[key] = {'weight': w, 'grad': grad}
         return res
 
+# %% ../nbs/03_stats.ipynb #fb4bb486
+_ON = {'out': 'output', 'in': 'input', 'weight': 'weight', 'grad': 'gradient'}
+
+class CustomStat:
+    "Your own statistic: `f(tensor) -> number or {key: number}` of each recorded layer's `on` tensor"
+    def __init__(self,
+        f,                  # the function of a detached tensor
+        on:str='out',       # 'out', 'in', 'weight' or 'grad'
+        name:str|None=None, # the statistic's name, default `f.__name__`
+    ):
+        if on not in _ON: raise ValueError(f"`on` must be one of {', '.join(map(repr, _ON))}, not {on!r}")
+        if not callable(f): raise TypeError(f"a custom statistic must be a function of a tensor, not a {type(f).__name__}")
+        self.f,self.on,self.name = f,on,ifnone(name, getattr(f, '__name__', None))
+    def __repr__(self): return f"CustomStat({self.name!r}, on={self.on!r})"
+
+def custom_stats(custom)->list:
+    "A list of `CustomStat` from `None`, a `CustomStat` or function, a list of them, or `{name: function or CustomStat}` (outputs)"
+    if custom is None: return []
+    if isinstance(custom, dict):
+        res = [CustomStat(c.f, c.on, k) if isinstance(c, CustomStat) else CustomStat(c, 'out', k) for k,c in custom.items()]
+    elif isinstance(custom, (list, tuple)): res = [c if isinstance(c, CustomStat) else CustomStat(c) for c in custom]
+    else: res = [custom if isinstance(custom, CustomStat) else CustomStat(custom)]
+    seen = set()
+    for c in res:
+        if not c.name or c.name == '<lambda>': raise ValueError("a lambda needs a name: `CustomStat(f, name=...)` or `custom={'name': f}`")
+        if (c.name, c.on) in seen: raise ValueError(f"two custom statistics are named {c.name!r} on {_ON[c.on]}s")
+        seen.add((c.name, c.on))
+    return res
+
+# %% ../nbs/03_stats.ipynb #05835710
+def _scalar(v, c:CustomStat, key:str, k):
+    "One value a custom statistic returned, as a 0-d float tensor"
+    what = f"custom statistic `{c.name}`" + (f" (key {k!r})" if k is not None else '')
+    if isinstance(v, torch.Tensor):
+        if v.numel() != 1: raise TypeError(f"{what} returned a tensor of shape {list(v.shape)} for `{key}`: return a number or a one-element tensor")
+        v = v.detach().reshape(())
+        return v.to(torch.float32 if v.device.type == 'mps' else torch.float64)
+    if isinstance(v, (int, float)) and not isinstance(v, bool): return torch.tensor(float(v), dtype=torch.float64)
+    raise TypeError(f"{what} returned a {type(v).__name__} for `{key}`: return a number, a one-element tensor or a dict of them")
+
+class CustomStats:
+    "One epoch's custom statistics, accumulated on the device of their values"
+    def __init__(self): self.acc = {}
+
+    def add(self, c:CustomStat, kind:str, key:str, t:torch.Tensor):
+        "Apply `c` to tensor `t` of `key` and accumulate its values under `kind`"
+        try: res = c.f(t)
+        except Exception as e:
+            raise RuntimeError(f"custom statistic `{c.name}` failed on the {_ON[c.on]} of `{key}`: {type(e).__name__}: {e}") from e
+        for k,v in (res.items() if isinstance(res, dict) else [(None, res)]):
+            v = _scalar(v, c, key, k)
+            fin = torch.isfinite(v)
+            row = torch.stack([torch.where(fin, v, 0.), fin.to(v.dtype), torch.where(fin, v, math.inf),
+                               torch.where(fin, v, -math.inf), (~fin).to(v.dtype)])
+            name = c.name if k is None else f"{c.name}.{k}"
+            a = self.acc.get((kind, key, name))
+            if a is None: self.acc[(kind, key, name)] = row; continue
+            row = row.to(a.device)
+            a[[0, 1, 4]] += row[[0, 1, 4]]
+            a[2] = torch.minimum(a[2], row[2]); a[3] = torch.maximum(a[3], row[3])
+
+    def finish(self)->dict:
+        "`{key: {kind: {name: {mean, min, max, n, nonfinite}}}}`"
+        res = {}
+        for (kind,key,name),a in self.acc.items():
+            s,n,mn,mx,bad = a.cpu().tolist()
+            res.setdefault(key, {}).setdefault(kind, {})[name] = {'mean': s / n if n else None, 'min': mn if n else None,
+                                                                  'max': mx if n else None, 'n': int(n), 'nonfinite': int(bad)}
+        return res
+
 # %% ../nbs/03_stats.ipynb #4c396563
 def _b64(t:torch.Tensor)->str: return base64.b64encode(t.contiguous().numpy().tobytes()).decode('ascii')
 
@@ -351,6 +411,7 @@ class ExplorerCallback(Callback):
         near_zero:float=0.05,   # `|x|` at or below which an activation counts as near zero
         sample:int=4096,        # elements sampled per activation for the histogram and near-zero fraction
         alerts:dict|None=None,  # thresholds for `find_alerts` (`dead`, `grad_ratio`)
+        custom=None,            # your own statistics: `{name: f}` on outputs, or `CustomStat`s (see `custom_stats`)
         heatmaps:int=4,         # validation samples whose activation maps are kept each epoch (0: none)
         heatmap_size:int=16,    # maps are pooled to at most this size
         serve:bool=False,       # serve the explorer for this run from the first fit on (see `serve`)
@@ -365,6 +426,7 @@ class ExplorerCallback(Callback):
         self.serving,self.port,self.server = serve,port,None
         self.keep_snapshots,self.snapshots = snapshots,[]
         self.writer,self.tree,self.n_epochs,self.handles,self.active = None,None,0,[],False
+        self.customs = custom_stats(custom)
 
 # %% ../nbs/03_stats.ipynb #34b0834c
 def _count(ps, trainable=False): return sum(p.numel() for p in ps if p.requires_grad or not trainable)
@@ -484,6 +546,7 @@ def _cb_before_epoch(self:ExplorerCallback):
     self.act = ActStats(len(self.keys), dev, **kw)
     self.vact = ActStats(len(self.keys), dev, **kw) if self.valid else None
     self.pstats = ParamStats(self.ps)
+    self.cstats = CustomStats()
     self.epoch_started,self.partial,self.sampled,self.step_cancelled = True,False,False,False
 
 def _sampling(self:ExplorerCallback)->bool:
@@ -498,6 +561,7 @@ def _cb_before_batch(self:ExplorerCallback):
     try:
         for m,i in ((m, self.ids[id(m)]) for m in self.mods.values()):
             self.handles.append(m.register_forward_hook(partial(_hook, st, i)))
+        self._custom_hooks()
     except BaseException: self._remove_hooks(); raise
 
 def _hook(st:ActStats, i:int, m, inp, out): st.add(i, m, out)
@@ -519,6 +583,7 @@ def _grad_scale(self:ExplorerCallback)->float:
 def _cb_after_backward(self:ExplorerCallback):
     if not (self.sampled and self.training): return
     if self.grads: self.pstats.grads(self._grad_scale())
+    if self.customs: self._custom_params()
     if self.updates: self.pstats.snapshot()
     self.step_cancelled = False
 
@@ -549,6 +614,7 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
     if self.vact is not None:
         for k,st in self.vact.finish(self.keys).items(): stats.setdefault(k, {})['valid_act'] = st
     for k,st in self.pstats.finish(self.pkeys).items(): stats.setdefault(k, {}).update(st)
+    for k,st in self.cstats.finish().items(): stats.setdefault(k, {}).update(st)
     self.n_epochs += 1
     self.epoch_started = False
     doc = epoch_doc(self.tree, self.n_epochs, stats, _recorder_row(self.learn) if not partial else {},
@@ -585,3 +651,35 @@ def _cb_after_fit(self:ExplorerCallback):
     if not self.cancelled: self.writer.write_manifest(status='finished')
 
 ExplorerCallback.after_cancel_fit,ExplorerCallback.after_fit = _cb_after_cancel_fit,_cb_after_fit
+
+# %% ../nbs/03_stats.ipynb #e527676f
+def _custom_hook(acc:CustomStats, cs:list, pre:str, path:str, m, args, out):
+    for c in cs:
+        t = _first_tensor(out if c.on == 'out' else args)
+        if t is None or t.numel() == 0 or t.is_complex() or t.is_sparse: continue
+        acc.add(c, f"custom_{pre}{c.on}", path, t.detach())
+
+def _custom_hooks(self:ExplorerCallback):
+    "Register the hooks of the input and output custom statistics for this sampled batch"
+    cs = [c for c in self.customs if c.on in ('in', 'out')]
+    if not cs: return
+    pre = '' if self.training else 'valid_'
+    for p,m in self.mods.items(): self.handles.append(m.register_forward_hook(partial(_custom_hook, self.cstats, cs, pre, p)))
+
+def _custom_params(self:ExplorerCallback):
+    "Weight and gradient custom statistics of the recorded parameters, after backward on a sampled batch"
+    cs = [c for c in self.customs if c.on in ('weight', 'grad')]
+    scale = self._grad_scale() if any(c.on == 'grad' for c in cs) else 1.
+    for k,p in zip(self.pkeys, self.ps):
+        for c in cs:
+            if c.on == 'weight': self.cstats.add(c, 'custom_weight', k, p.detach())
+            elif p.grad is not None and not p.grad.is_sparse:
+                g = p.grad.detach()
+                self.cstats.add(c, 'custom_grad', k, g if scale == 1. else g / scale)
+
+def _add_stat(self:ExplorerCallback, f, on:str='out', name:str|None=None):
+    "Register the custom statistic `f` on `on` ('out', 'in', 'weight' or 'grad'); returns the callback"
+    self.customs = custom_stats([*self.customs, CustomStat(f, on, name)])
+    return self
+
+ExplorerCallback._custom_hooks,ExplorerCallback._custom_params,ExplorerCallback.add_stat = _custom_hooks,_custom_params,_add_stat

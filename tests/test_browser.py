@@ -141,3 +141,24 @@ def test_landscape_panel(runs, page, tmp_path):
         page.locator('#log-scale').check()
         page.locator('#landscape').screenshot(path=str(SHOTS/'landscape.png'))
     assert page.problems == []
+
+def test_custom_stats_and_depth_idx(page, tmp_path):
+    "Custom statistics show as charts and as an overlay named after them; the tree shows depth-idx labels"
+    def zero_frac(t): return (t == 0).float().mean()
+    cb = ExplorerCallback(tmp_path/'custom', every=2, custom={'zero_frac': zero_frac}).add_stat(lambda g: g.abs().mean(), on='grad', name='gabs')
+    learn = digits_learner(cbs=cb)
+    with learn.no_bar(), learn.no_logging(): learn.fit(2, 1e-2)
+    with serve(tmp_path, port=0) as srv:
+        page.goto(srv.url + '?run=custom')
+        expect(page.locator('#epoch-count')).to_have_text('2')
+        expect(page.locator('#tree .node[data-path="0.2"] .didx').first).to_have_text('2-3')
+        page.locator('#tree .node[data-path="0.2"] .label').first.click()
+        expect(page.locator('#panel .chart-title', has_text='zero_frac (out)')).to_have_count(1)
+        expect(page.locator('#panel .epoch-stats')).to_contain_text('zero_frac (out)')
+        page.locator('#tree .node[data-path="1.0"] .label').first.click()
+        expect(page.locator('#panel .chart-title', has_text='gabs (grad)')).to_have_count(1)
+        page.locator('#overlay').select_option('custom:custom_out|zero_frac')
+        expect(page.locator('#overlay-legend')).to_contain_text('custom statistic zero_frac of the outputs')
+        assert page.locator('#tree .row.ov-on').count() >= 3
+        page.screenshot(path=str(SHOTS/'explorer-custom.png'), full_page=True)
+    assert page.problems == []

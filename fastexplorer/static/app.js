@@ -9,11 +9,14 @@
    `lazy` (in the worker) keeps each node's stats as a JSON string, parsed by the page only when it needs them:
    strings cross to the page far faster than thousands of small objects. */
 function digestEpoch(doc, lazy) {
-  const stats = new Map();
+  const stats = new Map(), custom = new Set();
   const walk = (n) => {
     if (!n || typeof n !== 'object') return;
     const x = n.xtra;
     if (x && x.stats && typeof n.path === 'string' && !stats.has(n.path)) stats.set(n.path, lazy ? JSON.stringify(x.stats) : x.stats);
+    if (x && x.stats && typeof x.stats === 'object') for (const k of Object.keys(x.stats)) {
+      if (k.startsWith('custom_') && x.stats[k] && typeof x.stats[k] === 'object') for (const nm of Object.keys(x.stats[k])) custom.add(k.replace('custom_valid_', 'custom_') + '|' + nm);
+    }
     if (Array.isArray(n.nodes)) for (const c of n.nodes) walk(c);
   };
   walk(doc.tree);
@@ -22,7 +25,7 @@ function digestEpoch(doc, lazy) {
     recorder: (doc.recorder && typeof doc.recorder === 'object') ? doc.recorder : {},
     alerts: Array.isArray(doc.alerts) ? doc.alerts : [],
     heatmaps: (doc.heatmaps && typeof doc.heatmaps === 'object') ? doc.heatmaps : null,
-    hist: doc.hist || null, stats,
+    hist: doc.hist || null, stats, custom: Array.from(custom),
   };
 }
 
@@ -494,6 +497,7 @@ function makeNodeEl(node) {
   if (node.type === 'Parameter' && x.requires_grad === false) info.append(h('span', { class: 'frozen', text: 'frozen', title: 'requires_grad is False' }));
   if (fin(x.calls) && x.calls > 1) info.append(h('span', { class: 'calls', text: `×${x.calls}`, title: `called ${x.calls} times per forward pass` }));
   if (typeof x.shared_with === 'string') info.append(h('span', { class: 'shared', text: `= ${x.shared_with || '(model)'}`, title: `shared with ${x.shared_with}` }));
+  if (typeof x.depth_idx === 'string') info.append(h('span', { class: 'didx', text: x.depth_idx, title: `depth-idx label ${x.depth_idx} (torchinfo, scio): select this layer with '${x.depth_idx}'` }));
   const ov = h('span', { class: 'ov' });
   row.append(tog, label, info, ov);
   row.title = (node.path != null ? (node.path === '' ? '(model)' : node.path) : node.name) + ' · ' + node.cls + (x.dtype ? ' · ' + x.dtype : '');
@@ -648,6 +652,19 @@ const OVERLAYS = {
   update_ratio: { desc: 'weight update / weight norm (module: max over its parameters)', log: true },
   nonfinite: { desc: 'NaN/Inf counts in activations and gradients', binary: true },
 };
+/* Custom statistics (`CustomStat`) found in the loaded epochs become overlays too: training values, epoch means, linear
+   scale; a module shows the max over its parameters for weight and gradient statistics. */
+function syncCustomOverlays() {
+  const sel = $('#overlay');
+  for (const ep of (S.run ? S.run.epochs.values() : [])) for (const key of (ep.custom || [])) {
+    const id = 'custom:' + key;
+    if (OVERLAYS[id]) continue;
+    const [k, nm] = [key.slice(0, key.indexOf('|')), key.slice(key.indexOf('|') + 1)], on = k.slice('custom_'.length);
+    const what = { out: 'outputs', in: 'inputs', weight: 'weights', grad: 'gradients' }[on] || on;
+    OVERLAYS[id] = { desc: `custom statistic ${nm} of the ${what}` + (on === 'weight' || on === 'grad' ? ' (module: max over its parameters)' : '') + ', epoch mean', linear: true, custom: [k, nm] };
+    sel.append(h('option', { value: id, text: `${nm} (${on})` }));
+  }
+}
 function paramChildren(node) { return node.children.filter((c) => c.type === 'Parameter'); }
 function overlayValue(node, ep, kind) {
   if (node.path == null) return null;
@@ -663,6 +680,13 @@ function overlayValue(node, ep, kind) {
     const s = statsAt(run, ep, node.path);
     const a = s && (s.act || s.valid_act);
     return a && fin(a.dead_frac) ? a.dead_frac : null;
+  }
+  const cu = OVERLAYS[kind] && OVERLAYS[kind].custom;
+  if (cu) {
+    const [k, nm] = cu, pick = (s) => (s[k] && s[k][nm] && fin(s[k][nm].mean)) ? s[k][nm].mean : null;
+    if (k === 'custom_weight' || k === 'custom_grad') return maxOver(pick);
+    const s = statsAt(run, ep, node.path);
+    return s ? pick(s) : null;
   }
   if (kind === 'grad_norm') return maxOver((s) => (s.grad && fin(s.grad.norm)) ? s.grad.norm : null);
   if (kind === 'update_ratio') return maxOver((s) => (s.weight && fin(s.weight.update_ratio)) ? s.weight.update_ratio : null);
@@ -698,7 +722,10 @@ function computeOverlay() {
   let loL, hiL;
   if (spec.binary) { S.ovScale = (v) => (v > 0 ? 1 : 0); loL = '0'; hiL = '> 0'; }
   else if (spec.fixed) { S.ovScale = (v) => Math.max(0, Math.min(1, (v - spec.fixed[0]) / (spec.fixed[1] - spec.fixed[0]))); loL = String(spec.fixed[0]); hiL = String(spec.fixed[1]); }
-  else if (lo <= hi) {
+  else if (lo <= hi && spec.linear) {
+    S.ovScale = (v) => (hi > lo ? (v - lo) / (hi - lo) : 1);
+    loL = fmt(lo, 2); hiL = fmt(hi, 2);
+  } else if (lo <= hi) {
     const a = Math.log10(lo), b = Math.log10(hi);
     S.ovScale = (v) => (v > 0 ? (b > a ? (Math.log10(v) - a) / (b - a) : 1) : 0);
     loL = fmt(lo, 2); hiL = fmt(hi, 2);
@@ -732,6 +759,7 @@ function renderAll() {
 }
 function renderEpochViews() {
   renderSlider();
+  syncCustomOverlays();
   const e = selectedEpoch(), ep = e != null ? S.run.epochs.get(e) : null;
   S.alertPaths = new Set(ep ? ep.alerts.map((a) => String(a.layer)) : []);
   computeOverlay();
@@ -979,6 +1007,7 @@ function renderPanel() {
     ['params', fin(x.params) ? x.params.toLocaleString('en-US') : null], ['trainable', fin(x.trainable) && x.trainable !== x.params ? x.trainable.toLocaleString('en-US') : null],
     ['numel', fin(x.numel) ? x.numel.toLocaleString('en-US') : null], ['requires_grad', x.requires_grad === undefined ? null : String(x.requires_grad)],
     ['calls', fin(x.calls) && x.calls > 1 ? x.calls : null, 'times called per forward pass'], ['shared with', x.shared_with],
+    ['depth-idx', typeof x.depth_idx === 'string' ? x.depth_idx : null, 'torchinfo/scio label: depth below the model - rank at that depth'],
   ]);
   out.push(info);
   if (path == null) {
@@ -1039,13 +1068,16 @@ function renderPanel() {
     charts.push(lineChart({ title: 'gradient norm', series: mk('grad', 'norm'), x: dom, marker: e, log: 'auto' }));
     charts.push(lineChart({ title: 'gradient max |g|', series: mk('grad', 'max_abs'), x: dom, marker: e, log: 'auto' }));
   }
-  if (!hasAct && !hasParam && run.epochs.size === 0 && run.inflight.size > 0) {
+  const cust = customCharts(node, params, both, dom, e);
+  charts.push(...cust);
+  const hasCustom = cust.length > 0;
+  if (!hasAct && !hasParam && !hasCustom && run.epochs.size === 0 && run.inflight.size > 0) {
     // nothing loaded yet: the charts this node will most likely have, filled in as epochs arrive
     const sk = (t) => lineChart({ title: t, series: [], empty: 'loading…' });
     if (node.type !== 'Parameter') ['activation mean ± std', 'activation min / max', 'dead fraction', 'near-zero fraction'].forEach((t) => charts.push(sk(t)));
     if (params.length) ['weight norm', 'update ratio', 'gradient norm', 'gradient max |g|'].forEach((t) => charts.push(sk(t)));
     out.push(h('div', { class: 'charts' }, ...charts));
-  } else if (!hasAct && !hasParam) {
+  } else if (!hasAct && !hasParam && !hasCustom) {
     const container = node.children.some((c) => c.type !== 'Parameter');
     const why = !run.epochs.size ? 'No statistics yet: no epoch has been loaded.'
       : 'No statistics were recorded for this node.' + (container ? ' It is a container: open it and pick a layer inside.' : '');
@@ -1055,6 +1087,34 @@ function renderPanel() {
     if (ep) out.push(epochTable(node, params, ep, e));
   }
   body.replaceChildren(...out);
+}
+/* One chart per custom statistic of the node (outputs/inputs: train and valid) or of its parameters (weights, gradients). */
+function customCharts(node, params, both, dom, e) {
+  const keys = new Map();
+  const look = (r, p) => {
+    for (const n of epochNumbers(r)) {
+      const s = statsAt(r, r.epochs.get(n), p);
+      if (s) for (const k of Object.keys(s)) if (k.startsWith('custom_') && s[k] && typeof s[k] === 'object') for (const nm of Object.keys(s[k])) keys.set(k.replace('custom_valid_', 'custom_') + '|' + nm, [k.replace('custom_valid_', 'custom_'), nm]);
+    }
+  };
+  for (const [r] of both) { if (node.path != null && node.type !== 'Parameter') look(r, node.path); for (const p of params) look(r, p.path); }
+  const out = [];
+  for (const [k, nm] of keys.values()) {
+    const pick = (kk) => (s) => (s[kk] && s[kk][nm]) ? s[kk][nm].mean : null, on = k.slice('custom_'.length), ser = [];
+    if (on === 'out' || on === 'in') {
+      for (const [r, dash] of both) for (const [kk, c, lab] of [[k, C_TRAIN, 'train'], ['custom_valid_' + on, C_VALID, 'valid']]) {
+        const pts = nodeSeries(r, node.path, pick(kk));
+        if (pts.some((q) => fin(q[1]))) ser.push({ label: lab, color: c, dash, points: pts });
+      }
+    } else params.forEach((p, i) => {
+      for (const [r, dash] of both) {
+        const pts = nodeSeries(r, p.path, pick(k));
+        if (pts.some((q) => fin(q[1]))) ser.push({ label: p.name, color: PALETTE[i % PALETTE.length], dash, points: pts });
+      }
+    });
+    if (ser.length) out.push(lineChart({ title: `${nm} (${on})`, series: ser, x: dom, marker: e, tip: `custom statistic ${nm} of the ${on}: mean over the epoch's sampled batches` }));
+  }
+  return out;
 }
 function epochTable(node, params, ep, e) {
   const s = statsAt(S.run, ep, node.path);
@@ -1080,6 +1140,13 @@ function epochTable(node, params, ep, e) {
       ['grad NaN / Inf', (fin(g.nan) || fin(g.inf)) ? `${g.nan ?? 0} / ${g.inf ?? 0}` : null], ['steps', w.update_steps ?? g.steps],
     ])));
   }
+  const cpairs = [];
+  for (const [p, s2] of [[node, s]].concat(params.filter((p) => p !== node).map((p) => [p, statsAt(S.run, ep, p.path)]))) {
+    if (s2) for (const k of Object.keys(s2)) if (k.startsWith('custom_') && s2[k] && typeof s2[k] === 'object') {
+      for (const nm of Object.keys(s2[k])) cpairs.push([`${p === node ? '' : p.name + ' '}${nm} (${k.slice('custom_'.length).replace('_', ' ')})`, s2[k][nm] ? s2[k][nm].mean : null]);
+    }
+  }
+  if (cpairs.length) grid.append(h('div', {}, h('h4', { text: 'custom statistics' }), kv(cpairs)));
   if (!grid.children.length) return h('div', { class: 'note', text: `No statistics for this node in epoch ${e}.` });
   box.append(grid);
   return box;
