@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/probe.html.md"""
 
 # %% ../nbs/01_probe.ipynb #a3ae2f28
 from __future__ import annotations
-import copy, operator, random
+import copy, operator, random, sys
 from contextlib import contextmanager
 import numpy as np, torch
 from torch import nn
@@ -19,7 +19,7 @@ from .core import _dtypes, _dtype_name, _is_lazy
 
 # %% auto #0
 __all__ = ['describe', 'first_shape', 'ModelState', 'preserved_rng', 'model_device', 'unwrap_model', 'probe', 'kept_dl_rng',
-           'split_batch']
+           'unwrap_dl', 'split_batch']
 
 # %% ../nbs/01_probe.ipynb #afca51c0
 _MAX_ITEMS = 64
@@ -158,9 +158,17 @@ def model_device(m:nn.Module)->torch.device:
     for t in m.buffers(): return t.device
     return torch.device('cpu')
 
+def _is_compiled(m)->bool:
+    "Whether `m` is the wrapper `torch.compile` returns (no compiled module exists before dynamo is imported)"
+    ev = sys.modules.get('torch._dynamo.eval_frame')
+    return ev is not None and isinstance(m, ev.OptimizedModule)
+
 def unwrap_model(m:nn.Module)->nn.Module:
-    "The model inside a `DataParallel` or `DistributedDataParallel` wrapper (paths then have no `module.` prefix)"
-    return m.module if isinstance(m, (nn.DataParallel, nn.parallel.DistributedDataParallel)) else m
+    "The model inside `DataParallel`, `DistributedDataParallel` and `torch.compile` wrappers (paths then have no `module.` or `_orig_mod.` prefix)"
+    while True:
+        if isinstance(m, (nn.DataParallel, nn.parallel.DistributedDataParallel)): m = m.module
+        elif _is_compiled(m): m = m._orig_mod
+        else: return m
 
 def _has_lazy(mods:list)->bool:
     return any(_is_lazy(t) for m in mods for t in (*m._parameters.values(), *m._buffers.values()))
@@ -208,8 +216,14 @@ def kept_dl_rng(dl):
     finally:
         if rng is not None: rng.setstate(state); dl.rng = rng
 
+def unwrap_dl(dl):
+    "The DataLoader inside fastai's `DistributedDL`, whose batches need every rank (it broadcasts its order from rank 0)"
+    from fastai.distributed import DistributedDL
+    return dl.dl if isinstance(dl, DistributedDL) else dl
+
 def _dl_batch(dl):
     "The first batch of fastai DataLoader `dl`, leaving its random generator as it was"
+    dl = unwrap_dl(dl)
     with kept_dl_rng(dl): return dl.one_batch()
 
 def _default_batch(dls):

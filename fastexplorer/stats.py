@@ -6,9 +6,10 @@ Docs: https://fastexplorer.github.io/fastexplorer/stats.html.md"""
 
 # %% ../nbs/03_stats.ipynb #eb1e9549
 from __future__ import annotations
-import base64, difflib, fnmatch, math, warnings
+import base64, difflib, fnmatch, math, sys, warnings
 from functools import partial
 import torch
+import torch.distributed as dist
 from torch import nn
 import torch.nn.functional as F
 from torch.nn.utils.rnn import PackedSequence
@@ -23,7 +24,7 @@ from .export import *
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'has_own_params', 'select_layers', 'ElementSampler', 'act_row', 'unit_dim', 'ActStats', 'grad_rows',
            'weight_stats', 'ParamStats', 'CustomStat', 'custom_stats', 'CustomStats', 'activation_maps', 'input_images',
-           'ExplorerCallback']
+           'ExplorerCallback', 'all_reduce_stats', 'all_reduce_custom']
 
 # %% ../nbs/03_stats.ipynb #158a8ec1
 # activation modules whose outputs are recorded by default, next to every module that holds parameters
@@ -433,12 +434,13 @@ def _count(ps, trainable=False): return sum(p.numel() for p in ps if p.requires_
 
 def _cb_before_fit(self:ExplorerCallback):
     "Open the run folder, probe the model once, choose the layers, and prepare this fit's accumulators"
-    # silent in `lr_find`, `get_preds`, and `validate` (which sends `before_fit` too, with `create_mbar` off), and off rank 0
+    # silent in `lr_find`, `get_preds`, and `validate` (which sends `before_fit` too, with `create_mbar` off);
+    # every rank records, only rank 0 writes (see "Scaling out")
     self.run = (not hasattr(self.learn, 'lr_finder') and not hasattr(self, 'gather_preds') and
-                getattr(self.learn, 'create_mbar', True) and rank_distrib() == 0)
+                getattr(self.learn, 'create_mbar', True))
     if not self.run: return
     model = unwrap_model(self.learn.model)
-    if self.writer is None:
+    if self.writer is None and rank_distrib() == 0:
         self.writer = RunWriter(self.folder, self.overwrite).open(type(model).__name__, every=self.every,
                                                                  hist={'bins': self.hist_bins, 'range': list(self.hist_range)})
         rep = self.learn.to_representation()
@@ -456,9 +458,10 @@ def _cb_before_fit(self:ExplorerCallback):
             seen.add(id(p)); self.pkeys.append(f"{path}.{n}" if path else n); ps.append(p)
     self.ps = ps
     allp = list({id(p): p for p in model.parameters()}.values())
-    self.writer.manifest['fits'].append({'first_epoch': self.n_epochs + 1, 'n_epoch': self.learn.n_epoch,
-                                         'params': _count(allp), 'trainable': _count(allp, trainable=True)})
-    self.writer.write_manifest(status='running', error=None)
+    if self.writer is not None:
+        self.writer.manifest['fits'].append({'first_epoch': self.n_epochs + 1, 'n_epoch': self.learn.n_epoch,
+                                             'params': _count(allp), 'trainable': _count(allp, trainable=True)})
+        self.writer.write_manifest(status='running', error=None)
     self.epoch_started,self.cancelled = False,False
     self._install_guard()
     self.active = True
@@ -468,7 +471,7 @@ ExplorerCallback.before_fit = _cb_before_fit
 # %% ../nbs/03_stats.ipynb #54f86711
 def _pick_samples(self:ExplorerCallback):
     self.hm_xb = self.hm_info = None
-    dl = getattr(self.learn.dls, 'valid', None)
+    dl = unwrap_dl(getattr(self.learn.dls, 'valid', None))
     if not self.heatmaps or dl is None or not len(dl): return
     with preserved_rng(), kept_dl_rng(dl): b = dl.one_batch()
     xb = split_batch(self.learn.dls, b)
@@ -523,6 +526,7 @@ def _remove_guard(self:ExplorerCallback):
 def _remove_hooks(self:ExplorerCallback):
     for h in self.handles: h.remove()
     self.handles = []
+    self._compiled_again()
 
 def _abort(self:ExplorerCallback, e:BaseException):
     "Remove hooks, write what was recorded of the epoch as partial, and mark the run failed or cancelled"
@@ -532,7 +536,7 @@ def _abort(self:ExplorerCallback, e:BaseException):
     status = 'cancelled' if isinstance(e, KeyboardInterrupt) else 'failed'
     try:
         if self.epoch_started: self._write_epoch(partial=True)
-        self.writer.write_manifest(status=status, error=f"{type(e).__name__}: {e}")
+        if self.writer is not None: self.writer.write_manifest(status=status, error=f"{type(e).__name__}: {e}")
     except Exception as w: warnings.warn(f"fastexplorer could not record the end of the run in {self.folder}: {w}")
 
 ExplorerCallback._install_guard,ExplorerCallback._remove_guard = _install_guard,_remove_guard
@@ -548,6 +552,7 @@ def _cb_before_epoch(self:ExplorerCallback):
     self.pstats = ParamStats(self.ps)
     self.cstats = CustomStats()
     self.epoch_started,self.partial,self.sampled,self.step_cancelled = True,False,False,False
+    self.ranks,self.skipped_steps,self._pending = 1,0,None
 
 def _sampling(self:ExplorerCallback)->bool:
     if not self.active: return False
@@ -559,6 +564,7 @@ def _cb_before_batch(self:ExplorerCallback):
     if not self.sampled: return
     st = self.act if self.training else self.vact
     try:
+        self._eager()
         for m,i in ((m, self.ids[id(m)]) for m in self.mods.values()):
             self.handles.append(m.register_forward_hook(partial(_hook, st, i)))
         self._custom_hooks()
@@ -582,12 +588,17 @@ def _grad_scale(self:ExplorerCallback)->float:
 
 def _cb_after_backward(self:ExplorerCallback):
     if not (self.sampled and self.training): return
-    if self.grads: self.pstats.grads(self._grad_scale())
+    if self.grads:
+        sc = self._grad_scale()
+        self._pending = self.pstats.state() if sc != 1. else None   # taken back if the loss scaler skips the step
+        self.pstats.grads(sc)
     if self.customs: self._custom_params()
     if self.updates: self.pstats.snapshot()
     self.step_cancelled = False
 
-def _cb_after_cancel_step(self:ExplorerCallback): self.step_cancelled = True
+def _cb_after_cancel_step(self:ExplorerCallback):
+    self.step_cancelled = True
+    if self.active and self._amp_skipped(): self._skip_step()
 
 def _cb_after_step(self:ExplorerCallback):
     if not (self.sampled and self.training) or self.pstats.w0 is None: return
@@ -609,6 +620,7 @@ def _recorder_row(learn)->dict:
 
 def _write_epoch(self:ExplorerCallback, partial:bool=False):
     "Collect this epoch's statistics and write its file"
+    if self.writer is None: self.n_epochs,self.epoch_started = self.n_epochs + 1,False; return None   # a rank that does not write
     stats = {}
     for k,st in self.act.finish(self.keys).items(): stats.setdefault(k, {})['act'] = st
     if self.vact is not None:
@@ -620,7 +632,7 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
     doc = epoch_doc(self.tree, self.n_epochs, stats, _recorder_row(self.learn) if not partial else {},
                     find_alerts(self.tree, stats, **self.alert_kw), fit=len(self.writer.manifest['fits']) - 1,
                     partial=partial, sampled={'train': self.act.batches, 'valid': self.vact.batches if self.vact else 0},
-                    hist={'bins': self.hist_bins, 'range': list(self.hist_range)})
+                    hist={'bins': self.hist_bins, 'range': list(self.hist_range)}, **self._scale_info())
     if not partial and (hm := self._heatmaps()) is not None: doc['heatmaps'] = hm
     return self.writer.write_epoch(doc)
 
@@ -630,7 +642,9 @@ def _cb_after_epoch(self:ExplorerCallback):
     if not self.active: return
     if self.keep_snapshots:
         self.snapshots.append(torch.cat([p.detach().reshape(-1).float().cpu() for p in {id(p): p for p in unwrap_model(self.learn.model).parameters()}.values()]))
-    try: self._write_epoch(partial=self.partial)
+    try:
+        if not self.partial: self._all_reduce()        # a collective: every rank, once per completed epoch
+        self._write_epoch(partial=self.partial)
     except BaseException as e: self._abort(e); raise   # outside `_do_epoch`: the guard would not see it
 
 ExplorerCallback._write_epoch,ExplorerCallback.after_cancel_epoch = _write_epoch,_cb_after_cancel_epoch
@@ -641,14 +655,14 @@ def _cb_after_cancel_fit(self:ExplorerCallback):
     self._remove_hooks()
     if not self.active: return
     if self.epoch_started: self._write_epoch(partial=True)
-    self.writer.write_manifest(status='cancelled')
+    if self.writer is not None: self.writer.write_manifest(status='cancelled')
     self.cancelled = True
 
 def _cb_after_fit(self:ExplorerCallback):
     self._remove_hooks(); self._remove_guard()
     if not self.active: return
     self.active = False
-    if not self.cancelled: self.writer.write_manifest(status='finished')
+    if not self.cancelled and self.writer is not None: self.writer.write_manifest(status='finished')
 
 ExplorerCallback.after_cancel_fit,ExplorerCallback.after_fit = _cb_after_cancel_fit,_cb_after_fit
 
@@ -683,3 +697,123 @@ def _add_stat(self:ExplorerCallback, f, on:str='out', name:str|None=None):
     return self
 
 ExplorerCallback._custom_hooks,ExplorerCallback._custom_params,ExplorerCallback.add_stat = _custom_hooks,_custom_params,_add_stat
+
+# %% ../nbs/03_stats.ipynb #e025ef37
+def _distributed()->bool:
+    "Whether this process is one of several in an initialised `torch.distributed` group"
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+def all_reduce_stats(
+    acts:list,             # this epoch's `ActStats`, in the same order on every rank (`None`s are skipped)
+    counts:dict|None=None, # counters combined by their maximum over ranks (such as the steps the loss scaler skipped)
+    group=None,            # the process group (default: every process)
+)->dict:
+    "Combine every rank's `acts` in place into the statistics of all their batches, and return `counts` combined: a collective"
+    acts,counts = [a for a in acts if a is not None],dict(counts or {})
+    mine = {'units': [[None if u is None else u.numel() for u in a.units] for a in acts], 'errors': [a.errors for a in acts]}
+    every = [None] * dist.get_world_size(group)
+    dist.all_gather_object(every, mine, group=group)
+    dev = acts[0].acc.device if acts else torch.device('cpu')
+    dt = acts[0].dt if acts else torch.float64
+    hi,sizes = [],[]
+    for j,a in enumerate(acts):
+        for i in range(a.n):                                   # the same decisions on every rank: all see `every`
+            for o in every:
+                if i in o['errors'][j]: a.errors.setdefault(i, o['errors'][j][i])
+            ks = sorted({o['units'][j][i] for o in every} - {None})
+            if len(ks) > 1: a.errors.setdefault(i, f"unit count differs between ranks ({', '.join(map(str, ks))})")
+            k = ks[0] if len(ks) == 1 else 0
+            if k and a.units[i] is None: a.units[i] = torch.full((k,), -math.inf, device=dev)
+            sizes.append(k)
+        hi += [a.acc[:, 8], -a.mins, a.maxs, a.acc.new_tensor([a.batches])]
+        hi += [a.units[i].to(dt) for i,k in enumerate(sizes[-a.n:]) if k]
+    hi.append(torch.tensor([float(v) for v in counts.values()], dtype=dt, device=dev))
+    tot,hi = torch.cat([a.acc.reshape(-1) for a in acts] or [torch.zeros(0, dtype=dt, device=dev)]),torch.cat(hi)
+    dist.all_reduce(tot, dist.ReduceOp.SUM, group=group)
+    dist.all_reduce(hi, dist.ReduceOp.MAX, group=group)
+    o,p = 0,0
+    for j,a in enumerate(acts):
+        a.acc.copy_(tot[o:o + a.acc.numel()].view_as(a.acc)); o += a.acc.numel()
+        n = a.n
+        a.acc[:, 8] = hi[p:p + n]; a.mins = -hi[p + n:p + 2*n]; a.maxs = hi[p + 2*n:p + 3*n].clone()
+        a.batches = int(hi[p + 3*n]); p += 3*n + 1
+        for i,k in enumerate(sizes[j*n:(j + 1)*n]):
+            if k: a.units[i] = hi[p:p + k].to(a.units[i].dtype); p += k
+            else: a.units[i] = None                            # no rank saw units, or the ranks disagree
+    return {k: int(v) for k,v in zip(counts, hi[p:].tolist())}
+
+# %% ../nbs/03_stats.ipynb #eeeb19c0
+def all_reduce_custom(cstats:CustomStats, group=None):
+    """Combine every rank's custom statistics of inputs and outputs in place (a collective). Those of weights and
+    gradients are left alone: after DDP's `backward` every rank holds the same gradients and, after the step, weights"""
+    keys = sorted(k for k in cstats.acc if not k[0].startswith(('custom_weight', 'custom_grad')))
+    every = [None] * dist.get_world_size(group)
+    dist.all_gather_object(every, keys, group=group)
+    keys = sorted(set().union(*map(set, every)))                # the same list on every rank
+    if not keys: return
+    dev = next(iter(cstats.acc.values())).device if cstats.acc else torch.device('cpu')
+    empty = torch.tensor([0., 0., math.inf, -math.inf, 0.], dtype=torch.float64, device=dev)
+    rows = torch.stack([cstats.acc.get(tuple(k), empty).to(device=dev, dtype=torch.float64) for k in keys])
+    sums,ext = rows[:, [0, 1, 4]].contiguous(),torch.stack([-rows[:, 2], rows[:, 3]], 1)
+    dist.all_reduce(sums, dist.ReduceOp.SUM, group=group); dist.all_reduce(ext, dist.ReduceOp.MAX, group=group)
+    for k,s,e in zip(keys, sums, ext):
+        cstats.acc[tuple(k)] = torch.stack([s[0], s[1], -e[0], e[1], s[2]])
+
+def _all_reduce(self:ExplorerCallback):
+    "Combine this epoch's statistics over the ranks, when there are several (a collective: every rank, once per epoch)"
+    if not _distributed(): return
+    c = all_reduce_stats([self.act, self.vact], {'skipped_steps': self.skipped_steps})
+    if self.customs: all_reduce_custom(self.cstats)
+    self.skipped_steps,self.ranks = c['skipped_steps'],dist.get_world_size()
+
+ExplorerCallback._all_reduce = _all_reduce
+
+# %% ../nbs/03_stats.ipynb #83ad6da6
+def _ps_state(self:ParamStats)->tuple:
+    "A copy of the gradient accumulators, to take back a step that the loss scaler skips"
+    return self.gsum.clone(),self.gmax.clone(),list(self.gsteps),list(self.nan),list(self.inf)
+
+def _ps_restore(self:ParamStats, state:tuple): self.gsum,self.gmax,self.gsteps,self.nan,self.inf = state
+
+ParamStats.state,ParamStats.restore = _ps_state,_ps_restore
+
+def _amp_skipped(self:ExplorerCallback)->bool:
+    "Whether fastai's `MixedPrecision` cancelled this step because the scaled gradients overflowed"
+    mp = getattr(self.learn, 'mixed_precision', None)
+    return mp is not None and getattr(mp, 'skipped', False) is True
+
+def _skip_step(self:ExplorerCallback):
+    self.skipped_steps += 1
+    if self._pending is not None and self.sampled and self.training: self.pstats.restore(self._pending)
+    self._pending = None
+
+def _scale_info(self:ExplorerCallback)->dict:
+    "How the epoch's statistics were gathered: over how many ranks, and the steps mixed precision skipped"
+    res = {'ranks': self.ranks} if _distributed() else {}
+    mp = getattr(self.learn, 'mixed_precision', None)
+    if mp is not None:
+        sc = self._grad_scale()
+        res['amp'] = {'dtype': {'fp16': 'float16', 'bf16': 'bfloat16'}.get(getattr(getattr(mp, 'amp_mode', None), 'value', None)),
+                      'skipped_steps': self.skipped_steps, 'loss_scale': sc if sc != 1. else None}
+    return res
+
+ExplorerCallback._amp_skipped,ExplorerCallback._skip_step,ExplorerCallback._scale_info = _amp_skipped,_skip_step,_scale_info
+
+# %% ../nbs/03_stats.ipynb #5a6d305a
+ExplorerCallback._stance = None
+
+def _eager(self:ExplorerCallback):
+    "Run compiled code eagerly until the hooks come off (only if dynamo, hence compiled code, is loaded)"
+    if self._stance is None and 'torch._dynamo' in sys.modules: self._stance = torch.compiler.set_stance('force_eager')
+
+def _compiled_again(self:ExplorerCallback):
+    if self._stance is not None: st,self._stance = self._stance,None; st.__exit__(None, None, None)
+
+def _cb_after_cancel_batch(self:ExplorerCallback):
+    "A batch cancelled before `after_pred`: its hooks come off, and its unflushed rows are dropped"
+    self._remove_hooks()
+    for st in (getattr(self, 'act', None), getattr(self, 'vact', None)):
+        if isinstance(st, ActStats): st.rows,st.idx,st.sizes = [],[],[]
+
+ExplorerCallback._eager,ExplorerCallback._compiled_again = _eager,_compiled_again
+ExplorerCallback.after_cancel_batch = _cb_after_cancel_batch
