@@ -10,6 +10,15 @@ root = Path(__file__).resolve().parent.parent
 
 def _text(o): return ''.join(o) if isinstance(o, list) else o
 
+def _terminal(txt:str)->str:
+    "Stream text as a terminal leaves it: each line's last carriage-return segment, without fastprogress's bar prefixes"
+    lines = []
+    for line in txt.split('\n'):
+        seg = line.split('\r')[-1] if line.rstrip('\r') else ''
+        seg = re.sub(r'^█*(Epoch \d+/\d+ :\s*)?', '', seg.rstrip('\r')).rstrip()
+        if seg.strip() and not re.fullmatch(r'\s*\|[█-]+\| [\d.]+% \[.*\]', seg): lines.append(seg)
+    return '\n'.join(lines)
+
 def render(nb:dict)->str:
     out = []
     for c in nb['cells']:
@@ -20,6 +29,7 @@ def render(nb:dict)->str:
         out.append(f"```python\n{src}\n```")
         for o in c.get('outputs', []):
             txt = _text(o.get('text') or o.get('data', {}).get('text/plain', '')).rstrip()
+            if o.get('output_type') == 'stream': txt = _terminal(txt)
             if txt: out.append(f"```\n{txt}\n```")
     return '\n\n'.join(out) + '\n'
 
