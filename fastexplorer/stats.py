@@ -426,7 +426,7 @@ class ExplorerCallback(Callback):
         self.alert_kw,self.overwrite,self.heatmaps,self.heatmap_size = alerts or {},overwrite,heatmaps,heatmap_size
         self.serving,self.port,self.server = serve,port,None
         self.keep_snapshots,self.snapshots = snapshots,[]
-        self.writer,self.tree,self.n_epochs,self.handles,self.active = None,None,0,[],False
+        self.writer,self.tree,self.n_epochs,self.handles,self.active,self.opened = None,None,0,[],False,False
         self.customs = custom_stats(custom)
 
 # %% ../nbs/03_stats.ipynb #34b0834c
@@ -440,14 +440,23 @@ def _cb_before_fit(self:ExplorerCallback):
                 getattr(self.learn, 'create_mbar', True))
     if not self.run: return
     model = unwrap_model(self.learn.model)
-    if self.writer is None and rank_distrib() == 0:
-        self.writer = RunWriter(self.folder, self.overwrite).open(type(model).__name__, every=self.every,
-                                                                 hist={'bins': self.hist_bins, 'range': list(self.hist_range)})
-        rep = self.learn.to_representation()
-        self.writer.write_representation(rep.get_dict())
-        self.tree = rep.data.get_dict()
-        self._pick_samples()
-        if self.serving: print(f"fastexplorer: explore this run at {self.serve(port=self.port)}")
+    if not self.opened:                      # the first fit: every rank, so that they can agree on how it went
+        err = None
+        if rank_distrib() == 0:
+            try:
+                if self.writer is None:
+                    self.writer = RunWriter(self.folder, self.overwrite).open(type(model).__name__, every=self.every,
+                                                                             hist={'bins': self.hist_bins, 'range': list(self.hist_range)})
+                rep = self.learn.to_representation()
+                self.writer.write_representation(rep.get_dict())
+                self.tree = rep.data.get_dict()
+                self._pick_samples()
+                if self.serving: print(f"fastexplorer: explore this run at {self.serve(port=self.port)}")
+            except BaseException as e: err = e
+        msg = _agree_on_start(err)
+        if err is not None: raise err
+        if msg: raise RuntimeError(f"fastexplorer: rank 0 could not start the run, so this rank stops too: {msg}")
+        self.opened = True
     self.mods = select_layers(model, self.layers)
     self.keys = list(self.mods)
     self.ids = {id(m): i for i,m in enumerate(self.mods.values())}
@@ -465,6 +474,15 @@ def _cb_before_fit(self:ExplorerCallback):
     self.epoch_started,self.cancelled = False,False
     self._install_guard()
     self.active = True
+
+def _agree_on_start(err:BaseException|None)->str|None:
+    """Under DDP, rank 0 tells every rank whether it could open the run folder and probe (a collective, once, in the
+    first `before_fit` of every rank): a rank 0 that fails there would otherwise leave the others waiting in their
+    first collective until the process group's timeout. Returns rank 0's error message, if any"""
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1): return None
+    box = [None if err is None else f"{type(err).__name__}: {err}"]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 ExplorerCallback.before_fit = _cb_before_fit
 

@@ -1,7 +1,8 @@
 """Two CPU processes (gloo) training with `ExplorerCallback`, launched by `tests/test_scale.py` as a subprocess.
 
 `python tests/ddp_worker.py OUT PORT` trains under `learn.distrib_ctx()` (DDP) into `OUT/run`; then each rank on its
-own, uneven data into `OUT/uneven`; then under DDP again into `OUT/raised`, where rank 1 raises mid-epoch (so the
+own, uneven data into `OUT/uneven`; then under DDP into `OUT/run` again, which rank 0 cannot open (each rank notes its
+error in `OUT/start/`); then under DDP again into `OUT/raised`, where rank 1 raises mid-epoch (so the
 launch ends with that error, once the rest is written). One launch, because starting two processes is the slow part.
 The model and data helpers are imported by the test too, for the single-process run it compares against."""
 import datetime, os, sys
@@ -85,6 +86,13 @@ def worker(rank, world, out, port):
                         valid=False, every=2)
         learn.model.use_side = rank == 0
         with learn.no_bar(), learn.no_logging(): learn.fit(2, 1e-2)
+        # rank 0 cannot start (its run folder already holds a run): every rank stops in `before_fit`, none waits for a
+        # timeout; each rank notes the error it raised in OUT/start/rankN.txt
+        (out/'start').mkdir(exist_ok=True)
+        try:
+            learn = learner(range(N), BS, out/('run' if rank == 0 else f'exists_rank{rank}'))
+            with learn.distrib_ctx(sync_bn=False, cpu=True), learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-2)
+        except Exception as e: (out/'start'/f'rank{rank}.txt').write_text(f"{type(e).__name__}: {e}")
         # a rank that raises: it leaves `fit` at once (no collective on its way out) and the launcher ends the other
         os.environ['WORLD_SIZE'] = str(world)
         learn = learner(range(N), BS, out/('raised' if rank == 0 else f'raised_rank{rank}'), cbs=[_RaiseOnRank1()])

@@ -60,7 +60,7 @@ def ddp_out(ddp_launch):
 
 def test_ddp_one_set_of_files(ddp_out):
     "Under `distrib_ctx`, rank 0 alone writes: one run folder, valid files, and the epochs say they hold two ranks"
-    assert sorted(p.name for p in ddp_out.iterdir()) == ['raised', 'run', 'uneven'], "a non-zero rank wrote a run folder"
+    assert sorted(p.name for p in ddp_out.iterdir()) == ['raised', 'run', 'start', 'uneven'], "a non-zero rank wrote a run folder"
     files = sorted(p.name for p in (ddp_out/'run').iterdir())
     assert files == ['epoch_0001.json', 'epoch_0002.json', 'representation.json', 'run.json'], files
     run = load_run(ddp_out/'run')
@@ -93,6 +93,16 @@ def test_ddp_equals_one_process_over_the_union(ddp_out, tmp_path):
             _close(s1[k], s2[k], f"epoch {e1['epoch']} {k}")
     a = _stats(two.epochs[0])['act']['act']
     assert a['n'] == 4 * 16 * 4 * 36 and a['hist_n'] == a['n'] and a['units'] == 4 and 0 in a['dead_units']
+
+def test_rank0_failing_to_start_stops_every_rank(ddp_out):
+    "Rank 0 cannot open its run folder (it holds a run): it raises, and every other rank raises with its message, at once"
+    msgs = {p.name: p.read_text() for p in (ddp_out/'start').iterdir()}
+    assert sorted(msgs) == ['rank0.txt', 'rank1.txt'], msgs
+    assert msgs['rank0.txt'].startswith('FileExistsError') and 'already holds a run' in msgs['rank0.txt']
+    assert msgs['rank1.txt'].startswith('RuntimeError') and 'fastexplorer: rank 0 could not start the run' in msgs['rank1.txt']
+    assert 'already holds a run' in msgs['rank1.txt']
+    run = load_run(ddp_out/'run')
+    assert run.meta['status'] == 'finished' and len(run.epochs) == 2, "the existing run is left as it was"
 
 def test_uneven_batch_counts_do_not_hang(ddp_out):
     "Ranks that saw and sampled different numbers of batches, one never calling a layer, still meet once per epoch and sum what they saw"
