@@ -85,6 +85,26 @@ def test_compare_two_runs(runs, page):
         page.screenshot(path=str(SHOTS/'explorer-compare.png'), full_page=True)
     assert page.problems == []
 
+def test_amp_skipped_steps_and_ranks_shown(runs, page, tmp_path):
+    "Epoch files from a mixed-precision DDP run: the page charts the steps the loss scaler skipped and says how many processes"
+    shutil.copytree(runs/'good', tmp_path/'scaled')
+    for e,skipped in zip((1, 2, 3), (3, 0, 1)):
+        f = tmp_path/'scaled'/f'epoch_{e:04d}.json'
+        doc = json.loads(f.read_text())
+        doc.update(ranks=2, amp={'dtype': 'float16', 'skipped_steps': skipped, 'loss_scale': 1024.})
+        validate(doc); save_json(doc, f)
+    with serve(tmp_path, port=0) as srv:
+        page.goto(srv.url + '?run=scaled')
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        expect(page.locator('#curves')).to_contain_text('steps skipped by the loss scaler')
+        expect(page.locator('#ranks-note')).to_have_text('Statistics combined over 2 processes (DistributedDataParallel).')
+    with serve(runs, port=0) as srv:
+        page.goto(srv.url + '?run=good')
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        expect(page.locator('#curves')).not_to_contain_text('steps skipped')
+        expect(page.locator('#ranks-note')).to_have_count(0)
+    assert page.problems == []
+
 def test_new_epoch_appears_within_2s(runs, page, tmp_path):
     "An epoch file written while the page is open shows up on it by itself within 2 seconds"
     shutil.copytree(runs/'good', tmp_path/'live')

@@ -25,6 +25,7 @@ function digestEpoch(doc, lazy) {
     recorder: (doc.recorder && typeof doc.recorder === 'object') ? doc.recorder : {},
     alerts: Array.isArray(doc.alerts) ? doc.alerts : [],
     heatmaps: (doc.heatmaps && typeof doc.heatmaps === 'object') ? doc.heatmaps : null,
+    amp: (doc.amp && typeof doc.amp === 'object') ? doc.amp : null, ranks: Number.isFinite(doc.ranks) ? doc.ranks : null,
     hist: doc.hist || null, stats, custom: Array.from(custom),
   };
 }
@@ -934,7 +935,16 @@ function renderCurves() {
   if (losses.length) charts.push(lineChart({ title: 'loss', series: series(losses, [C_TRAIN, C_VALID, ...PALETTE.slice(2)]), x: dom, marker, log: 'auto' }));
   metrics.forEach((k, i) => charts.push(lineChart({ title: k, series: series([k], [PALETTE[(i + 2) % PALETTE.length]]), x: dom, marker })));
   if (lr.length) charts.push(lineChart({ title: 'learning rate', series: series(lr, ['#6b7280']), x: dom, marker, small: true, h: 110, log: 'auto', tip: 'learning rate at the end of the epoch' }));
+  // how the statistics were gathered: steps the mixed-precision loss scaler skipped, processes combined under DDP
+  const scaled = (r, dash, c) => {
+    const pts = epochNumbers(r).map((e) => { const a = r.epochs.get(e).amp; return [e, a && fin(a.skipped_steps) ? a.skipped_steps : null]; });
+    return pts.some((p) => fin(p[1])) ? [{ label: 'skipped', color: c, dash, points: pts }] : [];
+  };
+  const skipped = [...scaled(run, false, '#b91c1c'), ...(cmp ? scaled(cmp, true, '#b91c1c') : [])];
+  if (skipped.length) charts.push(lineChart({ title: 'steps skipped by the loss scaler', series: skipped, x: dom, marker, small: true, h: 110, tip: 'optimizer steps skipped for overflowing fp16 gradients, per epoch (their gradient statistics are left out)' }));
+  const ranks = Math.max(0, ...nums.map((e) => run.epochs.get(e).ranks || 0));
   if (!charts.length) charts.push(h('div', { class: 'note', text: 'The Recorder logged no numeric values.' }));
+  if (ranks > 1) charts.push(h('div', { class: 'note', id: 'ranks-note', text: `Statistics combined over ${ranks} processes (DistributedDataParallel).` }));
   box.replaceChildren(...charts);
 }
 
