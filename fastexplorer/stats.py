@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/stats.html.md"""
 
 # %% ../nbs/03_stats.ipynb #eb1e9549
 from __future__ import annotations
-import base64, difflib, fnmatch, math, sys, warnings
+import base64, math, sys, warnings
 from functools import partial
 import torch
 import torch.distributed as dist
