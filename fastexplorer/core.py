@@ -111,14 +111,17 @@ def __iter__(self:Node):
     yield self
     for n in self.nodes: yield from n
 
+def _close(what:str, s:str, known)->str:
+    "An error message for `s`, which is not among `known`, naming the closest ones"
+    close = difflib.get_close_matches(s, list(known), n=3)
+    return f"{what} {s!r}" + (f"; close matches: {', '.join(map(repr, close))}" if close else '')
+
 @patch
 def find(self:Node, path:str)->Node:
     "The first node in this subtree whose dotted `path` is `path`"
     for n in self:
         if n.path == path: return n
-    known = [n.path for n in self if n.path is not None]
-    close = difflib.get_close_matches(path, known, n=3)
-    raise KeyError(f"no node with path {path!r}" + (f"; close matches: {', '.join(map(repr, close))}" if close else ''))
+    raise KeyError(_close("no node with path", path, [n.path for n in self if n.path is not None]))
 
 # %% ../nbs/00_core.ipynb #a218dafc
 @patch
@@ -288,10 +291,6 @@ def to_dataframe(self:Representation)->pd.DataFrame:
 
 # %% ../nbs/00_core.ipynb #47c43c88
 _LABEL = re.compile(r'^\d+-\d+$')
-
-def _close(what:str, s:str, known)->str:
-    close = difflib.get_close_matches(s, list(known), n=3)
-    return f"{what} {s!r}" + (f"; close matches: {', '.join(map(repr, close))}" if close else '')
 
 def _select(mods:dict, layers, labels, alias:dict)->set:
     "The paths of `mods` that `layers` selects; `alias` maps every path, a shared module's second ones too, to the first"

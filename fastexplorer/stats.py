@@ -475,11 +475,15 @@ def _cb_before_fit(self:ExplorerCallback):
     self._install_guard()
     self.active = True
 
+def _distributed()->bool:
+    "Whether this process is one of several in an initialised `torch.distributed` group"
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
 def _agree_on_start(err:BaseException|None)->str|None:
     """Under DDP, rank 0 tells every rank whether it could open the run folder and probe (a collective, once, in the
     first `before_fit` of every rank): a rank 0 that fails there would otherwise leave the others waiting in their
     first collective until the process group's timeout. Returns rank 0's error message, if any"""
-    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1): return None
+    if not _distributed(): return None
     box = [None if err is None else f"{type(err).__name__}: {err}"]
     dist.broadcast_object_list(box, src=0)
     return box[0]
@@ -606,11 +610,11 @@ def _grad_scale(self:ExplorerCallback)->float:
 
 def _cb_after_backward(self:ExplorerCallback):
     if not (self.sampled and self.training): return
+    sc = self._grad_scale() if self.grads or self.customs else 1.   # one read of the loss scale (a device sync)
     if self.grads:
-        sc = self._grad_scale()
         self._pending = self.pstats.state() if sc != 1. else None   # taken back if the loss scaler skips the step
         self.pstats.grads(sc)
-    if self.customs: self._custom_params()
+    if self.customs: self._custom_params(sc)
     if self.updates: self.pstats.snapshot()
     self.step_cancelled = False
 
@@ -698,10 +702,9 @@ def _custom_hooks(self:ExplorerCallback):
     pre = '' if self.training else 'valid_'
     for p,m in self.mods.items(): self.handles.append(m.register_forward_hook(partial(_custom_hook, self.cstats, cs, pre, p)))
 
-def _custom_params(self:ExplorerCallback):
-    "Weight and gradient custom statistics of the recorded parameters, after backward on a sampled batch"
+def _custom_params(self:ExplorerCallback, scale:float=1.):
+    "Weight and gradient custom statistics of the recorded parameters, after backward on a sampled batch (gradients divided by the loss `scale`)"
     cs = [c for c in self.customs if c.on in ('weight', 'grad')]
-    scale = self._grad_scale() if any(c.on == 'grad' for c in cs) else 1.
     for k,p in zip(self.pkeys, self.ps):
         for c in cs:
             if c.on == 'weight': self.cstats.add(c, 'custom_weight', k, p.detach())
@@ -717,10 +720,6 @@ def _add_stat(self:ExplorerCallback, f, on:str='out', name:str|None=None):
 ExplorerCallback._custom_hooks,ExplorerCallback._custom_params,ExplorerCallback.add_stat = _custom_hooks,_custom_params,_add_stat
 
 # %% ../nbs/03_stats.ipynb #e025ef37
-def _distributed()->bool:
-    "Whether this process is one of several in an initialised `torch.distributed` group"
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-
 def all_reduce_stats(
     acts:list,             # this epoch's `ActStats`, in the same order on every rank (`None`s are skipped)
     counts:dict|None=None, # counters combined by their maximum over ranks (such as the steps the loss scaler skipped)

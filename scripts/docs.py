@@ -175,24 +175,29 @@ def api_page()->str:
     for mod, name, o in public_api():
         if mod != cur:
             cur = mod
-            page = _page_of_module(mod)
+            page = _modules().get(mod)
             out += [f"## `{mod}`", '', f"Explained in [{page[1]}]({page[0]})." if page else '', '']
         out += [doc_markdown(name, o), '']
     return '\n'.join(out)
 
+def _default_exp(cells)->str|None:
+    "The module a notebook exports to (its `#| default_exp`), if any"
+    return next((directives(c.source)['default_exp'] for c in cells
+                 if c.cell_type == 'code' and 'default_exp' in directives(c.source)), None)
+
 @functools.cache
-def _modules()->dict:
-    "{module name: (page file, title)} from each notebook's `default_exp`"
+def _outline()->dict:
+    "{notebook file name: (title, default_exp)}, each notebook read once"
+    import nbformat
     res = {}
     for nb in _notebooks():
-        import nbformat
         cells = nbformat.read(nb, as_version=4).cells
-        exp = next((directives(c.source)['default_exp'] for c in cells
-                    if c.cell_type == 'code' and 'default_exp' in directives(c.source)), None)
-        if exp: res[f'fastexplorer.{exp}'] = (nb.stem + '.ipynb', _title(cells, nb.stem))
+        res[nb.name] = (_title(cells, nb.stem), _default_exp(cells))
     return res
 
-def _page_of_module(mod:str): return _modules().get(mod)
+def _modules()->dict:
+    "{module name: (page file, title)} from each notebook's `default_exp`"
+    return {f'fastexplorer.{exp}': (name, title) for name, (title, exp) in _outline().items() if exp}
 
 def _title(cells, default:str)->str:
     for c in cells:
@@ -248,8 +253,7 @@ def render_notebook(src:Path, dst:Path, execute:bool=True, timeout:int=600):
             shutil.copytree(NBS/'images', Path(tmp)/'images', dirs_exist_ok=True)
             NotebookClient(nb, timeout=timeout, kernel_name='python3', resources={'metadata': {'path': tmp}},
                            skip_cells_with_tag='skip-execution').execute()
-    exp = next((directives(c.source)['default_exp'] for c in nb.cells
-                if c.cell_type == 'code' and 'default_exp' in directives(c.source)), None)
+    exp = _default_exp(nb.cells)
     module = importlib.import_module(f'fastexplorer.{exp}') if exp else None
     cells = []
     for c in nb.cells:
@@ -280,8 +284,7 @@ def _code_cell(c):
 # ---- Site --------------------------------------------------------------------------------------------------------
 def nav()->list:
     "Home, the tutorial, one page per module notebook (in number order), the API reference"
-    import nbformat
-    pages = {nb.name: _title(nbformat.read(nb, as_version=4).cells, nb.stem) for nb in _notebooks()}
+    pages = {name: title for name, (title, _) in _outline().items()}
     first = [n for n in ('index.ipynb', 'tutorial.ipynb') if n in pages]
     rest = [n for n in pages if n not in first]
     res = [{'Home' if n == 'index.ipynb' else pages[n]: n} for n in first]
