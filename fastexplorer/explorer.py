@@ -46,7 +46,9 @@ def list_runs(root:Path)->list:
     return res
 
 # %% ../nbs/05_explorer.ipynb #01acc469
-_STATIC = {'app.js': 'text/javascript; charset=utf-8', 'app.css': 'text/css; charset=utf-8'}
+_TYPES = {'.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8'}
+# the allow-list of static files: the page's scripts and style as the package ships them, by exact name
+_STATIC = {p.name: _TYPES[Path(p.name).suffix] for p in files('fastexplorer').joinpath('static').iterdir() if Path(p.name).suffix in _TYPES}
 _CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
         "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 _HEADERS = [(b'x-content-type-options', b'nosniff'), (b'referrer-policy', b'no-referrer'),
@@ -221,6 +223,27 @@ def explore(self:Learner, host:str='127.0.0.1', port:int=8000)->str:
     if cb is None: raise ValueError("this Learner has no ExplorerCallback: add one with `cbs=ExplorerCallback('runs/name')` and fit first")
     return cb.serve(host, port)
 
+# %% ../nbs/05_explorer.ipynb #356445dc
+_IMPORT = re.compile(r"^import \{[^}]*\} from '\./([\w-]+\.js)';\n", re.M)
+
+def _page_modules(name:str='app.js', done:list|None=None, busy:tuple=())->list:
+    "The page's script modules that `name` imports, directly or not, each after the ones it imports, and `name` last"
+    done = [] if done is None else done
+    if name in busy: raise RuntimeError(f"fastexplorer's page scripts import each other in a cycle: {' -> '.join(busy + (name,))}")
+    for dep in _IMPORT.findall(_static(name).decode()):
+        if dep not in done: _page_modules(dep, done, busy + (name,))
+    if name not in done: done.append(name)
+    return done
+
+def _inline_js()->str:
+    "The page's modules as one script for the report (browsers load no module from `file://`): imports dropped, exports unmarked"
+    res = []
+    for name in _page_modules():
+        js = re.sub(r'^export (?=(async )?function |const |let |class )', '', _IMPORT.sub('', _static(name).decode()), flags=re.M)
+        if re.search(r'^(import|export)\b', js, re.M): raise RuntimeError(f"static/{name} has an import or export that `report` cannot inline")
+        res.append(f"// {name}\n{js}")
+    return '\n'.join(res)
+
 # %% ../nbs/05_explorer.ipynb #b67f6b5f
 def _run_data(p:Path, name:str)->dict:
     m = json.loads((p/'run.json').read_text())
@@ -239,12 +262,12 @@ def report(
     if not runs: raise FileNotFoundError(f"no run (a folder with run.json) in {str(root)!r}")
     data = {'runs': [_run_data(run_dir(root, r['id']), r['id']) for r in runs]}
     html = _static('index.html').decode()
-    css,js = _static('app.css').decode(),_static('app.js').decode()
+    css,js = _static('app.css').decode(),_inline_js()
     blob = dumps(data).replace('<', '\\u003c')
     js = js.replace('</script', '<\\/script')
     for tag,new in [('<link rel="stylesheet" href="static/app.css">', f"<style>\n{css}\n</style>"),
-                    ('<script src="static/app.js"></script>',
-                     f"<script>window.FASTEXPLORER_DATA = {blob};</script>\n<script>\n{js}\n</script>")]:
+                    ('<script type="module" src="static/app.js"></script>',
+                     f"<script>window.FASTEXPLORER_DATA = {blob};</script>\n<script type=\"module\">\n{js}\n</script>")]:
         if tag not in html: raise RuntimeError(f"fastexplorer's index.html lacks {tag!r}: the package is damaged")
         html = html.replace(tag, new)
     atomic_write(output, html)

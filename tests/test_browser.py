@@ -182,3 +182,23 @@ def test_custom_stats_and_depth_idx(page, tmp_path):
         assert page.locator('#tree .row.ov-on').count() >= 3
         page.screenshot(path=str(SHOTS/'explorer-custom.png'), full_page=True)
     assert page.problems == []
+
+def test_page_modules_and_worker(runs, page):
+    "The page loads as ES modules from the server, each allow-listed, and its worker digests the epochs; without the worker it still works"
+    from fastexplorer.explorer import _STATIC, _page_modules
+    seen, workers = [], []
+    page.on('response', lambda r: seen.append((r.url.rsplit('/static/', 1)[-1], r.status, r.headers.get('content-type', ''))) if '/static/' in r.url else None)
+    page.on('worker', lambda w: workers.append(w.url))
+    with serve(runs, port=0) as srv:
+        page.goto(srv.url + '?run=toohigh')
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        mods = {n for n,st,ct in seen if n.endswith('.js') and st == 200 and ct.startswith('text/javascript')}
+        assert set(_page_modules()) | {'worker.js'} <= mods <= set(_STATIC), (mods, seen)
+        assert [w.rsplit('/', 1)[-1] for w in workers] == ['worker.js'], workers
+        # the worker refused (say, a browser without module workers): the page digests the epochs itself
+        page.route('**/static/worker.js', lambda r: r.abort())
+        page.goto(srv.url + '?run=good')
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        page.locator('#tree .node[data-path="1.2"] .label').first.click()
+        expect(page.locator('#panel .chart').first).to_be_visible()
+    assert [p for p in page.problems if 'worker.js' not in p] == []

@@ -1,0 +1,92 @@
+/* The training curves (the Recorder's values per epoch) and the alerts of the selected epoch. */
+import { $, fin, PALETTE, C_TRAIN, h, C_VALID } from './util.js';
+import { S, epochNumbers, selectedEpoch, epochDomain } from './state.js';
+import { lineChart } from './charts.js';
+import { selectPath } from './tree.js';
+
+function recorderKeys(runs) {
+  const keys = [];
+  for (const run of runs) if (run) for (const e of epochNumbers(run)) {
+    const r = run.epochs.get(e).recorder;
+    for (const k in r) if (fin(r[k]) && k !== 'epoch' && !keys.includes(k)) keys.push(k);
+  }
+  return keys;
+}
+
+export function renderCurves() {
+  const box = $('#curves'), run = S.run, cmp = S.cmp;
+  const nums = epochNumbers(run);
+  if (!nums.length && !(cmp && cmp.epochs.size)) {
+    const waiting = run.meta && Array.isArray(run.meta.epochs) && run.meta.epochs.length;
+    box.replaceChildren(h('div', { class: 'note', text: waiting ? 'Loading epochs…' : 'No epoch recorded yet: curves appear after the first epoch ends.' }));
+    return;
+  }
+  const keys = recorderKeys([run, cmp]);
+  const losses = keys.filter((k) => /loss$/.test(k)), lr = keys.filter((k) => k === 'lr' || k === 'lrs'),
+    metrics = keys.filter((k) => !losses.includes(k) && !lr.includes(k));
+  const dom = epochDomain(), marker = selectedEpoch();
+  const series = (ks, colors) => {
+    const out = [];
+    ks.forEach((k, i) => {
+      const c = colors ? colors[i % colors.length] : PALETTE[i % PALETTE.length];
+      for (const [r, dash] of [[run, false], [cmp, true]]) {
+        if (!r) continue;
+        const pts = epochNumbers(r).map((e) => { const v = r.epochs.get(e).recorder[k]; return [e, fin(v) ? v : null]; });
+        if (!pts.some((p) => fin(p[1]))) continue;
+        out.push({ label: k, color: c, dash, points: pts });
+      }
+    });
+    return out;
+  };
+  const charts = [];
+  if (losses.length) charts.push(lineChart({ title: 'loss', series: series(losses, [C_TRAIN, C_VALID, ...PALETTE.slice(2)]), x: dom, marker, log: 'auto' }));
+  metrics.forEach((k, i) => charts.push(lineChart({ title: k, series: series([k], [PALETTE[(i + 2) % PALETTE.length]]), x: dom, marker })));
+  if (lr.length) charts.push(lineChart({ title: 'learning rate', series: series(lr, ['#6b7280']), x: dom, marker, small: true, h: 110, log: 'auto', tip: 'learning rate at the end of the epoch' }));
+  // how the statistics were gathered: steps the mixed-precision loss scaler skipped, processes combined under DDP
+  const scaled = (r, dash, c) => {
+    const pts = epochNumbers(r).map((e) => { const a = r.epochs.get(e).amp; return [e, a && fin(a.skipped_steps) ? a.skipped_steps : null]; });
+    return pts.some((p) => fin(p[1])) ? [{ label: 'skipped', color: c, dash, points: pts }] : [];
+  };
+  const skipped = [...scaled(run, false, '#b91c1c'), ...(cmp ? scaled(cmp, true, '#b91c1c') : [])];
+  if (skipped.length) charts.push(lineChart({ title: 'steps skipped by the loss scaler', series: skipped, x: dom, marker, small: true, h: 110, tip: 'optimizer steps skipped for overflowing fp16 gradients, per epoch (their gradient statistics are left out)' }));
+  const ranks = Math.max(0, ...nums.map((e) => run.epochs.get(e).ranks || 0));
+  if (!charts.length) charts.push(h('div', { class: 'note', text: 'The Recorder logged no numeric values.' }));
+  if (ranks > 1) charts.push(h('div', { class: 'note', id: 'ranks-note', text: `Statistics combined over ${ranks} processes (DistributedDataParallel).` }));
+  box.replaceChildren(...charts);
+}
+
+const ALERT_HELP = {
+  dead: 'units that were never positive', nonfinite: 'NaN or Inf values', exploding_grad: 'very large gradients',
+  vanishing_grad: 'very small gradients', frozen: 'parameters that do not change',
+};
+
+export function renderAlerts() {
+  const box = $('#alerts'), e = selectedEpoch(), title = $('#alerts-title');
+  if (e == null) { title.textContent = 'Alerts'; box.replaceChildren(h('div', { class: 'note', text: 'No epoch loaded yet.' })); return; }
+  const ep = S.run.epochs.get(e);
+  title.replaceChildren('Alerts ', h('span', { class: 'muted sub', text: `epoch ${e}` }));
+  if (!ep.alerts.length) {
+    // a hint of where the alerts are, when the selected epoch has none
+    const other = epochNumbers(S.run).filter((n) => S.run.epochs.get(n).alerts.length);
+    box.replaceChildren(h('div', { class: 'note ok', text: `No alert in epoch ${e}.` + (other.length ? ` Epochs with alerts: ${other.join(', ')}.` : '') }));
+    return;
+  }
+  const items = ep.alerts.map((a) => {
+    const layer = String(a.layer ?? '');
+    const known = S.tree && S.tree.byPath.has(layer);
+    return h('div', { class: 'alert k-' + String(a.kind || 'other'), role: 'button', tabindex: '0', dataset: { layer, kind: String(a.kind || '') },
+                      title: (ALERT_HELP[a.kind] || '') + (known ? ' · click to show the layer' : '') },
+      h('span', { class: 'alert-kind', text: String(a.kind || 'alert').replace('_', ' ') }),
+      h('span', { class: 'alert-layer', text: layer || '(model)' }),
+      h('span', { class: 'alert-msg', text: String(a.message || '') }));
+  });
+  box.replaceChildren(...items);
+}
+
+export function onAlertClick(e) {
+  const a = e.target.closest('.alert');
+  if (!a) return;
+  if (e.type === 'keydown' && e.key !== 'Enter' && e.key !== ' ') return;
+  if (e.type === 'keydown') e.preventDefault();
+  selectPath(a.dataset.layer, true);
+}

@@ -1,0 +1,173 @@
+/* Loading runs: from the server (epochs a few at a time, live updates over server-sent events) or from a report's data. */
+import { fin } from './util.js';
+import { digestEpoch } from './digest.js';
+import { DATA, REPORT, QS, S, newRun, sharedMap } from './state.js';
+import { apiUrl, getJSON, startWorker, silentFetch, fetchEpoch } from './net.js';
+import { initTree } from './tree.js';
+import { renderLandscape } from './landscape.js';
+import { showMessage, fatal, renderHeader, renderRunNav } from './header.js';
+import { scheduleRender, renderAll, renderNow } from './render.js';
+
+export async function startServer() {
+  startWorker();
+  const wanted = QS.get('run'), cmpId = QS.get('compare');
+  const runsP = getJSON('api/runs').then((d) => (d && Array.isArray(d.runs)) ? d.runs : []).catch(() => null);
+  let id = wanted;
+  if (id == null || id === '') {
+    const runs = await runsP;
+    if (runs === null) { fatal('Cannot reach the fastexplorer server (api/runs).'); return; }
+    if (!runs.length) { fatal('No runs here yet: a run folder appears once ExplorerCallback has written run.json.'); return; }
+    id = runs[0].id;
+  }
+  const run = newRun(id);
+  try {
+    const [meta, rep] = await Promise.all([getJSON(apiUrl(id, 'run.json')), getJSON(apiUrl(id, 'representation.json'))]);
+    run.meta = meta; run.rep = rep; run.status = meta.status; run.shared = sharedMap(rep);
+  } catch (e) {
+    fatal(`Cannot load run "${id}": ${e.message}`);
+    runsP.then((runs) => { if (runs) { S.runs = runs; renderRunNav(); } });
+    return;
+  }
+  S.run = run;
+  initTree(run.rep);
+  renderHeader();
+  renderAll();
+  runsP.then((runs) => { if (runs) { S.runs = runs; renderRunNav(); maybeLandscape(run); } });
+  loadEpochs(run, (run.meta.epochs || []).map((e) => e.epoch), true);
+  openEvents(run);
+  if (cmpId && cmpId !== id) loadCompare(cmpId);
+}
+
+async function loadCompare(cid) {
+  const c = newRun(cid);
+  try {
+    const [meta, rep] = await Promise.all([getJSON(apiUrl(cid, 'run.json')), getJSON(apiUrl(cid, 'representation.json')).catch(() => null)]);
+    c.meta = meta; c.rep = rep; c.status = meta.status; c.shared = sharedMap(rep);
+  } catch (e) { showMessage(`Cannot load the compared run "${cid}": ${e.message}`, 'warn'); return; }
+  S.cmp = c;
+  renderHeader(); scheduleRender();
+  loadEpochs(c, (c.meta.epochs || []).map((e) => e.epoch), false);
+  if (c.status === 'running') openEvents(c);
+}
+
+let epochUid = 0;
+
+/* Fetch epoch documents, a few at a time; the latest first, so the default epoch's alerts and overlay show early. */
+function loadEpochs(run, nums, latestFirst) {
+  const todo = nums.filter((n) => fin(n) && !run.inflight.has(n));
+  if (!todo.length) return;
+  todo.sort((a, b) => a - b);
+  if (latestFirst) todo.unshift(todo.pop());
+  for (const n of todo) run.inflight.add(n);
+  let i = 0;
+  const pump = async () => {
+    while (i < todo.length) {
+      const n = todo[i++];
+      try {
+        const ep = await fetchEpoch(run, n);
+        run.inflight.delete(n);
+        ep.uid = ++epochUid;
+        run.epochs.set(n, ep);
+        onEpochArrived(run);
+      } catch (e) { run.inflight.delete(n); /* gone or mid-write: the next update event retries */ }
+    }
+  };
+  // a few requests at a time: the worker parses them off the page's thread, and the page stays responsive
+  const k = Math.min(2, todo.length);
+  for (let w = 0; w < k; w++) pump();
+}
+
+function onEpochArrived(run) {
+  // epochs that trickle in (live) show at once; a bulk load redraws a few times a second
+  if ((S.run && S.run.inflight.size) || (S.cmp && S.cmp.inflight.size)) { scheduleRender(); return; }
+  renderNow();
+}
+
+function openEvents(run) {
+  if (REPORT || typeof EventSource === 'undefined' || run.es) return;
+  let es;
+  try { es = new EventSource(apiUrl(run.id, 'events')); } catch (e) { return; }
+  run.es = es;
+  const handler = (e) => {
+    let d = null;
+    try { d = JSON.parse(e.data); } catch (err) { d = null; }
+    onUpdate(run, d);
+  };
+  es.addEventListener('update', handler);
+  es.onmessage = handler;
+}
+
+async function onUpdate(run, d) {
+  if (d && typeof d.status === 'string' && d.status !== run.status) {
+    run.status = d.status;
+    renderHeader();
+    if (d.status !== 'running') maybeLandscape(run, true);
+  }
+  if (d && Array.isArray(d.epochs)) {
+    const missing = d.epochs.filter((n) => !run.epochs.has(n));
+    if (missing.length) loadEpochs(run, missing, false);
+  }
+  // the manifest says which epochs were rewritten (a partial epoch completed)
+  try {
+    const meta = await getJSON(apiUrl(run.id, 'run.json'));
+    run.meta = meta;
+    if (typeof meta.status === 'string' && meta.status !== run.status) { run.status = meta.status; renderHeader(); }
+    const redo = [];
+    for (const e of meta.epochs || []) {
+      const have = run.epochs.get(e.epoch);
+      if (!have) redo.push(e.epoch);
+      else if (have.partial && !e.partial) redo.push(e.epoch);
+    }
+    if (redo.length) loadEpochs(run, redo, false);
+    renderHeader();
+  } catch (e) { /* the next event will tell */ }
+}
+
+async function maybeLandscape(run, retry) {
+  if (REPORT || run.landscape) return;
+  if (run.landscapeTried && !retry) return;
+  run.landscapeTried = true;
+  const entry = S.runs.find((r) => r.id === run.id);
+  let hint;
+  if (entry && 'landscape' in entry) hint = entry.landscape;
+  else if (run.meta && 'landscape' in run.meta) hint = run.meta.landscape;
+  if (hint !== undefined && !hint) return;
+  let doc = null;
+  const url = apiUrl(run.id, 'landscape.json');
+  if (hint) { try { doc = await getJSON(url); } catch (e) { doc = null; } }
+  else {
+    const r = await silentFetch(url);
+    if (r.status === 200 && r.text) { try { doc = JSON.parse(r.text); } catch (e) { doc = null; } }
+  }
+  if (doc && typeof doc === 'object' && Array.isArray(doc.loss)) { run.landscape = doc; if (run === S.run) renderLandscape(); }
+}
+
+export function startReport() {
+  const runs = Array.isArray(DATA.runs) ? DATA.runs : [];
+  S.runs = runs.map((r) => ({ id: r.id, model: r.meta && r.meta.model, status: r.meta && r.meta.status,
+                              epochs: Array.isArray(r.epochs) ? r.epochs.length : 0, updated: r.meta && r.meta.updated }));
+  if (!runs.length) { fatal('This report holds no run.'); return; }
+  const wanted = QS.get('run'), cmpId = QS.get('compare');
+  const find = (id) => runs.find((r) => String(r.id) === id);
+  const mk = (r) => {
+    const run = newRun(String(r.id));
+    run.meta = r.meta || {}; run.rep = r.representation || null; run.status = run.meta.status || null;
+    run.shared = sharedMap(run.rep);
+    for (const doc of (Array.isArray(r.epochs) ? r.epochs : [])) {
+      if (!doc || typeof doc !== 'object') continue;
+      const ep = digestEpoch(doc);
+      if (fin(ep.epoch)) run.epochs.set(ep.epoch, ep);
+    }
+    run.landscape = (r.landscape && Array.isArray(r.landscape.loss)) ? r.landscape : null;
+    return run;
+  };
+  const main = (wanted != null && find(wanted)) || runs[0];
+  S.run = mk(main);
+  const c = (cmpId != null && cmpId !== String(main.id)) ? find(cmpId) : null;
+  S.cmp = c ? mk(c) : null;
+  initTree(S.run.rep || { name: 'Learner', type: 'Learner', index: 0, nodes: [] });
+  renderHeader();
+  renderRunNav();
+  renderAll();
+  renderLandscape();
+}

@@ -1,0 +1,186 @@
+/* The node panel: a selected layer's or parameter's charts over epochs and its statistics in the selected epoch. */
+import { $, fin, PALETTE, C_TRAIN, h, fmt, fmtShape, C_VALID } from './util.js';
+import { S, epochNumbers, statsAt, paramChildren, selectedEpoch, epochDomain } from './state.js';
+import { lineChart, histChart } from './charts.js';
+
+function nodeSeries(run, path, pick, opts) {
+  return epochNumbers(run).map((e) => {
+    const s = statsAt(run, run.epochs.get(e), path);
+    const v = s ? pick(s) : null;
+    return [e, fin(v) ? v : null];
+  });
+}
+
+function kv(pairs) {
+  const d = h('dl', { class: 'kv' });
+  for (const [k, v, tip] of pairs) {
+    if (v === undefined || v === null || v === '') continue;
+    d.append(h('dt', { text: k, title: tip || null }), h('dd', { text: typeof v === 'number' ? fmt(v, 4) : String(v) }));
+  }
+  return d;
+}
+
+export function renderPanel() {
+  const node = S.selected, title = $('#panel-title'), body = $('#panel-body');
+  if (!node) {
+    title.textContent = 'No layer selected';
+    body.replaceChildren(h('div', { class: 'note', text: 'Click a layer in the tree (or an alert) to see its statistics over epochs.' }));
+    return;
+  }
+  const run = S.run, cmp = S.cmp, x = node.xtra, path = node.path;
+  const shownPath = path == null ? node.name : (path === '' ? '(model)' : path);
+  title.replaceChildren(h('span', { class: 'panel-path', text: shownPath }), ' ', h('span', { class: 'cls', text: node.cls }));
+  const e = selectedEpoch(), ep = e != null ? run.epochs.get(e) : null;
+  const out = [];
+  const info = kv([
+    ['type', node.type], ['output shape', node.type === 'Parameter' ? null : fmtShape(x.shape)],
+    ['shape', node.type === 'Parameter' ? fmtShape(x.shape) : null], ['dtype', x.dtype],
+    ['params', fin(x.params) ? x.params.toLocaleString('en-US') : null], ['trainable', fin(x.trainable) && x.trainable !== x.params ? x.trainable.toLocaleString('en-US') : null],
+    ['numel', fin(x.numel) ? x.numel.toLocaleString('en-US') : null], ['requires_grad', x.requires_grad === undefined ? null : String(x.requires_grad)],
+    ['calls', fin(x.calls) && x.calls > 1 ? x.calls : null, 'times called per forward pass'], ['shared with', x.shared_with],
+    ['depth-idx', typeof x.depth_idx === 'string' ? x.depth_idx : null, 'torchinfo/scio label: depth below the model - rank at that depth'],
+  ]);
+  out.push(info);
+  if (path == null) {
+    out.push(h('div', { class: 'note', text: `${node.type} is a pseudo-node: it has no statistics of its own.` }));
+    body.replaceChildren(...out);
+    return;
+  }
+  const dom = epochDomain();
+  const both = [[run, false]].concat(cmp ? [[cmp, true]] : []);
+  const charts = [];
+  // activations
+  const hasAct = both.some(([r]) => epochNumbers(r).some((n) => { const s = statsAt(r, r.epochs.get(n), path); return s && (s.act || s.valid_act); }));
+  if (hasAct) {
+    const mk = (pick, band, bandKey) => {
+      const ser = [];
+      for (const [r, dash] of both) for (const [k, c, nm] of [['act', C_TRAIN, 'train'], ['valid_act', C_VALID, 'valid']]) {
+        const pts = nodeSeries(r, path, (s) => s[k] && s[k][pick]);
+        if (!pts.some((p) => fin(p[1]))) continue;
+        const sr = { label: nm, color: c, dash, points: pts };
+        if (band && !dash) sr.band = epochNumbers(r).map((n) => {
+          const s = statsAt(r, r.epochs.get(n), path), a = s && s[k];
+          return (a && fin(a.mean) && fin(a.std)) ? [n, a.mean - a.std, a.mean + a.std] : [n, null, null];
+        });
+        ser.push(sr);
+      }
+      return ser;
+    };
+    charts.push(lineChart({ title: 'activation mean ± std', series: mk('mean', true), x: dom, marker: e, tip: 'mean of the outputs, shaded: ± one standard deviation' }));
+    const mm = [];
+    for (const [r, dash] of both) for (const [k, c, nm] of [['act', C_TRAIN, 'train'], ['valid_act', C_VALID, 'valid']]) {
+      for (const f of ['min', 'max']) {
+        const pts = nodeSeries(r, path, (s) => s[k] && s[k][f]);
+        if (pts.some((p) => fin(p[1]))) mm.push({ label: nm, color: c, dash, points: pts });
+      }
+    }
+    charts.push(lineChart({ title: 'activation min / max', series: mm, x: dom, marker: e }));
+    charts.push(lineChart({ title: 'dead fraction', series: mk('dead_frac'), x: dom, marker: e, tip: 'fraction of units (channels) that were never positive' }));
+    charts.push(lineChart({ title: 'near-zero fraction', series: mk('near_zero'), x: dom, marker: e, tip: 'fraction of activations close to zero' }));
+    charts.push(histChart(run, path, 'hist-heatmap', run.id));
+    if (cmp) charts.push(histChart(cmp, path, 'hist-heatmap-compare', cmp.id));
+  }
+  // parameters: the node itself, or a module's direct parameters
+  const params = node.type === 'Parameter' ? [node] : paramChildren(node);
+  const hasParam = params.some((p) => both.some(([r]) => epochNumbers(r).some((n) => { const s = statsAt(r, r.epochs.get(n), p.path); return s && (s.weight || s.grad); })));
+  if (hasParam) {
+    const mk = (k, f) => {
+      const ser = [];
+      params.forEach((p, i) => {
+        for (const [r, dash] of both) {
+          const pts = nodeSeries(r, p.path, (s) => s[k] && s[k][f]);
+          if (pts.some((q) => fin(q[1]))) ser.push({ label: p.name, color: PALETTE[i % PALETTE.length], dash, points: pts });
+        }
+      });
+      return ser;
+    };
+    charts.push(lineChart({ title: 'weight norm', series: mk('weight', 'norm'), x: dom, marker: e, log: 'auto' }));
+    charts.push(lineChart({ title: 'update ratio', series: mk('weight', 'update_ratio'), x: dom, marker: e, log: 'auto', tip: '|Δw| / |w| per step, averaged over the epoch (about 1e-3 is typical)' }));
+    charts.push(lineChart({ title: 'gradient norm', series: mk('grad', 'norm'), x: dom, marker: e, log: 'auto' }));
+    charts.push(lineChart({ title: 'gradient max |g|', series: mk('grad', 'max_abs'), x: dom, marker: e, log: 'auto' }));
+  }
+  const cust = customCharts(node, params, both, dom, e);
+  charts.push(...cust);
+  const hasCustom = cust.length > 0;
+  if (!hasAct && !hasParam && !hasCustom && run.epochs.size === 0 && run.inflight.size > 0) {
+    // nothing loaded yet: the charts this node will most likely have, filled in as epochs arrive
+    const sk = (t) => lineChart({ title: t, series: [], empty: 'loading…' });
+    if (node.type !== 'Parameter') ['activation mean ± std', 'activation min / max', 'dead fraction', 'near-zero fraction'].forEach((t) => charts.push(sk(t)));
+    if (params.length) ['weight norm', 'update ratio', 'gradient norm', 'gradient max |g|'].forEach((t) => charts.push(sk(t)));
+    out.push(h('div', { class: 'charts' }, ...charts));
+  } else if (!hasAct && !hasParam && !hasCustom) {
+    const container = node.children.some((c) => c.type !== 'Parameter');
+    const why = !run.epochs.size ? 'No statistics yet: no epoch has been loaded.'
+      : 'No statistics were recorded for this node.' + (container ? ' It is a container: open it and pick a layer inside.' : '');
+    out.push(h('div', { class: 'note no-stats', text: why }));
+  } else {
+    out.push(h('div', { class: 'charts' }, ...charts));
+    if (ep) out.push(epochTable(node, params, ep, e));
+  }
+  body.replaceChildren(...out);
+}
+
+/* One chart per custom statistic of the node (outputs/inputs: train and valid) or of its parameters (weights, gradients). */
+function customCharts(node, params, both, dom, e) {
+  const keys = new Map();
+  const look = (r, p) => {
+    for (const n of epochNumbers(r)) {
+      const s = statsAt(r, r.epochs.get(n), p);
+      if (s) for (const k of Object.keys(s)) if (k.startsWith('custom_') && s[k] && typeof s[k] === 'object') for (const nm of Object.keys(s[k])) keys.set(k.replace('custom_valid_', 'custom_') + '|' + nm, [k.replace('custom_valid_', 'custom_'), nm]);
+    }
+  };
+  for (const [r] of both) { if (node.path != null && node.type !== 'Parameter') look(r, node.path); for (const p of params) look(r, p.path); }
+  const out = [];
+  for (const [k, nm] of keys.values()) {
+    const pick = (kk) => (s) => (s[kk] && s[kk][nm]) ? s[kk][nm].mean : null, on = k.slice('custom_'.length), ser = [];
+    if (on === 'out' || on === 'in') {
+      for (const [r, dash] of both) for (const [kk, c, lab] of [[k, C_TRAIN, 'train'], ['custom_valid_' + on, C_VALID, 'valid']]) {
+        const pts = nodeSeries(r, node.path, pick(kk));
+        if (pts.some((q) => fin(q[1]))) ser.push({ label: lab, color: c, dash, points: pts });
+      }
+    } else params.forEach((p, i) => {
+      for (const [r, dash] of both) {
+        const pts = nodeSeries(r, p.path, pick(k));
+        if (pts.some((q) => fin(q[1]))) ser.push({ label: p.name, color: PALETTE[i % PALETTE.length], dash, points: pts });
+      }
+    });
+    if (ser.length) out.push(lineChart({ title: `${nm} (${on})`, series: ser, x: dom, marker: e, tip: `custom statistic ${nm} of the ${on}: mean over the epoch's sampled batches` }));
+  }
+  return out;
+}
+
+function epochTable(node, params, ep, e) {
+  const s = statsAt(S.run, ep, node.path);
+  const box = h('div', { class: 'epoch-stats' }, h('h3', { text: `Epoch ${e}` }));
+  const grid = h('div', { class: 'kv-grid' });
+  for (const k of ['act', 'valid_act']) {
+    const a = s && s[k];
+    if (!a) continue;
+    const du = Array.isArray(a.dead_units) && a.dead_units.length ? a.dead_units.slice(0, 40).join(', ') + (a.dead_units.length > 40 ? '…' : '') : null;
+    grid.append(h('div', {}, h('h4', { text: k === 'act' ? 'activations (train)' : 'activations (valid)' }), kv([
+      ['mean', a.mean], ['std', a.std], ['min', a.min], ['max', a.max], ['abs mean', a.abs_mean], ['near zero', a.near_zero],
+      ['dead units', fin(a.dead) ? `${a.dead} / ${a.units ?? '?'}` : null], ['dead unit ids', du],
+      ['NaN / Inf', (fin(a.nan) || fin(a.inf)) ? `${a.nan ?? 0} / ${a.inf ?? 0}` : null], ['batches', a.calls],
+    ])));
+  }
+  for (const p of params) {
+    const ps = statsAt(S.run, ep, p.path);
+    if (!ps) continue;
+    const w = ps.weight || {}, g = ps.grad || {};
+    grid.append(h('div', {}, h('h4', { text: p === node ? 'parameter' : p.name }), kv([
+      ['weight norm', w.norm], ['weight mean', w.mean], ['weight std', w.std], ['update ratio', w.update_ratio], ['update max', w.update_max],
+      ['grad norm', g.norm], ['grad max |g|', g.max_abs], ['grad frac zero', g.frac_zero],
+      ['grad NaN / Inf', (fin(g.nan) || fin(g.inf)) ? `${g.nan ?? 0} / ${g.inf ?? 0}` : null], ['steps', w.update_steps ?? g.steps],
+    ])));
+  }
+  const cpairs = [];
+  for (const [p, s2] of [[node, s]].concat(params.filter((p) => p !== node).map((p) => [p, statsAt(S.run, ep, p.path)]))) {
+    if (s2) for (const k of Object.keys(s2)) if (k.startsWith('custom_') && s2[k] && typeof s2[k] === 'object') {
+      for (const nm of Object.keys(s2[k])) cpairs.push([`${p === node ? '' : p.name + ' '}${nm} (${k.slice('custom_'.length).replace('_', ' ')})`, s2[k][nm] ? s2[k][nm].mean : null]);
+    }
+  }
+  if (cpairs.length) grid.append(h('div', {}, h('h4', { text: 'custom statistics' }), kv(cpairs)));
+  if (!grid.children.length) return h('div', { class: 'note', text: `No statistics for this node in epoch ${e}.` });
+  box.append(grid);
+  return box;
+}

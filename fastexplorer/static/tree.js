@@ -1,0 +1,174 @@
+/* The representation tree in the sidebar: building, opening, selecting, decorating and searching it. */
+import { $, fin, h, fmt, fmtCount, fmtShape, HEAT, lutCss, setClass } from './util.js';
+import { S } from './state.js';
+import { OVERLAYS } from './overlay.js';
+import { renderPanel } from './panel.js';
+import { renderHeatmaps } from './heatmaps.js';
+
+export function initTree(rep) {
+  const nodes = [], byPath = new Map();
+  let model = null;
+  const add = (n, parent, depth) => {
+    const x = (n && n.xtra && typeof n.xtra === 'object') ? n.xtra : {};
+    const node = { id: nodes.length, name: String(n.name ?? ''), type: String(n.type || 'Module'),
+                   path: typeof n.path === 'string' ? n.path : null, xtra: x, parent, depth, children: [],
+                   el: null, row: null, kidsEl: null, open: false, match: false, ovColor: '', ovText: '', ovTip: '' };
+    node.cls = String(x.class || node.type);
+    nodes.push(node);
+    if (node.path !== null && !byPath.has(node.path)) byPath.set(node.path, node);
+    if (!model && node.path === '') model = node;
+    if (Array.isArray(n.nodes)) for (const c of n.nodes) if (c && typeof c === 'object') node.children.push(add(c, node, depth + 1));
+    return node;
+  };
+  const root = add(rep, null, 0);
+  S.tree = { nodes, byPath, root, model };
+  // open: the Learner, the model and its first two levels (so a digits CNN shows down to its parameters)
+  const md = model ? model.depth : 1;
+  for (const n of nodes) if (n.children.length && n.depth <= md + 2 && n.type !== 'Parameter') n.open = true;
+  const tree = $('#tree');
+  tree.replaceChildren(makeNodeEl(root));
+}
+
+function makeNodeEl(node) {
+  const x = node.xtra;
+  const el = h('div', { class: 'node t-' + node.type.toLowerCase(), role: 'treeitem', dataset: { path: node.path ?? '', type: node.type, id: String(node.id) } });
+  const row = h('div', { class: 'row' });
+  row.style.paddingLeft = (6 + node.depth * 14) + 'px';
+  const tog = h('span', { class: 'toggle' + (node.children.length ? '' : ' leaf'), text: node.children.length ? (node.open ? '▾' : '▸') : '' });
+  const label = h('span', { class: 'label', tabindex: '0' }, h('span', { class: 'name', text: node.name }));
+  if (node.type !== 'Parameter' && node.cls !== node.name) label.append(h('span', { class: 'cls', text: node.cls }));
+  const info = h('span', { class: 'info' });
+  const shape = fmtShape(x.shape);
+  if (shape) info.append(h('span', { class: 'shape', text: (node.type === 'Parameter' ? '' : '→ ') + shape, title: node.type === 'Parameter' ? 'parameter shape' : 'output shape' }));
+  if (fin(x.params) && x.params > 0 && node.type !== 'Parameter') info.append(h('span', { class: 'params', text: fmtCount(x.params), title: `${x.params.toLocaleString('en-US')} parameters` }));
+  if (fin(x.trainable) && fin(x.params) && x.trainable !== x.params) info.append(h('span', { class: 'frozen', text: `${fmtCount(x.trainable)} trainable`, title: `${x.trainable.toLocaleString('en-US')} of ${x.params.toLocaleString('en-US')} parameters are trainable` }));
+  if (node.type === 'Parameter' && x.requires_grad === false) info.append(h('span', { class: 'frozen', text: 'frozen', title: 'requires_grad is False' }));
+  if (fin(x.calls) && x.calls > 1) info.append(h('span', { class: 'calls', text: `×${x.calls}`, title: `called ${x.calls} times per forward pass` }));
+  if (typeof x.shared_with === 'string') info.append(h('span', { class: 'shared', text: `= ${x.shared_with || '(model)'}`, title: `shared with ${x.shared_with}` }));
+  if (typeof x.depth_idx === 'string') info.append(h('span', { class: 'didx', text: x.depth_idx, title: `depth-idx label ${x.depth_idx} (torchinfo, scio): select this layer with '${x.depth_idx}'` }));
+  const ov = h('span', { class: 'ov' });
+  row.append(tog, label, info, ov);
+  row.title = (node.path != null ? (node.path === '' ? '(model)' : node.path) : node.name) + ' · ' + node.cls + (x.dtype ? ' · ' + x.dtype : '');
+  el.append(row);
+  node.el = el; node.row = row; node.ovEl = ov; node.togEl = tog;
+  decorate(node);
+  if (node.open && node.children.length) renderKids(node);
+  return el;
+}
+
+function renderKids(node) {
+  if (!node.kidsEl) {
+    node.kidsEl = h('div', { class: 'kids', role: 'group' });
+    const frag = document.createDocumentFragment();
+    for (const c of node.children) frag.append(makeNodeEl(c));
+    node.kidsEl.append(frag);
+    node.el.append(node.kidsEl);
+  }
+  node.kidsEl.hidden = !node.open;
+}
+
+function setOpen(node, open) {
+  if (!node.children.length) return;
+  node.open = open;
+  if (node.togEl) node.togEl.textContent = open ? '▾' : '▸';
+  if (node.el) {
+    if (open) renderKids(node);
+    else if (node.kidsEl) node.kidsEl.hidden = true;
+  }
+}
+
+function reveal(node) {
+  const chain = [];
+  for (let p = node.parent; p; p = p.parent) chain.push(p);
+  for (let i = chain.length - 1; i >= 0; i--) if (!chain[i].open || !chain[i].kidsEl) setOpen(chain[i], true);
+}
+
+function decorate(node) {
+  const row = node.row;
+  if (!row) return;
+  setClass(node.el, 'selected', S.selected === node);
+  setClass(node.el, 'match', node.match);
+  setClass(node.el, 'has-alert', node.path != null && S.alertPaths.has(node.path));
+  const v = S.ovValues ? S.ovValues[node.id] : null;
+  let color = '', text = '', tip = '';
+  if (S.overlay !== 'none' && v != null && S.ovScale && !(OVERLAYS[S.overlay].binary && !(v > 0))) { color = lutCss(HEAT, S.ovScale(v)); text = fmt(v, 2); tip = `${S.overlay} = ${v}`; }
+  if (node.ovColor !== color) {
+    node.ovColor = color;
+    if (color) row.style.setProperty('--ov', color); else row.style.removeProperty('--ov');
+    setClass(row, 'ov-on', !!color);
+  }
+  if (node.ovText !== text) { node.ovText = text; node.ovEl.textContent = text; }
+  if (node.ovTip !== tip) { node.ovTip = tip; if (tip) node.ovEl.title = tip; else node.ovEl.removeAttribute('title'); }
+}
+
+export function decorateAll() { if (S.tree) for (const n of S.tree.nodes) if (n.row) decorate(n); }
+
+function selectNode(node, scroll) {
+  if (!node) return;
+  const prev = S.selected;
+  S.selected = node;
+  if (prev && prev.el) prev.el.classList.remove('selected');
+  reveal(node);
+  if (node.el) {
+    node.el.classList.add('selected');
+    if (scroll) scrollTreeTo(node, true);
+  }
+  renderPanel();
+  renderHeatmaps();
+}
+
+/* Scroll the tree pane (only it, never the page) so that the node's row shows. */
+function scrollTreeTo(node, center) {
+  const tree = $('#tree');
+  if (!node.row) return;
+  const r = node.row.getBoundingClientRect(), t = tree.getBoundingClientRect();
+  if (r.top >= t.top && r.bottom <= t.bottom && !center) return;
+  if (r.top >= t.top + 20 && r.bottom <= t.bottom - 20) return;
+  tree.scrollTop += center ? (r.top - t.top) - (t.height - r.height) / 2 : (r.top < t.top ? r.top - t.top : r.bottom - t.bottom);
+}
+
+export function selectPath(path, scroll) {
+  if (!S.tree) return;
+  const node = S.tree.byPath.get(path);
+  if (node) selectNode(node, scroll);
+}
+
+export function onTreeClick(e) {
+  const nodeEl = e.target.closest('.node');
+  if (!nodeEl || !S.tree) return;
+  const node = S.tree.nodes[+nodeEl.dataset.id];
+  if (!node) return;
+  if (e.target.closest('.toggle')) { setOpen(node, !node.open); return; }
+  if (e.target.closest('.label') || e.target.closest('.row')) selectNode(node, false);
+}
+
+export function onTreeDblClick(e) {
+  const nodeEl = e.target.closest('.node');
+  if (!nodeEl || !S.tree || e.target.closest('.toggle')) return;
+  const node = S.tree.nodes[+nodeEl.dataset.id];
+  if (node) setOpen(node, !node.open);
+}
+
+export function onTreeKey(e) {
+  const lab = e.target.closest('.label');
+  if (!lab || !S.tree) return;
+  const node = S.tree.nodes[+lab.closest('.node').dataset.id];
+  if (!node) return;
+  if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); selectNode(node, false); }
+  else if (e.key === 'ArrowRight') { e.preventDefault(); setOpen(node, true); }
+  else if (e.key === 'ArrowLeft') { e.preventDefault(); setOpen(node, false); }
+}
+
+export function runSearch() {
+  if (!S.tree) return;
+  const q = $('#search').value.trim().toLowerCase();
+  S.searchQ = q;
+  let count = 0, first = null;
+  for (const n of S.tree.nodes) {
+    const m = q !== '' && ((n.path != null && n.path.toLowerCase().includes(q)) || n.cls.toLowerCase().includes(q));
+    if (m) { count++; if (!first) first = n; reveal(n); }
+    if (m !== n.match) { n.match = m; if (n.el) n.el.classList.toggle('match', m); }
+  }
+  $('#search-count').textContent = q ? `${count} match${count === 1 ? '' : 'es'}` : '';
+  if (first && first.row) scrollTreeTo(first, false);
+}
