@@ -32,8 +32,12 @@ def run_dir(root:Path, name:str)->Path|None:
     else: return None
     return p if p.is_dir() and _inside(p, root) and (p/'run.json').is_file() and _inside(p/'run.json', root) else None
 
+def _run_name(root:Path, name:str)->str:
+    "What the page calls run `name` under `root`: its folder's name (for `~`, the served folder's own)"
+    return (Path(root).resolve().name or str(Path(root).resolve())) if name == ROOT_RUN else name
+
 def list_runs(root:Path)->list:
-    "The runs under `root` (itself first, as `~`), each with its model, status, epochs, last update and whether it has a landscape"
+    "The runs under `root` (itself first, as `~`), each with its display name, model, status, epochs, last update and whether it has a landscape"
     root = Path(root)
     names = ([ROOT_RUN] if (root/'run.json').is_file() else []) + sorted(p.name for p in root.iterdir() if p.is_dir())
     res = []
@@ -41,7 +45,7 @@ def list_runs(root:Path)->list:
         if (p := run_dir(root, n)) is None: continue
         try: m = json.loads((p/'run.json').read_text())
         except (OSError, ValueError): continue
-        res.append({'id': n, 'model': m.get('model'), 'status': m.get('status'), 'epochs': len(m.get('epochs', [])),
+        res.append({'id': n, 'name': _run_name(root, n), 'model': m.get('model'), 'status': m.get('status'), 'epochs': len(m.get('epochs', [])),
                     'updated': m.get('updated'), 'landscape': (p/'landscape.json').is_file()})
     return res
 
@@ -245,10 +249,10 @@ def _inline_js()->str:
     return '\n'.join(res)
 
 # %% ../nbs/05_explorer.ipynb #b67f6b5f
-def _run_data(p:Path, name:str)->dict:
+def _run_data(p:Path, run:dict)->dict:
     m = json.loads((p/'run.json').read_text())
     def load(f): return json.loads((p/f).read_text()) if (p/f).is_file() else None
-    return {'id': name, 'meta': m, 'representation': load('representation.json'),
+    return {'id': run['id'], 'name': run['name'], 'meta': m, 'representation': load('representation.json'),
             'epochs': [load(e['file']) for e in m.get('epochs', []) if _NAME.match(e.get('file', ''))],
             'landscape': load('landscape.json')}
 
@@ -260,7 +264,7 @@ def report(
     root = Path(root)
     runs = list_runs(root)
     if not runs: raise FileNotFoundError(f"no run (a folder with run.json) in {str(root)!r}")
-    data = {'runs': [_run_data(run_dir(root, r['id']), r['id']) for r in runs]}
+    data = {'runs': [_run_data(run_dir(root, r['id']), r) for r in runs]}
     html = _static('index.html').decode()
     css,js = _static('app.css').decode(),_inline_js()
     blob = dumps(data).replace('<', '\\u003c')

@@ -202,3 +202,85 @@ def test_page_modules_and_worker(runs, page):
         page.locator('#tree .node[data-path="1.2"] .label').first.click()
         expect(page.locator('#panel .chart').first).to_be_visible()
     assert [p for p in page.problems if 'worker.js' not in p] == []
+
+def _one_epoch(src:Path, dst:Path)->Path:
+    "A copy of run `src` cut to its first epoch"
+    shutil.copytree(src, dst)
+    m = json.loads((dst/'run.json').read_text()); m['epochs'] = m['epochs'][:1]
+    save_json(m, dst/'run.json')
+    return dst
+
+def test_served_run_folder_is_named_by_its_folder(runs, page, tmp_path):
+    "A run folder served by itself (the run `~`) is called by its folder's name in the header, the title and the report"
+    with serve(runs/'good', port=0) as srv:
+        page.goto(srv.url)
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        expect(page.locator('#run-id')).to_have_text('good')
+        expect(page).to_have_title('good · Sequential · fastexplorer')
+    out = report(runs/'good', tmp_path/'report.html')
+    page.goto(out.resolve().as_uri())
+    expect(page.locator('#run-id')).to_have_text('good')
+    expect(page).to_have_title('good · Sequential · fastexplorer')
+    assert page.problems == []
+
+def test_unknown_run_offers_the_runs(runs, page):
+    "A run id that is not there (`?run=nope`) is an error listing the runs there are as links, with no console error"
+    with serve(runs, port=0) as srv:
+        page.goto(srv.url + '?run=nope')
+        expect(page.locator('#message')).to_contain_text('no run "nope"')
+        links = page.locator('#message a')
+        expect(links).to_have_text(['good', 'toohigh'])
+        assert [links.nth(i).get_attribute('href') for i in range(2)] == ['?run=good', '?run=toohigh']
+        links.nth(1).click()
+        expect(page.locator('#run-id')).to_have_text('toohigh')
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        expect(page.locator('#message')).to_be_hidden()
+    assert page.problems == []
+
+def test_counts_are_singular_for_one(runs, page, tmp_path):
+    "The header says `1 epoch`, and `3 epochs`: plural only when the count is not one"
+    _one_epoch(runs/'good', tmp_path/'one')
+    with serve(tmp_path, port=0) as srv:
+        page.goto(srv.url + '?run=one')
+        expect(page.locator('#header .count').first).to_have_text('1 epoch')
+        expect(page.locator('#header .count').nth(1)).to_have_text(f"{_n_nodes(runs/'good')} nodes")
+    with serve(runs, port=0) as srv:
+        page.goto(srv.url + '?run=good')
+        expect(page.locator('#header .count').first).to_have_text('3 epochs')
+    assert page.problems == []
+
+def test_sidebar_runs_the_full_height(runs, page):
+    "On a page longer than the window the sidebar's background reaches the bottom, and its tools stay in view as it scrolls"
+    with serve(runs, port=0) as srv:
+        page.goto(srv.url + '?run=toohigh')
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        page.locator('#tree .node[data-path="1.2"] .label').first.click()
+        expect(page.locator('#panel .chart').first).to_be_visible()
+        side, main = page.locator('#side').bounding_box(), page.locator('#main').bounding_box()
+        assert main['height'] > 1200, main                      # taller than the 900-pixel window
+        assert abs(side['y'] + side['height'] - (main['y'] + main['height'])) < 2, (side, main)
+        page.mouse.move(900, 500); page.mouse.wheel(0, 5000)
+        page.wait_for_timeout(200)
+        box = page.locator('#search').bounding_box()
+        assert 0 < box['y'] < 200, box                          # the search box stuck below the header
+    assert page.problems == []
+
+def _yticks(page, title:str)->list:
+    "The y-axis tick values of the panel's chart titled `title`"
+    ch = page.locator('#panel .chart').filter(has=page.locator('.chart-title', has_text=title)).first
+    return [float(t) for t in ch.locator('text.tick[text-anchor="end"]').all_text_contents()]
+
+def test_fractions_on_0_1_and_bands_within_min_max(runs, page):
+    "A fraction is drawn on [0, 1]; a ReLU's mean ± std band stays within its observed min and max, so never below 0"
+    with serve(runs, port=0) as srv:
+        for run in ('good', 'toohigh'):
+            page.goto(srv.url + f'?run={run}')
+            expect(page.locator('#epoch-count')).to_have_text('3')
+            page.locator('#tree .node[data-path="1.2"] .label').first.click()
+            expect(page.locator('#panel .chart-title', has_text='dead fraction')).to_have_count(1)
+            for t in ('dead fraction', 'near-zero fraction'):
+                ys = _yticks(page, t)
+                assert (min(ys), max(ys)) == (0, 1), (run, t, ys)
+            ys = _yticks(page, 'activation mean ± std')
+            assert min(ys) >= 0, (run, ys)
+    assert page.problems == []

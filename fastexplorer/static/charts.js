@@ -18,7 +18,7 @@ function niceStep(range, n) {
   return (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * p;
 }
 
-/* series: [{label, color, dash, points: [[x, y|null]], band: [[x, lo, hi]]}] */
+/* series: [{label, color, dash, points: [[x, y|null]], band: [[x, lo, hi]]}]; `o.y`: a y range always shown (a fraction's [0, 1]) */
 export function lineChart(o) {
   const W = o.w || 340, H = o.h || 150, m = { l: 46, r: 10, t: 8, b: 20 };
   const pw = W - m.l - m.r, ph = H - m.t - m.b;
@@ -46,7 +46,7 @@ export function lineChart(o) {
     seen.add(s.label);
     legend.append(h('span', { class: 'key' }, h('span', { class: 'swatch', style: `border-color:${s.color}` }), s.label));
   }
-  if (dashed && S.cmp) legend.append(h('span', { class: 'key cmp-key', title: `dashed lines: run ${S.cmp.id}` }, h('span', { class: 'swatch dashed', style: 'border-color:#6b7280' }), S.cmp.id));
+  if (dashed && S.cmp) legend.append(h('span', { class: 'key cmp-key', title: `dashed lines: run ${S.cmp.name}` }, h('span', { class: 'swatch dashed', style: 'border-color:#6b7280' }), S.cmp.name));
   head.append(legend);
   wrap.append(head);
   if (!ys.length) { wrap.append(h('div', { class: 'chart-empty', text: o.empty || 'no data yet' })); return wrap; }
@@ -64,6 +64,7 @@ export function lineChart(o) {
     const every = Math.ceil((b - a) / 5);
     for (let k = a; k <= b; k += every) ticks.push(Math.pow(10, k));
   } else {
+    if (o.y) { y0 = Math.min(y0, o.y[0]); y1 = Math.max(y1, o.y[1]); }
     if (y0 === y1) { const d = Math.abs(y0) * 0.1 || 1; y0 -= d; y1 += d; }
     const st = niceStep(y1 - y0, 4);
     yst = st;

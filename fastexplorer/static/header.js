@@ -1,17 +1,25 @@
 /* The header (run, model, status, counts, compared run), the run list and compare menu, and page messages. */
-import { $, enc, h } from './util.js';
+import { $, enc, h, plural } from './util.js';
 import { QS, S } from './state.js';
 
-export function showMessage(text, kind) {
+/* A message above the cards; `links`: runs [{id, name}] to offer as links under it. */
+export function showMessage(text, kind, links) {
   const m = $('#message');
-  m.textContent = text; m.className = 'message ' + (kind || ''); m.hidden = !text;
+  m.replaceChildren(text);
+  if (links && links.length) {
+    const list = h('nav', { class: 'msg-runs', 'aria-label': 'runs' }, 'Runs here: ');
+    for (const r of links) list.append(h('a', { href: runHref(r.id), class: 'msg-run', text: r.name || r.id }), ' ');
+    m.append(list);
+  } else if (links) m.append(h('div', { class: 'msg-runs', text: 'There is no run here yet.' }));
+  m.className = 'message ' + (kind || ''); m.hidden = !text;
 }
 
-export function fatal(text) {
-  showMessage(text, 'error');
+export function fatal(text, links) {
+  showMessage(text, 'error', links);
   $('#tree').replaceChildren(h('div', { class: 'note', text: 'Nothing to show.' }));
   $('#curves').replaceChildren();
   $('#status').textContent = 'error';
+  document.title = 'fastexplorer';
 }
 
 export function renderHeader() {
@@ -19,21 +27,24 @@ export function renderHeader() {
   if (!run) return;
   const model = (run.meta && run.meta.model) || (S.tree && S.tree.model && S.tree.model.cls) || '';
   $('#model').textContent = model;
-  $('#run-id').textContent = run.id === '.' ? '' : run.id;
-  $('#run-id').hidden = run.id === '.';
+  $('#run-id').textContent = run.name;
+  $('#run-id').title = run.name === run.id ? 'run' : `run: the served folder ${run.name}`;
   const st = $('#status');
   st.textContent = run.status || 'unknown';
   st.className = 'status st-' + (run.status || 'unknown');
   if (run.meta && run.meta.error) st.title = String(run.meta.error);
   else if (run.meta && run.meta.versions) st.title = Object.entries(run.meta.versions).map(([k, v]) => `${k} ${v}`).join(', ');
+  const nodes = S.tree ? S.tree.nodes.length : 0;
   $('#epoch-count').textContent = String(run.epochs.size);
-  $('#node-count').textContent = String(S.tree ? S.tree.nodes.length : 0);
-  document.title = `${model || 'fastexplorer'}${run.id && run.id !== '.' ? ' · ' + run.id : ''} · fastexplorer`;
+  $('#epoch-word').textContent = run.epochs.size === 1 ? 'epoch' : 'epochs';
+  $('#node-count').textContent = String(nodes);
+  $('#node-word').textContent = nodes === 1 ? 'node' : 'nodes';
+  document.title = `${run.name}${model ? ' · ' + model : ''} · fastexplorer`;
   const ci = $('#compare-info');
   if (S.cmp) {
     ci.hidden = false;
-    ci.replaceChildren(h('span', { class: 'dash-key' }), ` vs ${S.cmp.id} `,
-      h('span', { class: 'muted', text: `(${(S.cmp.meta && S.cmp.meta.model) || ''}, ${S.cmp.status || ''}, ${S.cmp.epochs.size} epochs)` }));
+    ci.replaceChildren(h('span', { class: 'dash-key' }), ` vs ${S.cmp.name} `,
+      h('span', { class: 'muted', text: `(${(S.cmp.meta && S.cmp.meta.model) || ''}, ${S.cmp.status || ''}, ${plural(S.cmp.epochs.size, 'epoch')})` }));
   } else ci.hidden = true;
 }
 
@@ -46,13 +57,13 @@ export function renderRunNav() {
   const list = h('nav', { id: 'runs', class: 'runs', 'aria-label': 'runs' });
   for (const r of S.runs) {
     const a = h('a', { href: runHref(r.id), class: 'run-link' + (r.id === S.run.id ? ' current' : ''),
-                       title: `${r.model || ''} · ${r.status || ''} · ${r.epochs ?? '?'} epochs${r.updated ? ' · ' + r.updated : ''}` },
-      h('span', { class: 'dot st-' + (r.status || 'unknown') }), r.id === '.' ? '(this folder)' : r.id);
+                       title: `${r.model || ''} · ${r.status || ''} · ${Number.isFinite(r.epochs) ? plural(r.epochs, 'epoch') : '? epochs'}${r.updated ? ' · ' + r.updated : ''}` },
+      h('span', { class: 'dot st-' + (r.status || 'unknown') }), r.name || r.id);
     list.append(a);
   }
   const sel = h('select', { id: 'compare', title: 'compare with another run' });
   sel.append(h('option', { value: '', text: 'compare with…' }));
-  for (const r of S.runs) if (r.id !== S.run.id) sel.append(h('option', { value: r.id, text: r.id }));
+  for (const r of S.runs) if (r.id !== S.run.id) sel.append(h('option', { value: r.id, text: r.name || r.id }));
   sel.value = S.cmp ? S.cmp.id : (QS.get('compare') || '');
   sel.addEventListener('change', () => { location.search = runHref(S.run.id, sel.value); });
   nav.append(list, h('label', { class: 'compare-label' }, sel));

@@ -8,38 +8,40 @@ import { renderLandscape } from './landscape.js';
 import { showMessage, fatal, renderHeader, renderRunNav } from './header.js';
 import { scheduleRender, renderAll, renderNow } from './render.js';
 
+/* The run list says which runs exist and what they are called; a run asked for in the URL that is not in it is an
+   error that offers the runs there are (and is never fetched, so the console stays clean). */
 export async function startServer() {
   startWorker();
   const wanted = QS.get('run'), cmpId = QS.get('compare');
-  const runsP = getJSON('api/runs').then((d) => (d && Array.isArray(d.runs)) ? d.runs : []).catch(() => null);
-  let id = wanted;
-  if (id == null || id === '') {
-    const runs = await runsP;
-    if (runs === null) { fatal('Cannot reach the fastexplorer server (api/runs).'); return; }
-    if (!runs.length) { fatal('No runs here yet: a run folder appears once ExplorerCallback has written run.json.'); return; }
-    id = runs[0].id;
-  }
-  const run = newRun(id);
+  const runs = await getJSON('api/runs').then((d) => (d && Array.isArray(d.runs)) ? d.runs : []).catch(() => null);
+  if (runs === null) { fatal('Cannot reach the fastexplorer server (api/runs).'); return; }
+  S.runs = runs;
+  if (!runs.length) { fatal('No runs here yet: a run folder appears once ExplorerCallback has written run.json.', []); return; }
+  const id = (wanted == null || wanted === '') ? runs[0].id : wanted, entry = runs.find((r) => r.id === id);
+  if (!entry) { fatal(`There is no run "${id}" here.`, runs); return; }
+  const run = newRun(id, entry.name);
   try {
     const [meta, rep] = await Promise.all([getJSON(apiUrl(id, 'run.json')), getJSON(apiUrl(id, 'representation.json'))]);
     run.meta = meta; run.rep = rep; run.status = meta.status; run.shared = sharedMap(rep);
   } catch (e) {
-    fatal(`Cannot load run "${id}": ${e.message}`);
-    runsP.then((runs) => { if (runs) { S.runs = runs; renderRunNav(); } });
+    fatal(`Cannot load run "${run.name}": ${e.message}`, runs);
     return;
   }
   S.run = run;
   initTree(run.rep);
   renderHeader();
+  renderRunNav();
   renderAll();
-  runsP.then((runs) => { if (runs) { S.runs = runs; renderRunNav(); maybeLandscape(run); } });
+  maybeLandscape(run);
   loadEpochs(run, (run.meta.epochs || []).map((e) => e.epoch), true);
   openEvents(run);
   if (cmpId && cmpId !== id) loadCompare(cmpId);
 }
 
 async function loadCompare(cid) {
-  const c = newRun(cid);
+  const entry = S.runs.find((r) => r.id === cid);
+  if (S.runs.length && !entry) { showMessage(`There is no run "${cid}" here to compare with.`, 'warn', S.runs.filter((r) => r.id !== S.run.id)); return; }
+  const c = newRun(cid, entry && entry.name);
   try {
     const [meta, rep] = await Promise.all([getJSON(apiUrl(cid, 'run.json')), getJSON(apiUrl(cid, 'representation.json')).catch(() => null)]);
     c.meta = meta; c.rep = rep; c.status = meta.status; c.shared = sharedMap(rep);
@@ -144,13 +146,14 @@ async function maybeLandscape(run, retry) {
 
 export function startReport() {
   const runs = Array.isArray(DATA.runs) ? DATA.runs : [];
-  S.runs = runs.map((r) => ({ id: r.id, model: r.meta && r.meta.model, status: r.meta && r.meta.status,
+  S.runs = runs.map((r) => ({ id: String(r.id), name: r.name || String(r.id), model: r.meta && r.meta.model, status: r.meta && r.meta.status,
                               epochs: Array.isArray(r.epochs) ? r.epochs.length : 0, updated: r.meta && r.meta.updated }));
   if (!runs.length) { fatal('This report holds no run.'); return; }
   const wanted = QS.get('run'), cmpId = QS.get('compare');
   const find = (id) => runs.find((r) => String(r.id) === id);
+  if (wanted != null && wanted !== '' && !find(wanted)) { fatal(`This report holds no run "${wanted}".`, S.runs); return; }
   const mk = (r) => {
-    const run = newRun(String(r.id));
+    const run = newRun(String(r.id), r.name);
     run.meta = r.meta || {}; run.rep = r.representation || null; run.status = run.meta.status || null;
     run.shared = sharedMap(run.rep);
     for (const doc of (Array.isArray(r.epochs) ? r.epochs : [])) {
@@ -161,9 +164,10 @@ export function startReport() {
     run.landscape = (r.landscape && Array.isArray(r.landscape.loss)) ? r.landscape : null;
     return run;
   };
-  const main = (wanted != null && find(wanted)) || runs[0];
+  const main = (wanted != null && wanted !== '' && find(wanted)) || runs[0];
   S.run = mk(main);
-  const c = (cmpId != null && cmpId !== String(main.id)) ? find(cmpId) : null;
+  const c = (cmpId != null && cmpId !== '' && cmpId !== String(main.id)) ? find(cmpId) : null;
+  if (cmpId && !c && cmpId !== String(main.id)) showMessage(`This report holds no run "${cmpId}" to compare with.`, 'warn', S.runs.filter((r) => r.id !== String(main.id)));
   S.cmp = c ? mk(c) : null;
   initTree(S.run.rep || { name: 'Learner', type: 'Learner', index: 0, nodes: [] });
   renderHeader();

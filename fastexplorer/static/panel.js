@@ -58,15 +58,17 @@ export function renderPanel() {
         const pts = nodeSeries(r, path, (s) => s[k] && s[k][pick]);
         if (!pts.some((p) => fin(p[1]))) continue;
         const sr = { label: nm, color: c, dash, points: pts };
+        // the band is what the values can be: mean ± std, clipped to the epoch's observed min and max (a ReLU's stays >= 0)
         if (band && !dash) sr.band = epochNumbers(r).map((n) => {
           const s = statsAt(r, r.epochs.get(n), path), a = s && s[k];
-          return (a && fin(a.mean) && fin(a.std)) ? [n, a.mean - a.std, a.mean + a.std] : [n, null, null];
+          if (!(a && fin(a.mean) && fin(a.std))) return [n, null, null];
+          return [n, fin(a.min) ? Math.max(a.min, a.mean - a.std) : a.mean - a.std, fin(a.max) ? Math.min(a.max, a.mean + a.std) : a.mean + a.std];
         });
         ser.push(sr);
       }
       return ser;
     };
-    charts.push(lineChart({ title: 'activation mean ± std', series: mk('mean', true), x: dom, marker: e, tip: 'mean of the outputs, shaded: ± one standard deviation' }));
+    charts.push(lineChart({ title: 'activation mean ± std', series: mk('mean', true), x: dom, marker: e, tip: 'mean of the outputs, shaded: ± one standard deviation, within the observed min and max' }));
     const mm = [];
     for (const [r, dash] of both) for (const [k, c, nm] of [['act', C_TRAIN, 'train'], ['valid_act', C_VALID, 'valid']]) {
       for (const f of ['min', 'max']) {
@@ -75,10 +77,10 @@ export function renderPanel() {
       }
     }
     charts.push(lineChart({ title: 'activation min / max', series: mm, x: dom, marker: e }));
-    charts.push(lineChart({ title: 'dead fraction', series: mk('dead_frac'), x: dom, marker: e, tip: 'fraction of units (channels) that were never positive' }));
-    charts.push(lineChart({ title: 'near-zero fraction', series: mk('near_zero'), x: dom, marker: e, tip: 'fraction of activations close to zero' }));
-    charts.push(histChart(run, path, 'hist-heatmap', run.id));
-    if (cmp) charts.push(histChart(cmp, path, 'hist-heatmap-compare', cmp.id));
+    charts.push(lineChart({ title: 'dead fraction', series: mk('dead_frac'), x: dom, y: [0, 1], marker: e, tip: 'fraction of units (channels) that were never positive' }));
+    charts.push(lineChart({ title: 'near-zero fraction', series: mk('near_zero'), x: dom, y: [0, 1], marker: e, tip: 'fraction of activations close to zero' }));
+    charts.push(histChart(run, path, 'hist-heatmap', run.name));
+    if (cmp) charts.push(histChart(cmp, path, 'hist-heatmap-compare', cmp.name));
   }
   // parameters: the node itself, or a module's direct parameters
   const params = node.type === 'Parameter' ? [node] : paramChildren(node);

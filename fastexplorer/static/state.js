@@ -7,7 +7,7 @@ export const REPORT = DATA !== null;
 export const QS = new URLSearchParams(location.search);
 
 export const S = {
-  runs: [],          // [{id, model, status, epochs, updated}]
+  runs: [],          // [{id, name, model, status, epochs, updated}]
   run: null,         // the shown run
   cmp: null,         // the compared run, or null
   tree: null,        // {nodes, byPath, root}
@@ -20,8 +20,9 @@ export const S = {
   searchQ: '',
 };
 
-export function newRun(id) {
-  return { id, meta: null, rep: null, status: null, epochs: new Map(), landscape: null, shared: new Map(),
+/* A run: `id` is its key in URLs (`~`: the served folder itself), `name` what the page calls it (the folder's name). */
+export function newRun(id, name) {
+  return { id, name: name || id, meta: null, rep: null, status: null, epochs: new Map(), landscape: null, shared: new Map(),
            inflight: new Set(), es: null, landscapeTried: false };
 }
 

@@ -41,6 +41,9 @@ export function fmt(v, digits = 3) {
   return String(parseFloat(v.toPrecision(digits)));
 }
 
+/* `1 epoch`, `3 epochs`: the count and the word, plural unless the count is one. */
+export function plural(n, word, words) { return `${n} ${n === 1 ? word : (words || word + 's')}`; }
+
 export function fmtCount(n) {
   if (!fin(n)) return '';
   if (n >= 1e9) return (n / 1e9).toFixed(1).replace(/\.0$/, '') + 'B';
