@@ -284,3 +284,67 @@ def test_fractions_on_0_1_and_bands_within_min_max(runs, page):
             ys = _yticks(page, 'activation mean ± std')
             assert min(ys) >= 0, (run, ys)
     assert page.problems == []
+
+def test_flat_activation_maps(runs, page):
+    "A flat map (1×1 after `AdaptiveAvgPool2d`) is one colour, not black, labelled with its single value"
+    import io
+    from PIL import Image
+    with serve(runs, port=0) as srv:
+        page.goto(srv.url + '?run=good')
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        page.locator('#tree .node[data-path="2"] .label').first.click()
+        expect(page.locator('#heatmaps .hm-layer')).to_have_text(['2'])
+        caps = page.locator('#heatmaps .hm-cell').filter(has=page.locator('canvas')).locator('.hm-cap').all_inner_texts()[4:]
+        assert len(caps) == 4 and all('…' not in c and float(c) > 0 for c in caps), caps
+        for i in range(4):
+            im = Image.open(io.BytesIO(page.locator('#heatmaps canvas.hm-img').nth(4 + i).screenshot())).convert('RGB')
+            px = set(im.crop((4, 4, im.width - 4, im.height - 4)).getdata())
+            assert len(px) == 1 and sum(px.pop()) > 120, (i, px)   # one colour, and not the colour map's black
+    assert page.problems == []
+
+def _edit_stats(run:Path, f):
+    "Apply `f(act_stats)` to every activation-stats entry of every epoch file of `run`"
+    for p in sorted(run.glob('epoch_*.json')):
+        doc = json.loads(p.read_text())
+        def walk(n):
+            for k in ('act', 'valid_act'):
+                if (a := (n.get('xtra') or {}).get('stats', {}).get(k)): f(a)
+            for c in n.get('nodes', []): walk(c)
+        walk(doc['tree']); save_json(doc, p)
+
+def _act(run:Path, e:int, path:str)->dict:
+    "The training activation stats of layer `path` in epoch `e` of `run`"
+    def find(n): return n if n.get('path') == path else next((r for c in n.get('nodes', []) if (r := find(c))), None)
+    return find(json.loads((run/f'epoch_{e:04d}.json').read_text())['tree'])['xtra']['stats']['act']
+
+def test_histogram_fits_the_values_and_marks_values_outside(runs, page, tmp_path):
+    "The activation histogram's y range fits where the values are, and values outside the recording range are marked and counted"
+    shutil.copytree(runs/'toohigh', tmp_path/'counted'); shutil.copytree(runs/'toohigh', tmp_path/'older')
+    _edit_stats(tmp_path/'counted', lambda a: a.update(hist_out=[0, 123] if a['max'] >= 10 else [0, 0]))
+    _edit_stats(tmp_path/'older', lambda a: a.pop('hist_out', None))       # files written before `hist_out`
+    shutil.copytree(runs/'good', tmp_path/'good')
+    hist = page.locator('#hist-heatmap')
+    with serve(tmp_path, port=0) as srv:
+        page.goto(srv.url + '?run=good')
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        page.locator('#tree .node[data-path="0.0"] .label').first.click()   # values in about -3..2.6, recorded over -10..10
+        expect(hist).to_have_attribute('data-range', '-10,10')
+        y0, y1 = float(hist.get_attribute('data-y0')), float(hist.get_attribute('data-y1'))
+        assert -4.5 <= y0 < -2 and 2 < y1 <= 4.5, (y0, y1)
+        expect(page.locator('#panel .hist-out')).to_have_count(0)
+        page.goto(srv.url + '?run=counted')
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        page.locator('#tree .node[data-path="1.2"] .label').first.click()   # a ReLU up to 33 at lr 3
+        over = [e for e in (1, 2, 3) if _act(tmp_path/'counted', e, '1.2')['max'] >= 10]
+        assert over, 'the lr=3 run should push the ReLU beyond 10'
+        expect(page.locator('#panel .hist-out')).to_contain_text(f"▲ {123 * len(over)} sampled values")
+        expect(page.locator('#panel .hist-out')).to_contain_text(f"at or above 10 in epoch{'s' if len(over) > 1 else ''} {', '.join(map(str, over))}")
+        assert float(hist.get_attribute('data-y1')) == 10 and float(hist.get_attribute('data-y0')) >= -1
+        page.goto(srv.url + '?run=older')
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        page.locator('#tree .node[data-path="1.2"] .label').first.click()
+        top = max(_act(tmp_path/'older', e, '1.2')['max'] for e in (1, 2, 3))
+        expect(page.locator('#panel .hist-out')).to_contain_text(f"values at or above 10 (max {float(f'{top:.3g}'):g})")
+        expect(page.locator('#panel .hist-out')).to_contain_text('how many these files do not record')
+        hist.screenshot(path=str(SHOTS/'hist-out.png'))
+    assert page.problems == []

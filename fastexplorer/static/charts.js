@@ -1,8 +1,8 @@
-/* Line charts (inline SVG) and the activation-histogram heatmap (canvas). */
-import { fin, esc, h, fmt, VIRIDIS, lutCss } from './util.js';
-import { S, epochNumbers, statsAt } from './state.js';
+/* Line charts as inline SVG: axes, ticks, series with bands, the compared run dashed. */
+import { fin, esc, h, fmt } from './util.js';
+import { S } from './state.js';
 
-function tickFmt(v, step) {
+export function tickFmt(v, step) {
   if (v === 0) return '0';
   const a = Math.abs(v);
   if (a >= 1e5 || a < 1e-3) {
@@ -13,7 +13,7 @@ function tickFmt(v, step) {
   return v.toFixed(dec);
 }
 
-function niceStep(range, n) {
+export function niceStep(range, n) {
   const raw = range / Math.max(1, n), p = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / p;
   return (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * p;
 }
@@ -122,45 +122,5 @@ export function lineChart(o) {
   const box = h('div', { class: 'plot-box', html: svg });
   wrap.append(box);
   if (o.xlabel !== false) wrap.append(h('div', { class: 'axis-label', text: o.xlabel || 'epoch' }));
-  return wrap;
-}
-
-export function histChart(run, path, id, label) {
-  const nums = epochNumbers(run);
-  const W = 340, H = 150, m = { l: 40, r: 8, t: 6, b: 18 }, dpr = 2;
-  const wrap = h('div', { class: 'chart' });
-  wrap.append(h('div', { class: 'chart-head' }, h('span', { class: 'chart-title', text: 'activation histogram' + (S.cmp ? ` (${label})` : ''), title: 'histogram of the training activations per epoch, colour: log(1 + count) — like fastai\'s color_dim' })));
-  const cv = h('canvas', { id, class: 'hist-canvas', width: String(W * dpr), height: String(H * dpr) });
-  wrap.append(cv, h('div', { class: 'axis-label', text: 'epoch →   ·   y: activation value' }));
-  const ctx = cv.getContext('2d');
-  if (!ctx) return wrap;
-  ctx.scale(dpr, dpr);
-  const pw = W - m.l - m.r, ph = H - m.t - m.b;
-  const cols = nums.map((n) => { const ep = run.epochs.get(n), s = statsAt(run, ep, path), a = s && s.act; return { n, hist: a && Array.isArray(a.hist) ? a.hist : null, range: (ep.hist && ep.hist.range) || (run.meta && run.meta.hist && run.meta.hist.range) || null }; });
-  let mx = 0, bins = 0, range = null;
-  for (const c of cols) if (c.hist) { bins = Math.max(bins, c.hist.length); for (const v of c.hist) if (fin(v)) mx = Math.max(mx, Math.log1p(v)); if (!range && Array.isArray(c.range)) range = c.range; }
-  ctx.fillStyle = '#f3f4f6'; ctx.fillRect(m.l, m.t, pw, ph);
-  ctx.font = '9px system-ui, sans-serif'; ctx.fillStyle = '#6b7280';
-  if (!bins) { ctx.fillText('no histogram recorded', m.l + 8, m.t + ph / 2); return wrap; }
-  const cw = pw / cols.length, bh = ph / bins;
-  cols.forEach((c, i) => {
-    if (!c.hist) return;
-    for (let b = 0; b < c.hist.length; b++) {
-      const v = fin(c.hist[b]) ? Math.log1p(c.hist[b]) / (mx || 1) : 0;
-      ctx.fillStyle = lutCss(VIRIDIS, v);
-      ctx.fillRect(m.l + i * cw, m.t + ph - (b + 1) * bh, Math.ceil(cw) + 0.5, Math.ceil(bh) + 0.5);
-    }
-  });
-  ctx.fillStyle = '#6b7280'; ctx.textAlign = 'right';
-  if (range) {
-    const [lo, hi] = range;
-    for (const v of [lo, (lo + hi) / 2, hi]) {
-      const y = m.t + ph - (v - lo) / (hi - lo) * ph;
-      ctx.fillText(fmt(v, 2), m.l - 4, Math.min(H - m.b, Math.max(m.t + 8, y + 3)));
-    }
-  }
-  ctx.textAlign = 'center';
-  const st = Math.max(1, Math.ceil(cols.length / 8));
-  for (let i = 0; i < cols.length; i += st) ctx.fillText(String(cols[i].n), m.l + (i + 0.5) * cw, H - 5);
   return wrap;
 }

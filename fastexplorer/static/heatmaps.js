@@ -1,5 +1,5 @@
 /* The activation maps card: input images and channel-mean activation maps per validation sample. */
-import { $, h, fmt, b64bytes, MAGMA, lutGradient } from './util.js';
+import { $, fin, h, fmt, b64bytes, MAGMA, lutCss, lutGradient } from './util.js';
 import { S, selectedEpoch } from './state.js';
 
 function imageCanvas(img, cls, title) {
@@ -31,6 +31,16 @@ function mapCanvas(b64, w, hh, title) {
   return cv;
 }
 
+/* A flat map (min == max, such as a 1×1 map after global pooling) has no pattern to normalise: one colour, its value
+   ranked among the row's flat maps (`t` in [0, 1]), drawn away from the colour map's black end. */
+function flatCanvas(t, title) {
+  const cv = h('canvas', { class: 'hm-img hm-flat', width: '1', height: '1', title });
+  const ctx = cv.getContext('2d');
+  if (ctx) { ctx.fillStyle = lutCss(MAGMA, 0.25 + 0.65 * t); ctx.fillRect(0, 0, 1, 1); }
+  return cv;
+}
+const isFlat = (lo, hi) => fin(lo) && fin(hi) && Math.abs(hi - lo) <= 1e-6 * Math.max(1, Math.abs(lo), Math.abs(hi));
+
 let heatKey = null;
 
 export function renderHeatmaps() {
@@ -58,15 +68,23 @@ export function renderHeatmaps() {
     cell.append(h('div', { class: 'hm-cap', text: s && s.target != null ? `y = ${s.target}` : `#${s && s.index != null ? s.index : i}` }));
     table.append(cell);
   }
+  let anyFlat = false;
   for (const p of paths) {
     const L = hm.layers[p], tn = S.tree && S.tree.byPath.get(p);
+    const los = Array.isArray(L.lo) ? L.lo : [], his = Array.isArray(L.hi) ? L.hi : [];
+    const flats = los.filter((v, i) => isFlat(v, his[i])), f0 = Math.min(...flats), f1 = Math.max(...flats);
     const lab = h('div', { class: 'hm-rowlabel', title: `${p} ${tn ? tn.cls : ''}` }, h('a', { href: '#', class: 'hm-layer', dataset: { layer: p }, text: p === '' ? '(model)' : p }), tn ? h('div', { class: 'cls', text: tn.cls }) : null);
     table.append(lab);
     for (let i = 0; i < n; i++) {
       const cell = h('div', { class: 'hm-cell' });
       const mp = Array.isArray(L.maps) ? L.maps[i] : null;
-      if (mp) {
-        const lo = Array.isArray(L.lo) ? L.lo[i] : null, hi = Array.isArray(L.hi) ? L.hi[i] : null;
+      const lo = los[i] ?? null, hi = his[i] ?? null;
+      if (mp && isFlat(lo, hi)) {
+        anyFlat = true;
+        cell.append(flatCanvas(f1 > f0 ? (lo - f0) / (f1 - f0) : 0.5, `${p}, sample ${i}: ${L.h}×${L.w}, flat: every position is ${fmt(lo, 4)}` +
+                                                                 (f1 > f0 ? ` (colour: its rank among this row's flat maps, ${fmt(f0, 3)} to ${fmt(f1, 3)})` : '')));
+        cell.append(h('div', { class: 'hm-cap', text: fmt(lo, 3) }));
+      } else if (mp) {
         cell.append(mapCanvas(mp, L.w | 0, L.h | 0, `${p}, sample ${i}: ${L.h}×${L.w}, channel mean in [${fmt(lo)}, ${fmt(hi)}]`));
         cell.append(h('div', { class: 'hm-cap', text: `${fmt(lo, 2)}…${fmt(hi, 2)}` }));
       }
@@ -75,5 +93,6 @@ export function renderHeatmaps() {
   }
   const note = fromSel ? `Channel-mean activation of ${sel.path === '' ? 'the model' : sel.path} per validation sample, epoch ${e}.`
     : `Channel-mean activations of the first layers, epoch ${e}` + (sel ? ' (the selected node has no map: pick a layer with a 4-D output).' : ' (select a layer to see its own).');
-  box.replaceChildren(h('div', { class: 'note small' }, note, ' ', h('span', { class: 'cmap', style: `background:${lutGradient(MAGMA)}`, title: 'low → high, per map' })), h('div', { class: 'hm-scroll' }, table));
+  const flatNote = anyFlat ? ' Flat maps (one value everywhere, such as 1×1 maps after pooling) are labelled with that value; their colour ranks it among the row\'s flat maps.' : '';
+  box.replaceChildren(h('div', { class: 'note small' }, note, ' ', h('span', { class: 'cmap', style: `background:${lutGradient(MAGMA)}`, title: 'low → high, per map' }), flatNote), h('div', { class: 'hm-scroll' }, table));
 }

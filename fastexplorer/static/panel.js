@@ -1,7 +1,8 @@
 /* The node panel: a selected layer's or parameter's charts over epochs and its statistics in the selected epoch. */
 import { $, fin, PALETTE, C_TRAIN, h, fmt, fmtShape, C_VALID } from './util.js';
 import { S, epochNumbers, statsAt, paramChildren, selectedEpoch, epochDomain } from './state.js';
-import { lineChart, histChart } from './charts.js';
+import { lineChart } from './charts.js';
+import { histChart } from './hist.js';
 
 function nodeSeries(run, path, pick, opts) {
   return epochNumbers(run).map((e) => {

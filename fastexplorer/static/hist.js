@@ -1,0 +1,110 @@
+/* The activation-histogram heatmap (fastai's color_dim): a column per epoch, fitted to where the values are, values outside the recording range marked. */
+import { fin, h, fmt, fmtCount, VIRIDIS, lutCss } from './util.js';
+import { S, epochNumbers, statsAt } from './state.js';
+import { niceStep, tickFmt } from './charts.js';
+
+/* Per epoch: the histogram of the training activations over the recording range (values outside it are counted in the
+   edge bins), and how many sampled values fell below / at or above it: `hist_out` when the file has it, else `null`
+   (some, count unknown) when the epoch's `min`/`max` went beyond the range. */
+function histColumns(run, path) {
+  return epochNumbers(run).map((n) => {
+    const ep = run.epochs.get(n), s = statsAt(run, ep, path), a = s && s.act;
+    const r = (ep.hist && ep.hist.range) || (run.meta && run.meta.hist && run.meta.hist.range);
+    const c = { n, hist: a && Array.isArray(a.hist) && a.hist.length ? a.hist : null, range: Array.isArray(r) && r.length === 2 && r[1] > r[0] ? r : null,
+                hn: a && fin(a.hist_n) ? a.hist_n : null, min: a && fin(a.min) ? a.min : null, max: a && fin(a.max) ? a.max : null, below: 0, above: 0 };
+    if (!c.hist || !c.range) return c;
+    const out = a.hist_out;
+    if (Array.isArray(out) && out.length === 2) { c.below = fin(out[0]) ? out[0] : 0; c.above = fin(out[1]) ? out[1] : 0; }
+    else { c.below = c.min !== null && c.min < c.range[0] ? null : 0; c.above = c.max !== null && c.max >= c.range[1] ? null : 0; }
+    return c;
+  });
+}
+
+/* The y range drawn: the bins that hold mass in any epoch and the observed min/max (within the range), a bin of margin. */
+function fitRange(cols) {
+  let y0 = Infinity, y1 = -Infinity, rlo = Infinity, rhi = -Infinity, w = Infinity;
+  for (const c of cols) {
+    if (!c.hist || !c.range) continue;
+    const [lo, hi] = c.range, bw = (hi - lo) / c.hist.length, clip = (v) => Math.max(lo, Math.min(hi, v));
+    rlo = Math.min(rlo, lo); rhi = Math.max(rhi, hi); w = Math.min(w, bw);
+    c.hist.forEach((v, b) => { if (v > 0) { y0 = Math.min(y0, lo + b * bw); y1 = Math.max(y1, lo + (b + 1) * bw); } });
+    if (c.min !== null) { y0 = Math.min(y0, clip(c.min)); y1 = Math.max(y1, clip(c.min)); }
+    if (c.max !== null) { y0 = Math.min(y0, clip(c.max)); y1 = Math.max(y1, clip(c.max)); }
+    if (c.below !== 0) y0 = lo;
+    if (c.above !== 0) y1 = hi;
+  }
+  if (!(rhi > rlo)) return null;
+  if (!(y1 >= y0)) return [rlo, rhi, rlo, rhi];
+  y0 = Math.max(rlo, y0 - w); y1 = Math.min(rhi, y1 + w);
+  if (y1 - y0 < 4 * w) { const c = (y0 + y1) / 2; y0 = Math.max(rlo, c - 2 * w); y1 = Math.min(rhi, c + 2 * w); }
+  return [y0, y1, rlo, rhi];
+}
+
+/* The note under the chart when values fell outside the recording range: how many, which side, which epochs. */
+function outNote(cols, rlo, rhi) {
+  const side = (k, sym, where) => {
+    const hit = cols.filter((c) => c[k] !== 0);
+    if (!hit.length) return null;
+    const eps = `epoch${hit.length === 1 ? '' : 's'} ${hit.map((c) => c.n).join(', ')}`;
+    if (hit.some((c) => c[k] === null)) {
+      const ext = k === 'above' ? Math.max(...hit.map((c) => c.max)) : Math.min(...hit.map((c) => c.min));
+      return `${sym} values ${where} (${k === 'above' ? 'max' : 'min'} ${fmt(ext, 3)}) in ${eps}, how many these files do not record`;
+    }
+    const n = hit.reduce((t, c) => t + c[k], 0), of = hit.reduce((t, c) => t + (c.hn || 0), 0);
+    return `${sym} ${fmtCount(n)} sampled value${n === 1 ? '' : 's'}${of ? ` (${fmt(100 * n / of, 2)}% of ${fmtCount(of)})` : ''} ${where} in ${eps}`;
+  };
+  const parts = [side('above', '▲', `at or above ${fmt(rhi)}`), side('below', '▼', `below ${fmt(rlo)}`)].filter(Boolean);
+  if (!parts.length) return null;
+  return h('div', { class: 'hist-out', title: `the histogram records values in [${fmt(rlo)}, ${fmt(rhi)}] (ExplorerCallback's hist range); values outside are counted in the edge bins, marked red` },
+    `Outside the recording range [${fmt(rlo)}, ${fmt(rhi)}]: ${parts.join('; ')}.`);
+}
+
+export function histChart(run, path, id, label) {
+  const W = 340, H = 150, m = { l: 40, r: 8, t: 6, b: 18 }, dpr = 2;
+  const wrap = h('div', { class: 'chart' });
+  wrap.append(h('div', { class: 'chart-head' }, h('span', { class: 'chart-title', text: 'activation histogram' + (S.cmp ? ` (${label})` : ''), title: 'histogram of the training activations per epoch, colour: log(1 + count) — like fastai\'s color_dim; the y range fits the values' })));
+  const cv = h('canvas', { id, class: 'hist-canvas', width: String(W * dpr), height: String(H * dpr) });
+  wrap.append(cv, h('div', { class: 'axis-label', text: 'epoch →   ·   y: activation value' }));
+  const ctx = cv.getContext('2d');
+  if (!ctx) return wrap;
+  ctx.scale(dpr, dpr);
+  const pw = W - m.l - m.r, ph = H - m.t - m.b, cols = histColumns(run, path), fit = fitRange(cols);
+  ctx.fillStyle = '#f3f4f6'; ctx.fillRect(m.l, m.t, pw, ph);
+  ctx.font = '9px system-ui, sans-serif'; ctx.fillStyle = '#6b7280';
+  if (!fit) { ctx.fillText('no histogram recorded', m.l + 8, m.t + ph / 2); return wrap; }
+  const [y0, y1, rlo, rhi] = fit, Y = (v) => m.t + ph - (v - y0) / (y1 - y0) * ph, cw = pw / cols.length;
+  Object.assign(cv.dataset, { y0: String(y0), y1: String(y1), range: `${rlo},${rhi}` });
+  cv.setAttribute('aria-label', `activation histogram per epoch, values ${fmt(y0, 3)} to ${fmt(y1, 3)} of the recording range ${fmt(rlo)} to ${fmt(rhi)}`);
+  let mx = 0;
+  for (const c of cols) if (c.hist) for (const v of c.hist) if (fin(v)) mx = Math.max(mx, Math.log1p(v));
+  ctx.save(); ctx.beginPath(); ctx.rect(m.l, m.t, pw, ph); ctx.clip();
+  cols.forEach((c, i) => {
+    if (!c.hist || !c.range) return;
+    const bw = (c.range[1] - c.range[0]) / c.hist.length;
+    for (let b = 0; b < c.hist.length; b++) {
+      const a = c.range[0] + b * bw;
+      if (a + bw <= y0 || a >= y1) continue;
+      ctx.fillStyle = lutCss(VIRIDIS, fin(c.hist[b]) ? Math.log1p(c.hist[b]) / (mx || 1) : 0);
+      ctx.fillRect(m.l + i * cw, Y(a + bw), Math.ceil(cw) + 0.5, Y(a) - Y(a + bw) + 0.5);
+    }
+    // values outside the range: a red edge on that side, with a triangle pointing out
+    ctx.fillStyle = '#dc2626';
+    const x = m.l + i * cw, xc = x + cw / 2;
+    if (c.above !== 0) { ctx.fillRect(x, m.t, cw, 3); ctx.beginPath(); ctx.moveTo(xc - 5, m.t + 11); ctx.lineTo(xc + 5, m.t + 11); ctx.lineTo(xc, m.t + 4); ctx.fill(); }
+    if (c.below !== 0) { ctx.fillRect(x, m.t + ph - 3, cw, 3); ctx.beginPath(); ctx.moveTo(xc - 5, m.t + ph - 11); ctx.lineTo(xc + 5, m.t + ph - 11); ctx.lineTo(xc, m.t + ph - 4); ctx.fill(); }
+  });
+  ctx.restore();
+  ctx.fillStyle = '#6b7280'; ctx.textAlign = 'right';
+  const st = niceStep(y1 - y0, 4);
+  for (let v = Math.ceil(y0 / st - 1e-9) * st; v <= y1 + st * 1e-6; v += st) {
+    const y = Y(v);
+    if (y < m.t - 1 || y > m.t + ph + 1) continue;
+    ctx.fillText(tickFmt(Math.abs(v) < st * 1e-9 ? 0 : v, st), m.l - 4, Math.max(m.t + 7, Math.min(m.t + ph, y + 3)));
+  }
+  ctx.textAlign = 'center';
+  const every = Math.max(1, Math.ceil(cols.length / 8));
+  for (let i = 0; i < cols.length; i += every) ctx.fillText(String(cols[i].n), m.l + (i + 0.5) * cw, H - 5);
+  const note = outNote(cols, rlo, rhi);
+  if (note) wrap.append(note);
+  return wrap;
+}
