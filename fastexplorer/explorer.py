@@ -53,8 +53,10 @@ def list_runs(root:Path)->list:
 _TYPES = {'.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8'}
 # the allow-list of static files: the page's scripts and style as the package ships them, by exact name
 _STATIC = {p.name: _TYPES[Path(p.name).suffix] for p in files('fastexplorer').joinpath('static').iterdir() if Path(p.name).suffix in _TYPES}
+# frame-ancestors: only pages served from this machine (a notebook showing the page inline) and VS Code's notebooks may frame it
 _CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
-        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+        "connect-src 'self'; base-uri 'none'; form-action 'none'; "
+        "frame-ancestors 'self' http://localhost:* http://127.0.0.1:* https://localhost:* https://127.0.0.1:* vscode-webview:")
 _HEADERS = [(b'x-content-type-options', b'nosniff'), (b'referrer-policy', b'no-referrer'),
             (b'content-security-policy', _CSP.encode()), (b'cache-control', b'no-store')]
 
@@ -220,12 +222,27 @@ def serve(root, host:str='127.0.0.1', port:int=8000)->ExplorerServer:
     return ExplorerServer(root, host, port)
 
 # %% ../nbs/05_explorer.ipynb #e4a0cced
+def _in_notebook()->bool:
+    "Whether Python runs in an IPython kernel (a notebook), where rich output shows; not in a script or a terminal IPython"
+    try: from IPython import get_ipython
+    except ImportError: return False
+    return getattr(get_ipython(), 'kernel', None) is not None
+
 @patch
-def explore(self:Learner, host:str='127.0.0.1', port:int=8000)->str:
-    "Serve the explorer for this Learner's `ExplorerCallback` run folder and return its URL"
+def explore(self:Learner,
+    host:str='127.0.0.1',  # interface to bind
+    port:int=8000,         # port (0: any free port)
+    inline:bool|None=None, # also show the page in the notebook (default: when running in one)
+    height:int=800,        # height of that frame, in pixels
+)->str:                    # the page's URL
+    "Serve the explorer for this Learner's `ExplorerCallback` run folder, show it inline in a notebook, and return its URL"
     cb = getattr(self, 'explorer', None)
     if cb is None: raise ValueError("this Learner has no ExplorerCallback: add one with `cbs=ExplorerCallback('runs/name')` and fit first")
-    return cb.serve(host, port)
+    url = cb.serve(host, port)
+    if inline if inline is not None else _in_notebook():
+        from IPython.display import IFrame, display
+        display(IFrame(url, width='100%', height=height))
+    return url
 
 # %% ../nbs/05_explorer.ipynb #356445dc
 _IMPORT = re.compile(r"^import \{[^}]*\} from '\./([\w-]+\.js)';\n", re.M)

@@ -265,9 +265,9 @@ def test_sidebar_runs_the_full_height(runs, page):
         assert 0 < box['y'] < 200, box                          # the search box stuck below the header
     assert page.problems == []
 
-def _yticks(page, title:str)->list:
-    "The y-axis tick values of the panel's chart titled `title`"
-    ch = page.locator('#panel .chart').filter(has=page.locator('.chart-title', has_text=title)).first
+def _yticks(page, title:str, where='#panel')->list:
+    "The y-axis tick values of the chart titled `title` in `where`"
+    ch = page.locator(f'{where} .chart').filter(has=page.locator('.chart-title', has_text=title)).first
     return [float(t) for t in ch.locator('text.tick[text-anchor="end"]').all_text_contents()]
 
 def test_fractions_on_0_1_and_bands_within_min_max(runs, page):
@@ -347,4 +347,42 @@ def test_histogram_fits_the_values_and_marks_values_outside(runs, page, tmp_path
         expect(page.locator('#panel .hist-out')).to_contain_text(f"values at or above 10 (max {float(f'{top:.3g}'):g})")
         expect(page.locator('#panel .hist-out')).to_contain_text('how many these files do not record')
         hist.screenshot(path=str(SHOTS/'hist-out.png'))
+    assert page.problems == []
+
+def test_landscape_says_what_its_directions_are(runs, page, tmp_path):
+    "The landscape card's subtitle, axes and legend follow landscape.json's `directions`: random ones have no trajectory, and no `null` shows"
+    xs = [i / 5 - 1 for i in range(11)]
+    grid = dict(schema='fastexplorer/landscape', version=1, x=xs, y=xs, loss=[[1 + x * x + 2 * y * y for x in xs] for y in xs],
+                metric=[[0.9 - 0.1 * x * x for x in xs] for y in xs], metric_name='accuracy')
+    for name,extra in [('random', dict(directions='random', seed=7, trajectory=None)),
+                       ('pca', dict(directions='pca', seed=None, trajectory=[[0.8, 0.6], [0.3, 0.2], [0., 0.]]))]:
+        shutil.copytree(runs/'good', tmp_path/name)
+        doc = {**grid, **extra}; validate(doc); save_json(doc, tmp_path/name/'landscape.json')
+    with serve(tmp_path, port=0) as srv:
+        page.goto(srv.url + '?run=random')
+        expect(page.locator('#landscape-sub')).to_have_text('around the final weights, along two random filter-normalised directions (seed 7)')
+        expect(page.locator('#landscape-legend')).to_have_text('loss1 … 4')
+        page.locator('#landscape-what').select_option('metric')
+        expect(page.locator('#landscape-legend')).to_contain_text('accuracy')
+        page.goto(srv.url + '?run=pca')
+        expect(page.locator('#landscape-sub')).to_contain_text('in the plane of the training trajectory')
+        expect(page.locator('#landscape-legend')).to_contain_text('○ trajectory · ● final')
+        expect(page.locator('#landscape-legend')).not_to_contain_text('null')
+    assert page.problems == []
+
+def test_compare_gives_each_run_its_own_loss_scale(runs, page):
+    "In compare mode each run's loss has a chart and a y scale of its own, so the smaller loss is not flattened"
+    losses = {r: [m for e in load_run(runs/r).epochs for k,m in e['recorder'].items() if k.endswith('loss')] for r in ('good', 'toohigh')}
+    with serve(runs, port=0) as srv:
+        page.goto(srv.url + '?run=good&compare=toohigh')
+        expect(page.locator('#compare-info')).to_contain_text('vs toohigh')
+        expect(page.locator('#curves .chart[data-run]')).to_have_count(2)
+        expect(page.locator('#curves .chart[data-run="good"] .chart-title')).to_have_text('loss · good')
+        expect(page.locator('#curves .chart[data-run="toohigh"] .chart-title')).to_have_text('loss · toohigh')
+        expect(page.locator('#curves .chart[data-run="toohigh"] path.line[stroke-dasharray]')).to_have_count(2)
+        for r in ('good', 'toohigh'):
+            ys = _yticks(page, f'loss · {r}', '#curves')
+            lo, hi = min(losses[r]), max(losses[r])
+            assert ys[0] <= lo and hi <= ys[-1] and ys[-1] - ys[0] < 3 * (hi - lo), (r, ys, lo, hi)   # fitted to this run's losses
+        page.screenshot(path=str(SHOTS/'compare-losses.png'))
     assert page.problems == []

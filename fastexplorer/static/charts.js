@@ -36,17 +36,15 @@ export function lineChart(o) {
   const wrap = h('div', { class: 'chart' + (o.small ? ' small' : '') });
   const head = h('div', { class: 'chart-head' }, h('span', { class: 'chart-title', text: o.title, title: o.tip || o.title }));
   const legend = h('span', { class: 'chart-legend' });
-  // one key per colour; the compared run (dashed) gets a single key of its own
-  const seen = new Set();
-  let dashed = false;
-  for (const s of o.series) {
-    if (!s.points.some((p) => fin(p[1]))) continue;
-    if (s.dash) dashed = true;
+  // one key per colour; the compared run (dashed) gets a single key of its own, unless only it is drawn
+  const shown = o.series.filter((s) => s.points.some((p) => fin(p[1]))), seen = new Set();
+  const dashed = shown.some((s) => s.dash), onlyDashed = dashed && shown.every((s) => s.dash);
+  for (const s of shown) {
     if (!s.label || seen.has(s.label)) continue;
     seen.add(s.label);
-    legend.append(h('span', { class: 'key' }, h('span', { class: 'swatch', style: `border-color:${s.color}` }), s.label));
+    legend.append(h('span', { class: 'key' }, h('span', { class: 'swatch' + (onlyDashed ? ' dashed' : ''), style: `border-color:${s.color}` }), s.label));
   }
-  if (dashed && S.cmp) legend.append(h('span', { class: 'key cmp-key', title: `dashed lines: run ${S.cmp.name}` }, h('span', { class: 'swatch dashed', style: 'border-color:#6b7280' }), S.cmp.name));
+  if (dashed && !onlyDashed && S.cmp) legend.append(h('span', { class: 'key cmp-key', title: `dashed lines: run ${S.cmp.name}` }, h('span', { class: 'swatch dashed', style: 'border-color:#6b7280' }), S.cmp.name));
   head.append(legend);
   wrap.append(head);
   if (!ys.length) { wrap.append(h('div', { class: 'chart-empty', text: o.empty || 'no data yet' })); return wrap; }

@@ -25,11 +25,12 @@ export function renderCurves() {
   const losses = keys.filter((k) => /loss$/.test(k)), lr = keys.filter((k) => k === 'lr' || k === 'lrs'),
     metrics = keys.filter((k) => !losses.includes(k) && !lr.includes(k));
   const dom = epochDomain(), marker = selectedEpoch();
-  const series = (ks, colors) => {
+  const series = (ks, colors, only) => {
     const out = [];
     ks.forEach((k, i) => {
       const c = colors ? colors[i % colors.length] : PALETTE[i % PALETTE.length];
       for (const [r, dash] of [[run, false], [cmp, true]]) {
+        if (only && r !== only) continue;
         if (!r) continue;
         const pts = epochNumbers(r).map((e) => { const v = r.epochs.get(e).recorder[k]; return [e, fin(v) ? v : null]; });
         if (!pts.some((p) => fin(p[1]))) continue;
@@ -39,7 +40,14 @@ export function renderCurves() {
     return out;
   };
   const charts = [];
-  if (losses.length) charts.push(lineChart({ title: 'loss', series: series(losses, [C_TRAIN, C_VALID, ...PALETTE.slice(2)]), x: dom, marker, log: 'auto' }));
+  // compared runs' losses can differ by orders of magnitude: one chart, with its own y scale, per run
+  const lossColors = [C_TRAIN, C_VALID, ...PALETTE.slice(2)];
+  if (losses.length && !cmp) charts.push(lineChart({ title: 'loss', series: series(losses, lossColors), x: dom, marker, log: 'auto' }));
+  else if (losses.length) for (const r of [run, cmp]) {
+    const ch = lineChart({ title: `loss · ${r.name}`, series: series(losses, lossColors, r), x: dom, marker, log: 'auto', tip: `loss of run ${r.name}, on a y scale of its own` });
+    ch.dataset.run = r.id;
+    charts.push(ch);
+  }
   metrics.forEach((k, i) => charts.push(lineChart({ title: k, series: series([k], [PALETTE[(i + 2) % PALETTE.length]]), x: dom, marker })));
   if (lr.length) charts.push(lineChart({ title: 'learning rate', series: series(lr, ['#6b7280']), x: dom, marker, small: true, h: 110, log: 'auto', tip: 'learning rate at the end of the epoch' }));
   // how the statistics were gathered: steps the mixed-precision loss scaler skipped, processes combined under DDP

@@ -2,15 +2,24 @@
 import { $, fin, h, fmt, VIRIDIS, lutCss, lutGradient } from './util.js';
 import { S } from './state.js';
 
+/* What the grid's axes are (`directions` in landscape.json): two random filter-normalised directions, or the two
+   principal directions of the weights' trajectory (PCA), the only kind that comes with the trajectory drawn on it. */
+function axesOf(L) {
+  const tr = Array.isArray(L.trajectory) && L.trajectory.length > 0;
+  if (L.directions === 'pca') return { sub: 'around the final weights, in the plane of the training trajectory (its two principal directions, PCA)' , x: 'PC 1', y: 'PC 2' };
+  if (L.directions === 'random') return { sub: `around the final weights, along two random filter-normalised directions${fin(L.seed) ? ` (seed ${L.seed})` : ''}` + (tr ? ', with the training trajectory' : ''), x: 'random direction 1', y: 'random direction 2' };
+  return { sub: 'around the final weights' + (tr ? ', with the training trajectory' : ''), x: 'x direction', y: 'y direction' };
+}
+
 export function renderLandscape() {
   const slot = $('#landscape-slot'), L = S.run && S.run.landscape;
   if (!L) { slot.replaceChildren(); return; }
   let sec = $('#landscape');
   if (!sec) {
     const cb = h('input', { type: 'checkbox', id: 'log-scale' });
-    const metricSel = Array.isArray(L.metric) ? h('select', { id: 'landscape-what' }, h('option', { value: 'loss', text: 'loss' }), h('option', { value: 'metric', text: 'metric' })) : null;
+    const metricSel = Array.isArray(L.metric) ? h('select', { id: 'landscape-what' }, h('option', { value: 'loss', text: 'loss' }), h('option', { value: 'metric', text: L.metric_name || 'metric' })) : null;
     sec = h('section', { id: 'landscape', class: 'card' },
-      h('h2', {}, 'Loss landscape ', h('span', { class: 'muted sub', text: 'around the final weights, with the training trajectory' })),
+      h('h2', {}, 'Loss landscape ', h('span', { id: 'landscape-sub', class: 'muted sub', text: axesOf(L).sub })),
       h('div', { class: 'tool-row' }, h('label', {}, cb, ' log colour scale'), metricSel ? h('label', {}, ' show ', metricSel) : null),
       h('div', { class: 'land-wrap' }, h('canvas', { id: 'landscape-canvas', width: '640', height: '640' }),
         h('canvas', { id: 'landscape-surface', width: '720', height: '640', title: 'drag to turn the surface' }),
@@ -36,7 +45,7 @@ function drawLandscape() {
   const rows = Z.length, cols = rows ? Math.max(...Z.map((r) => (Array.isArray(r) ? r.length : 0))) : 0;
   const ctx = cv.getContext('2d');
   if (!ctx) return;
-  const W = 320, H = 320, dpr = 2, m = { l: 38, r: 8, t: 8, b: 26 };
+  const W = 320, H = 320, dpr = 2, m = { l: 46, r: 8, t: 8, b: 26 };
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.clearRect(0, 0, W, H);
   const pw = W - m.l - m.r, ph = H - m.t - m.b;
@@ -77,18 +86,21 @@ function drawLandscape() {
   if (xs.length) {
     ctx.textAlign = 'center';
     for (const j of [0, Math.floor((xs.length - 1) / 2), xs.length - 1]) ctx.fillText(fmt(xs[j], 2), m.l + (j + 0.5) * cw, H - m.b + 11);
-    ctx.fillText('x direction', m.l + pw / 2, H - 3);
+    ctx.fillText(axesOf(L).x, m.l + pw / 2, H - 3);
   }
   if (ys.length) {
     ctx.textAlign = 'right';
     for (const i of [0, Math.floor((ys.length - 1) / 2), ys.length - 1]) ctx.fillText(fmt(ys[i], 2), m.l - 4, m.t + ph - (i + 0.5) * chh + 3);
+    ctx.save(); ctx.translate(9, m.t + ph / 2); ctx.rotate(-Math.PI / 2); ctx.textAlign = 'center';
+    ctx.fillText(axesOf(L).y, 0, 0); ctx.restore();
   }
   drawSurface(Z, rows, cols, tf, tlo, thi, tr, xs, ys, interp);
   const leg = $('#landscape-legend');
-  leg.replaceChildren(h('div', { class: 'muted', text: what }),
+  const keys = [h('div', { class: 'muted', text: what === 'metric' ? (L.metric_name || 'metric') : 'loss' }),
     h('span', { class: 'ramp', style: `background:${lutGradient(VIRIDIS)}` }),
-    h('div', { class: 'muted', text: lo <= hi ? `${fmt(lo, 3)} … ${fmt(hi, 3)}${logc ? ' (log)' : ''}` : 'no finite value' }),
-    tr.length ? h('div', { class: 'muted', text: '○ trajectory · ● final' }) : null);
+    h('div', { class: 'muted', text: lo <= hi ? `${fmt(lo, 3)} … ${fmt(hi, 3)}${logc ? ' (log)' : ''}` : 'no finite value' })];
+  if (tr.length) keys.push(h('div', { class: 'muted', text: '○ trajectory · ● final' }));
+  leg.replaceChildren(...keys);
 }
 
 // A 3-D view of the same grid: each cell a quad at its height, drawn back to front (painter's algorithm), coloured
