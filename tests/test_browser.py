@@ -360,12 +360,12 @@ def test_landscape_says_what_its_directions_are(runs, page, tmp_path):
         doc = {**grid, **extra}; validate(doc); save_json(doc, tmp_path/name/'landscape.json')
     with serve(tmp_path, port=0) as srv:
         page.goto(srv.url + '?run=random')
-        expect(page.locator('#landscape-sub')).to_have_text('around the final weights, along two random filter-normalised directions (seed 7)')
+        expect(page.locator('#landscape h2 .sub')).to_have_text('around the final weights, along two random filter-normalised directions (seed 7)')
         expect(page.locator('#landscape-legend')).to_have_text('loss1 … 4')
         page.locator('#landscape-what').select_option('metric')
         expect(page.locator('#landscape-legend')).to_contain_text('accuracy')
         page.goto(srv.url + '?run=pca')
-        expect(page.locator('#landscape-sub')).to_contain_text('in the plane of the training trajectory')
+        expect(page.locator('#landscape h2 .sub')).to_contain_text('in the plane of the training trajectory')
         expect(page.locator('#landscape-legend')).to_contain_text('○ trajectory · ● final')
         expect(page.locator('#landscape-legend')).not_to_contain_text('null')
     assert page.problems == []
