@@ -282,7 +282,7 @@ def report(
     runs = list_runs(root)
     if not runs: raise FileNotFoundError(f"no run (a folder with run.json) in {str(root)!r}")
     data = {'runs': [_run_data(run_dir(root, r['id']), r) for r in runs]}
-    html = _static('index.html').decode()
+    html = re.sub(r'<!-- every module .*-->\n|<link rel="modulepreload" [^>]*>\n', '', _static('index.html').decode())   # inlined below
     css,js = _static('app.css').decode(),_inline_js()
     blob = dumps(data).replace('<', '\\u003c')
     js = js.replace('</script', '<\\/script')

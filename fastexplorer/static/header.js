@@ -19,6 +19,7 @@ export function fatal(text, links) {
   $('#tree').replaceChildren(h('div', { class: 'note', text: 'Nothing to show.' }));
   $('#curves').replaceChildren();
   $('#status').textContent = 'error';
+  document.body.classList.add('fatal');   // the cards and counts have nothing to show
   document.title = 'fastexplorer';
 }
 
