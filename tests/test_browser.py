@@ -235,6 +235,10 @@ def test_unknown_run_offers_the_runs(runs, page):
         expect(page.locator('#run-id')).to_have_text('toohigh')
         expect(page.locator('#epoch-count')).to_have_text('3')
         expect(page.locator('#message')).to_be_hidden()
+        page.goto(srv.url + '?run=good&compare=nope')                 # a compared run that is not there: a warning, the run shows
+        expect(page.locator('#message')).to_contain_text('no run "nope" here to compare with')
+        expect(page.locator('#message a')).to_have_attribute('href', '?run=good&compare=toohigh')
+        expect(page.locator('#epoch-count')).to_have_text('3')
     assert page.problems == []
 
 def test_counts_are_singular_for_one(runs, page, tmp_path):

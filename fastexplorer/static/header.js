@@ -2,13 +2,13 @@
 import { $, enc, h, plural } from './util.js';
 import { QS, S } from './state.js';
 
-/* A message above the cards; `links`: runs [{id, name}] to offer as links under it. */
+/* A message above the cards; `links`: runs [{id, name, href?}] to offer as links under it. */
 export function showMessage(text, kind, links) {
   const m = $('#message');
   m.replaceChildren(text);
   if (links && links.length) {
     const list = h('nav', { class: 'msg-runs', 'aria-label': 'runs' }, 'Runs here: ');
-    for (const r of links) list.append(h('a', { href: runHref(r.id), class: 'msg-run', text: r.name || r.id }), ' ');
+    for (const r of links) list.append(h('a', { href: r.href || runHref(r.id), class: 'msg-run', text: r.name || r.id }), ' ');
     m.append(list);
   } else if (links) m.append(h('div', { class: 'msg-runs', text: 'There is no run here yet.' }));
   m.className = 'message ' + (kind || ''); m.hidden = !text;
@@ -49,7 +49,7 @@ export function renderHeader() {
   } else ci.hidden = true;
 }
 
-function runHref(id, cmp) { return `?run=${enc(id)}` + (cmp ? `&compare=${enc(cmp)}` : ''); }
+export function runHref(id, cmp) { return `?run=${enc(id)}` + (cmp ? `&compare=${enc(cmp)}` : ''); }
 
 export function renderRunNav() {
   const nav = $('#run-nav');

@@ -5,7 +5,7 @@ import { DATA, REPORT, QS, S, newRun, sharedMap } from './state.js';
 import { apiUrl, getJSON, startWorker, silentFetch, fetchEpoch } from './net.js';
 import { initTree } from './tree.js';
 import { renderLandscape } from './landscape.js';
-import { showMessage, fatal, renderHeader, renderRunNav } from './header.js';
+import { showMessage, fatal, renderHeader, renderRunNav, runHref } from './header.js';
 import { scheduleRender, renderAll, renderNow } from './render.js';
 
 /* The run list says which runs exist and what they are called; a run asked for in the URL that is not in it is an
@@ -40,7 +40,8 @@ export async function startServer() {
 
 async function loadCompare(cid) {
   const entry = S.runs.find((r) => r.id === cid);
-  if (S.runs.length && !entry) { showMessage(`There is no run "${cid}" here to compare with.`, 'warn', S.runs.filter((r) => r.id !== S.run.id)); return; }
+  const others = S.runs.filter((r) => r.id !== S.run.id).map((r) => ({ ...r, href: runHref(S.run.id, r.id) }));
+  if (S.runs.length && !entry) { showMessage(`There is no run "${cid}" here to compare with.`, 'warn', others); return; }
   const c = newRun(cid, entry && entry.name);
   try {
     const [meta, rep] = await Promise.all([getJSON(apiUrl(cid, 'run.json')), getJSON(apiUrl(cid, 'representation.json')).catch(() => null)]);
@@ -167,7 +168,7 @@ export function startReport() {
   const main = (wanted != null && wanted !== '' && find(wanted)) || runs[0];
   S.run = mk(main);
   const c = (cmpId != null && cmpId !== '' && cmpId !== String(main.id)) ? find(cmpId) : null;
-  if (cmpId && !c && cmpId !== String(main.id)) showMessage(`This report holds no run "${cmpId}" to compare with.`, 'warn', S.runs.filter((r) => r.id !== String(main.id)));
+  if (cmpId && !c && cmpId !== String(main.id)) showMessage(`This report holds no run "${cmpId}" to compare with.`, 'warn', S.runs.filter((r) => r.id !== String(main.id)).map((r) => ({ ...r, href: runHref(String(main.id), r.id) })));
   S.cmp = c ? mk(c) : null;
   initTree(S.run.rep || { name: 'Learner', type: 'Learner', index: 0, nodes: [] });
   renderHeader();

@@ -1,5 +1,5 @@
 /* The node panel: a selected layer's or parameter's charts over epochs and its statistics in the selected epoch. */
-import { $, fin, PALETTE, C_TRAIN, h, fmt, fmtShape, C_VALID } from './util.js';
+import { $, fin, PALETTE, C_TRAIN, h, fmt, fmtInt, fmtShape, C_VALID } from './util.js';
 import { S, epochNumbers, statsAt, paramChildren, selectedEpoch, epochDomain } from './state.js';
 import { lineChart } from './charts.js';
 import { histChart } from './hist.js';
@@ -36,8 +36,8 @@ export function renderPanel() {
   const info = kv([
     ['type', node.type], ['output shape', node.type === 'Parameter' ? null : fmtShape(x.shape)],
     ['shape', node.type === 'Parameter' ? fmtShape(x.shape) : null], ['dtype', x.dtype],
-    ['params', fin(x.params) ? x.params.toLocaleString('en-US') : null], ['trainable', fin(x.trainable) && x.trainable !== x.params ? x.trainable.toLocaleString('en-US') : null],
-    ['numel', fin(x.numel) ? x.numel.toLocaleString('en-US') : null], ['requires_grad', x.requires_grad === undefined ? null : String(x.requires_grad)],
+    ['params', fin(x.params) ? fmtInt(x.params) : null], ['trainable', fin(x.trainable) && x.trainable !== x.params ? fmtInt(x.trainable) : null],
+    ['numel', fin(x.numel) ? fmtInt(x.numel) : null], ['requires_grad', x.requires_grad === undefined ? null : String(x.requires_grad)],
     ['calls', fin(x.calls) && x.calls > 1 ? x.calls : null, 'times called per forward pass'], ['shared with', x.shared_with],
     ['depth-idx', typeof x.depth_idx === 'string' ? x.depth_idx : null, 'torchinfo/scio label: depth below the model - rank at that depth'],
   ]);

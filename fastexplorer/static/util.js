@@ -41,6 +41,12 @@ export function fmt(v, digits = 3) {
   return String(parseFloat(v.toPrecision(digits)));
 }
 
+/* `12,345`, without `Intl` (`toLocaleString` sets up a formatter per call, which a tree of thousands of nodes feels). */
+export function fmtInt(n) {
+  if (!Number.isInteger(n) || Math.abs(n) >= 1e21) return String(n);
+  return String(n).replace(/\B(?=(\d{3})+$)/g, ',');
+}
+
 /* `1 epoch`, `3 epochs`: the count and the word, plural unless the count is one. */
 export function plural(n, word, words) { return `${n} ${n === 1 ? word : (words || word + 's')}`; }
 
@@ -49,7 +55,7 @@ export function fmtCount(n) {
   if (n >= 1e9) return (n / 1e9).toFixed(1).replace(/\.0$/, '') + 'B';
   if (n >= 1e6) return (n / 1e6).toFixed(1).replace(/\.0$/, '') + 'M';
   if (n >= 1e4) return (n / 1e3).toFixed(1).replace(/\.0$/, '') + 'K';
-  return n.toLocaleString('en-US');
+  return fmtInt(n);
 }
 
 export function fmtShape(s) {
