@@ -58,7 +58,7 @@ class ElementSampler:
         return self.cache[k]
 
 def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., hi:float=10., near_zero:float=0.05, scratch:dict|None=None):
-    "Statistics of activation `x` as one float64 tensor on its device: the `_ROW` columns, then `bins` histogram counts"
+    "Statistics of activation `x` as one float64 tensor on its device: the `_ROW` columns, then `bins`+2 histogram counts (the outer two: below `lo`, from `hi` up)"
     xf = x.detach().reshape(-1)
     if xf.dtype != torch.float32: xf = xf.float()
     n = xf.numel()
@@ -86,7 +86,8 @@ def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., 
     idx = sampler(n, xf.device)
     xs = xf if idx is None else xf.index_select(0, idx)
     sfin = torch.isfinite(xs)
-    hist = torch.histc(torch.where(sfin, xs.clamp(lo, hi), float('nan')), bins, lo, hi)
+    w = (hi - lo) / bins
+    hist = torch.histc(torch.where(sfin, xs.clamp(lo - w, hi + w), float('nan')), bins + 2, lo - w, hi + w)
     counts = torch.stack([nan, nf.to(nan.device), sfin.sum(), (xs.abs() <= near_zero).sum()])
     floats = torch.stack([s, c, a, mn, mx, m])
     dt = torch.float32 if xf.device.type == 'mps' else torch.float64
@@ -117,7 +118,7 @@ class ActStats:
         self.n,self.device,self.bins,(self.lo,self.hi),self.near_zero = n,device,bins,hist_range,near_zero
         self.dt = torch.float32 if torch.device(device).type == 'mps' else torch.float64
         self.sampler,self.scratch = ElementSampler(sample),{}
-        self.acc = torch.zeros(n, 9 + bins, dtype=self.dt, device=device)
+        self.acc = torch.zeros(n, 9 + bins + 2, dtype=self.dt, device=device)
         self.mins = torch.full((n,), math.inf, dtype=self.dt, device=device)
         self.maxs = torch.full((n,), -math.inf, dtype=self.dt, device=device)
         self.units,self.errors = [None]*n,{}
@@ -161,7 +162,7 @@ class ActStats:
         units = [None if u is None else u.cpu() for u in self.units]
         res = {}
         for i,key in enumerate(i_to_key):
-            n,nan,nf,sn,nz,s,q,a,calls,*hist = acc[i]
+            n,nan,nf,sn,nz,s,q,a,calls,below,*hist,above = acc[i]
             if i in self.errors and not calls: res[key] = {'unsupported': self.errors[i]}; continue
             if not calls: continue
             mean = s / nf if nf else None
@@ -169,7 +170,8 @@ class ActStats:
             st = {'n': int(n), 'nan': int(nan), 'inf': int(n - nf - nan), 'calls': int(calls), 'mean': mean,
                   'std': math.sqrt(max(var, 0.)) if var is not None else None, 'min': mins[i], 'max': maxs[i],
                   'abs_mean': a / nf if nf else None, 'near_zero': nz / sn if sn else None,
-                  'hist': [int(h) for h in hist], 'hist_n': int(sn)}
+                  'hist': [int(h) for h in hist], 'hist_n': int(sn), 'hist_out': [int(below), int(above)]}
+            st['hist'][0] += st['hist_out'][0]; st['hist'][-1] += st['hist_out'][1]   # values outside count in the edge bins
             if (u := units[i]) is not None:
                 dead = (u <= 0).nonzero().flatten().tolist()
                 st.update(units=u.numel(), dead=len(dead), dead_frac=len(dead) / u.numel(), dead_units=dead[:max_units])
