@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/cli.html.md"""
 
 # %% ../nbs/06_cli.ipynb #8fdddf38
 from __future__ import annotations
-import sys, time
+import random, sys, time
 from pathlib import Path
 import numpy as np, torch
 from torch import nn
@@ -29,7 +29,7 @@ __all__ = ['COMMANDS', 'digits_dls', 'digits_cnn', 'digits_learner', 'demo', 'se
 def digits_dls(
     bs:int=64,        # batch size
     valid_pct:float=0.2, # fraction of images held out for validation
-    seed:int=42,      # seed of the train/validation split
+    seed:int=42,      # seed of the train/validation split and of the training set's shuffling
 )->DataLoaders:
     "fastai `DataLoaders` of scikit-learn's 8×8 digits: `(1, 8, 8)` float images and integer labels"
     from sklearn.datasets import load_digits
@@ -40,7 +40,9 @@ def digits_dls(
     idx = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
     n_valid = int(len(x) * valid_pct)
     def items(i): return [(x[j], y[j]) for j in i.tolist()]
-    return DataLoaders(DataLoader(items(idx[n_valid:]), bs=bs, shuffle=True, drop_last=True), DataLoader(items(idx[:n_valid]), bs=bs))
+    train = DataLoader(items(idx[n_valid:]), bs=bs, shuffle=True, drop_last=True)
+    train.rng = random.Random(seed)   # fastai seeds each DataLoader's shuffling from the global `random`: make it ours
+    return DataLoaders(train, DataLoader(items(idx[:n_valid]), bs=bs))
 
 # %% ../nbs/06_cli.ipynb #a508ac53
 def digits_cnn(
@@ -53,12 +55,14 @@ def digits_cnn(
 
 def digits_learner(
     bs:int=64,   # batch size
-    seed:int=42, # seed of the split and of the model's initial weights
+    seed:int=42, # seed of the split, the shuffling and the model's initial weights
     **kwargs,    # passed to `Learner`
 )->Learner:
-    "A fastai `Learner` training `digits_cnn` on `digits_dls`"
-    torch.manual_seed(seed)
-    return Learner(digits_dls(bs=bs, seed=seed), digits_cnn(), loss_func=CrossEntropyLossFlat(), metrics=accuracy, **kwargs)
+    "A fastai `Learner` training `digits_cnn` on `digits_dls`, the same each time for one `seed`; the global random state is left as it was"
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = digits_cnn()
+    return Learner(digits_dls(bs=bs, seed=seed), model, loss_func=CrossEntropyLossFlat(), metrics=accuracy, **kwargs)
 
 # %% ../nbs/06_cli.ipynb #bc050404
 def _run_dir(path)->Path:

@@ -6,13 +6,16 @@ Docs: https://fastexplorer.github.io/fastexplorer/export.html.md"""
 
 # %% ../nbs/02_export.ipynb #5c8d5a0c
 from __future__ import annotations
-import datetime, json, math, os, re, tempfile
+import datetime, json, math, os, queue, re, sqlite3, tempfile, threading
 from pathlib import Path
 import numpy as np, pandas as pd
+from fastcore.basics import patch
 from .core import *
 
 # %% auto #0
-__all__ = ['RunWriter', 'epoch_doc', 'find_alerts', 'Run', 'load_run', 'plot_stat', 'plot_hist', 'plot_grad_norms']
+__all__ = ['STEPS_SCHEMA_VERSION', 'ACT_STATS', 'GRAD_STATS', 'STEP_COLUMNS', 'RunWriter', 'epoch_doc', 'find_alerts', 'Run',
+           'load_run', 'plot_stat', 'plot_hist', 'plot_grad_norms', 'StepWriter', 'read_steps', 'read_step_hist',
+           'plot_layer_stats', 'plot_color_dim']
 
 # %% ../nbs/02_export.ipynb #4675ff47
 def _versions()->dict:
@@ -22,7 +25,7 @@ def _versions()->dict:
 
 def _now()->str: return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
 
-_OURS = re.compile(r'^(run|representation|landscape|epoch_\d{4,})\.json$')
+_OURS = re.compile(r'^((run|representation|landscape|epoch_\d{4,})\.json|steps\.sqlite(-wal|-shm)?)$')
 
 class RunWriter:
     "Writes one run folder: `representation.json`, `epoch_0001.json`, … and the `run.json` manifest"
@@ -189,9 +192,11 @@ class Run:
 
     @property
     def alerts(self)->pd.DataFrame:
-        "Every epoch's alerts"
-        return pd.DataFrame([{'epoch': e['epoch'], **a} for e in self.epochs for a in e['alerts']],
-                            columns=['epoch', 'kind', 'layer', 'stat', 'value', 'message'])
+        "Every epoch's alerts, then those raised inside an epoch whose file is not written yet (`live_alerts` in `run.json`, with their step)"
+        written = {e['epoch'] for e in self.epochs}
+        rows = [{'epoch': e['epoch'], **a} for e in self.epochs for a in e['alerts']]
+        rows += [a for a in self.meta.get('live_alerts', []) if a['epoch'] not in written]
+        return pd.DataFrame(rows, columns=['epoch', 'kind', 'layer', 'stat', 'value', 'message', 'step'])
 
     def stats(self, layer:str, kind:str='act')->list:
         "The `kind` statistics of `layer` in each epoch (`None` where not recorded)"
@@ -246,4 +251,235 @@ def plot_grad_norms(run:Run, ax=None):
     im = ax.imshow(np.log10(m.values), aspect='auto', cmap='magma')
     ax.set_yticks(range(len(order)), order, fontsize='small'); ax.set_xticks(range(m.shape[1]), m.columns)
     ax.set_xlabel('epoch'); ax.figure.colorbar(im, ax=ax, label='log10 gradient norm')
+    return ax
+
+# %% ../nbs/02_export.ipynb #ee152e74
+STEPS_SCHEMA_VERSION = 1
+ACT_STATS = ('n', 'nan', 'inf', 'mean', 'std', 'min', 'max', 'abs_mean', 'near_zero', 'silent_frac')
+GRAD_STATS = ('norm', 'max_abs', 'nan', 'inf', 'update_ratio')
+
+_DDL = f"""
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS names(id INTEGER PRIMARY KEY, path TEXT NOT NULL, kind TEXT NOT NULL, UNIQUE(path, kind));
+CREATE TABLE IF NOT EXISTS batches(id INTEGER PRIMARY KEY, step INTEGER NOT NULL, fit INTEGER, epoch INTEGER, split TEXT,
+    iter INTEGER, loss REAL, smooth_loss REAL, time REAL);
+CREATE TABLE IF NOT EXISTS hypers(batch INTEGER, grp INTEGER, name TEXT, value REAL, PRIMARY KEY(batch, grp, name)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS act(name INTEGER, batch INTEGER, {', '.join(f'{s} REAL' for s in ACT_STATS)}, hist BLOB,
+    PRIMARY KEY(name, batch)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS grad(name INTEGER, batch INTEGER, {', '.join(f'{s} REAL' for s in GRAD_STATS)},
+    PRIMARY KEY(name, batch)) WITHOUT ROWID;
+"""
+
+def _connect(fname, readonly:bool=False)->sqlite3.Connection:
+    if readonly:
+        if not Path(fname).exists(): raise FileNotFoundError(f"no step database {str(fname)!r}")
+        return sqlite3.connect(f"{Path(fname).resolve().as_uri()}?mode=ro", uri=True, timeout=10, check_same_thread=False)
+    con = sqlite3.connect(fname, timeout=10, check_same_thread=False)
+    con.execute('PRAGMA journal_mode=WAL'); con.execute('PRAGMA synchronous=NORMAL')
+    return con
+
+# %% ../nbs/02_export.ipynb #79cd4c9f
+class StepWriter:
+    "Appends sampled batches to `steps.sqlite` in run folder `path`: one transaction per `append`, from a thread of its own"
+    def __init__(self,
+        path,                   # the run folder
+        hist_bins:int=40,       # histogram bins of the activations (each row holds 2 more: below and above the range)
+        hist_range=(-10., 10.), # histogram range
+    ):
+        self.fname,self.hist = Path(path)/'steps.sqlite',(int(hist_bins), float(hist_range[0]), float(hist_range[1]))
+        self.con = _connect(self.fname)
+        self.con.executescript(_DDL)
+        meta = dict(self.con.execute('SELECT key, value FROM meta'))
+        if meta:
+            if int(meta.get('version', -1)) != STEPS_SCHEMA_VERSION:
+                raise ValueError(f"{self.fname} has version {meta.get('version')!r}; this fastexplorer writes version {STEPS_SCHEMA_VERSION}")
+            if (int(meta['hist_bins']), float(meta['hist_lo']), float(meta['hist_hi'])) != self.hist:
+                raise ValueError(f"{self.fname} holds histograms of {meta['hist_bins']} bins over [{meta['hist_lo']}, {meta['hist_hi']}]: "
+                                 f"a run keeps one histogram layout (`hist_bins`, `hist_range`)")
+        else:
+            with self.con: self.con.executemany('INSERT INTO meta VALUES (?, ?)', [('schema', 'fastexplorer/steps'),
+                ('version', str(STEPS_SCHEMA_VERSION)), ('hist_bins', str(self.hist[0])), ('hist_lo', str(self.hist[1])), ('hist_hi', str(self.hist[2]))])
+        self.ids = {(p, k): i for i,p,k in self.con.execute('SELECT id, path, kind FROM names')}
+        self.batches = self.con.execute('SELECT count(*) FROM batches').fetchone()[0]
+        self.queue,self.error,self.thread = queue.Queue(),None,None
+
+    def _name_ids(self, paths:list, kind:str)->list:
+        new = [(p, kind) for p in dict.fromkeys(paths) if (p, kind) not in self.ids]
+        if new:
+            self.con.executemany('INSERT INTO names(path, kind) VALUES (?, ?)', new)
+            self.ids.update({(p, k): i for i,p,k in self.con.execute('SELECT id, path, kind FROM names')})
+        return [self.ids[(p, kind)] for p in paths]
+
+    def append(self,
+        batches:list,          # one dict per sampled batch: `step`, `fit`, `epoch`, `split`, `iter`, `loss`, `smooth_loss`, `time`, `hypers` (one dict per group)
+        layers:list=(),        # paths of the layers that `act` rows index
+        act=None,              # array of rows: batch index (into `batches`), layer index, the `ACT_STATS`, then `hist_bins` + 2 counts
+        params:list=(),        # paths of the parameters that `grad` rows index
+        grad=None,             # array of rows: batch index, parameter index, the `GRAD_STATS`
+    ):
+        "Write `batches` and their statistics in one transaction"
+        k0,nb,ns = self.batches,len(batches),len(ACT_STATS)
+        with self.con:
+            bid = [k0 + i for i in range(nb)]
+            self.con.executemany('INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+                [(bid[i], b['step'], b.get('fit'), b.get('epoch'), b.get('split', 'train'), b.get('iter'), b.get('loss'),
+                  b.get('smooth_loss'), b.get('time')) for i,b in enumerate(batches)])
+            self.con.executemany('INSERT INTO hypers VALUES (?, ?, ?, ?)',
+                [(bid[i], g, k, float(v)) for i,b in enumerate(batches) for g,h in enumerate(b.get('hypers') or [])
+                 for k,v in h.items() if isinstance(v, (int, float)) and not isinstance(v, bool)])
+            if act is not None and len(act):
+                act = np.asarray(act, dtype=np.float64)
+                ids,hist = self._name_ids(list(layers), 'layer'),act[:, 2 + ns:].astype('<i4')
+                rows = act[:, 2:2 + ns].tolist()
+                self.con.executemany(f"INSERT INTO act VALUES ({', '.join('?' * (ns + 3))})",
+                    [(ids[int(a[1])], bid[int(a[0])], *r, h.tobytes()) for a,r,h in zip(act[:, :2].tolist(), rows, hist)])
+            if grad is not None and len(grad):
+                grad = np.asarray(grad, dtype=np.float64)
+                ids = self._name_ids(list(params), 'param')
+                self.con.executemany(f"INSERT INTO grad VALUES ({', '.join('?' * (len(GRAD_STATS) + 2))})",
+                    [(ids[int(g[1])], bid[int(g[0])], *g[2:]) for g in grad.tolist()])
+        self.batches += nb
+
+    def submit(self, *args, **kwargs):
+        "`append` in the writer's thread, so that training does not wait for the disk"
+        if self.error is not None: raise RuntimeError(f"fastexplorer could not write {self.fname}: {self.error}") from self.error
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._loop, name='fastexplorer-steps', daemon=True)
+            self.thread.start()
+        self.queue.put((args, kwargs))
+
+    def _loop(self):
+        while (job := self.queue.get()) is not None:
+            try:
+                if self.error is None: self.append(*job[0], **job[1])
+            except Exception as e: self.error = e
+            finally: self.queue.task_done()
+        self.queue.task_done()
+
+    def wait(self):
+        "Wait until every submitted batch is written"
+        if self.thread is not None: self.queue.join()
+        if self.error is not None: raise RuntimeError(f"fastexplorer could not write {self.fname}: {self.error}") from self.error
+
+    def close(self):
+        "Write what was submitted, stop the thread and close the database"
+        try: self.wait()
+        finally:
+            if self.thread is not None: self.queue.put(None); self.thread.join(); self.thread = None
+            self.con.close()
+
+# %% ../nbs/02_export.ipynb #41f2a803
+STEP_COLUMNS = ['step', 'epoch', 'fit', 'split', 'layer', 'kind', 'stat', 'value']
+
+def _in(col:str, vals)->tuple:
+    if vals is None: return '', []
+    vals = [vals] if isinstance(vals, str) else list(vals)
+    return f" AND {col} IN ({', '.join('?' * len(vals))})", vals
+
+def read_steps(
+    path,               # a run folder
+    layers=None,        # a layer or parameter path, or a list of them (default: all)
+    stats=None,         # a statistic, or a list of them (default: all)
+    kinds=None,         # `act`, `valid_act`, `grad`, `weight` (the update ratio), `loss`, `hyper`, or a list of them (default: all)
+)->pd.DataFrame:
+    "The step series of run folder `path` as a long DataFrame (`STEP_COLUMNS`), reading only the layers, statistics and kinds asked for"
+    fname = Path(path)/'steps.sqlite'
+    if not fname.exists(): return pd.DataFrame(columns=STEP_COLUMNS)
+    want = lambda k: kinds is None or k in ([kinds] if isinstance(kinds, str) else kinds)
+    pick = lambda cols: [c for c in cols if stats is None or c in ([stats] if isinstance(stats, str) else stats)]
+    base = 'SELECT b.step, b.epoch, b.fit, b.split, n.path, {cols} FROM {t} x JOIN names n ON n.id = x.name JOIN batches b ON b.id = x.batch WHERE 1'
+    frames = []
+    con = _connect(fname, readonly=True)
+    try:
+        def table(t, cols, kind_of):
+            if not cols: return
+            w,args = _in('n.path', layers)
+            d = pd.read_sql_query(base.format(cols=', '.join(f'x.{c}' for c in cols), t=t) + w + ' ORDER BY n.id, b.id', con, params=args)
+            d = d.rename(columns={'path': 'layer'}).melt(['step', 'epoch', 'fit', 'split', 'layer'], var_name='stat')
+            d['kind'] = kind_of(d)
+            frames.append(d)
+        if want('act') or want('valid_act'):
+            d0 = len(frames)
+            table('act', pick(ACT_STATS), lambda d: np.where(d.split == 'train', 'act', 'valid_act'))
+            if len(frames) > d0 and not (want('act') and want('valid_act')):
+                frames[-1] = frames[-1][frames[-1].kind == ('act' if want('act') else 'valid_act')]
+        if want('grad'): table('grad', pick(GRAD_STATS[:4]), lambda d: 'grad')
+        if want('weight'): table('grad', pick(GRAD_STATS[4:]), lambda d: 'weight')
+        if layers is None:
+            if want('loss') and (cols := pick(['loss', 'smooth_loss'])):
+                d = pd.read_sql_query(f"SELECT step, epoch, fit, split, {', '.join(cols)} FROM batches WHERE split = 'train' ORDER BY id", con)
+                d = d.melt(['step', 'epoch', 'fit', 'split'], var_name='stat'); d['layer'] = None; d['kind'] = 'loss'
+                frames.append(d)
+            if want('hyper'):
+                w,args = _in('h.name', stats)
+                d = pd.read_sql_query('SELECT b.step, b.epoch, b.fit, b.split, h.grp, h.name AS stat, h.value FROM hypers h '
+                                      f'JOIN batches b ON b.id = h.batch WHERE 1{w} ORDER BY h.grp, b.id', con, params=args)
+                d['layer'] = 'group ' + d.pop('grp').astype(str); d['kind'] = 'hyper'
+                frames.append(d)
+    finally: con.close()
+    frames = [f for f in frames if len(f)]
+    if not frames: return pd.DataFrame(columns=STEP_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[STEP_COLUMNS].astype({'value': float})
+
+def read_step_hist(
+    path,                # a run folder
+    layer:str,           # the layer's path
+    split:str='train',   # `train` or `valid`
+)->tuple:
+    "`(steps, counts)` of `layer`'s activation histograms: one row of `hist_bins` + 2 counts (below the range, the bins, above) per sampled batch"
+    con = _connect(Path(path)/'steps.sqlite', readonly=True)
+    try:
+        meta = dict(con.execute('SELECT key, value FROM meta'))
+        rows = con.execute('SELECT b.step, x.hist FROM act x JOIN names n ON n.id = x.name JOIN batches b ON b.id = x.batch '
+                           "WHERE n.path = ? AND n.kind = 'layer' AND b.split = ? ORDER BY b.id", (layer, split)).fetchall()
+    finally: con.close()
+    k = int(meta['hist_bins']) + 2
+    return (np.array([s for s,_ in rows], dtype=np.int64),
+            np.stack([np.frombuffer(h, dtype='<i4') for _,h in rows]) if rows else np.zeros((0, k), dtype=np.int32))
+
+# %% ../nbs/02_export.ipynb #f4ad4f98
+@patch(as_prop=True)
+def steps(self:Run)->pd.DataFrame:
+    "Every sampled batch's statistics, losses and hyper-parameters: a long DataFrame (`STEP_COLUMNS`) read from `steps.sqlite`"
+    return read_steps(self.path)
+
+@patch
+def query_steps(self:Run,
+    layers=None, # a layer or parameter path, or a list of them (default: all)
+    stats=None,  # a statistic, or a list of them (default: all)
+    kinds=None,  # `act`, `valid_act`, `grad`, `weight`, `loss`, `hyper`, or a list of them (default: all)
+)->pd.DataFrame:
+    "The part of `steps` asked for, without reading the rest"
+    return read_steps(self.path, layers, stats, kinds)
+
+@patch
+def step_hist(self:Run, layer:str, split:str='train')->tuple:
+    "`(steps, counts)` of `layer`'s activation histogram at each sampled batch (`hist_bins` + 2 columns: below, bins, above)"
+    return read_step_hist(self.path, layer, split)
+
+# %% ../nbs/02_export.ipynb #c5a3777b
+def _epoch_lines(ax, d:pd.DataFrame):
+    for s in d.groupby('epoch').step.min().iloc[1:]: ax.axvline(s, color='grey', ls=':', lw=1)
+
+def plot_layer_stats(run:Run, layer:str, split:str='train', axs=None):
+    "Mean, standard deviation and fraction of silent units of `layer` at each sampled batch"
+    import matplotlib.pyplot as plt
+    stats = ['mean', 'std', 'silent_frac']
+    d = run.query_steps(layer, stats, 'act' if split == 'train' else 'valid_act')
+    if not len(d): raise ValueError(f"no step statistics of `{layer}` ({split}) in {str(run.path)!r}")
+    if axs is None: axs = plt.subplots(1, 3, figsize=(12, 3))[1]
+    for ax,s in zip(axs, stats):
+        g = d[d.stat == s]
+        ax.plot(g.step, g.value); ax.set_title(f"{layer} {s}"); ax.set_xlabel('step'); _epoch_lines(ax, g)
+    return axs
+
+def plot_color_dim(run:Run, layer:str, split:str='train', ax=None):
+    "The histogram of `layer`'s activations at each sampled batch, log-scaled (fastai's colourful dimension)"
+    import matplotlib.pyplot as plt
+    steps,counts = run.step_hist(layer, split)
+    if not len(steps): raise ValueError(f"no step histograms of `{layer}` ({split}) in {str(run.path)!r}")
+    lo,hi = run.meta['hist']['range']
+    if ax is None: ax = plt.subplots(figsize=(8, 3))[1]
+    ax.imshow(np.log1p(counts[:, 1:-1].T), origin='lower', aspect='auto', extent=(steps[0] - 0.5, steps[-1] + 0.5, lo, hi))
+    ax.set_xlabel('step'); ax.set_ylabel('activation'); ax.set_title(f"{layer} ({split})")
     return ax

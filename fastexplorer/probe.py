@@ -218,8 +218,10 @@ def kept_dl_rng(dl):
 
 def unwrap_dl(dl):
     "The DataLoader inside fastai's `DistributedDL`, whose batches need every rank (it broadcasts its order from rank 0)"
-    from fastai.distributed import DistributedDL
-    return dl.dl if isinstance(dl, DistributedDL) else dl
+    # no DistributedDL exists before `fastai.distributed` is imported; importing it here would register fastai's
+    # progress bar as a default callback for every Learner built afterwards
+    fd = sys.modules.get('fastai.distributed')
+    return dl.dl if fd is not None and isinstance(dl, fd.DistributedDL) else dl
 
 def _dl_batch(dl):
     "The first batch of fastai DataLoader `dl`, leaving its random generator as it was"

@@ -6,7 +6,8 @@ Docs: https://fastexplorer.github.io/fastexplorer/stats.html.md"""
 
 # %% ../nbs/03_stats.ipynb #eb1e9549
 from __future__ import annotations
-import base64, math, sys, warnings
+import base64, math, sys, time, warnings
+import numpy as np
 from functools import partial
 import torch
 import torch.distributed as dist
@@ -20,11 +21,13 @@ from fastai.torch_core import rank_distrib
 from .core import *
 from .probe import *
 from .export import *
+from .export import _order, _key
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'has_own_params', 'select_layers', 'ElementSampler', 'act_row', 'unit_dim', 'ActStats', 'grad_rows',
-           'weight_stats', 'ParamStats', 'CustomStat', 'custom_stats', 'CustomStats', 'activation_maps', 'input_images',
-           'ExplorerCallback', 'all_reduce_stats', 'all_reduce_custom']
+__all__ = ['ACTIVATIONS', 'FLUSH_BATCHES', 'FLUSH_SECONDS', 'DEAD_AFTER', 'has_own_params', 'select_layers', 'ElementSampler',
+           'act_row', 'unit_dim', 'ActStats', 'step_row', 'grad_rows', 'weight_stats', 'ParamStats', 'CustomStat',
+           'custom_stats', 'CustomStats', 'activation_maps', 'input_images', 'ExplorerCallback', 'all_reduce_stats',
+           'all_reduce_custom']
 
 # %% ../nbs/03_stats.ipynb #158a8ec1
 # activation modules whose outputs are recorded by default, next to every module that holds parameters
@@ -58,7 +61,7 @@ class ElementSampler:
         return self.cache[k]
 
 def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., hi:float=10., near_zero:float=0.05, scratch:dict|None=None):
-    "Statistics of activation `x` as one float64 tensor on its device: the `_ROW` columns, then `bins` histogram counts"
+    "Statistics of activation `x` as one float64 tensor on its device: the `_ROW` columns, then `bins`+2 histogram counts (the outer two: below `lo`, from `hi` up)"
     xf = x.detach().reshape(-1)
     if xf.dtype != torch.float32: xf = xf.float()
     n = xf.numel()
@@ -86,7 +89,8 @@ def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., 
     idx = sampler(n, xf.device)
     xs = xf if idx is None else xf.index_select(0, idx)
     sfin = torch.isfinite(xs)
-    hist = torch.histc(torch.where(sfin, xs.clamp(lo, hi), float('nan')), bins, lo, hi)
+    w = (hi - lo) / bins
+    hist = torch.histc(torch.where(sfin, xs.clamp(lo - w, hi + w), float('nan')), bins + 2, lo - w, hi + w)
     counts = torch.stack([nan, nf.to(nan.device), sfin.sum(), (xs.abs() <= near_zero).sum()])
     floats = torch.stack([s, c, a, mn, mx, m])
     dt = torch.float32 if xf.device.type == 'mps' else torch.float64
@@ -113,14 +117,14 @@ def _first_tensor(o):
 
 class ActStats:
     "One epoch's activation statistics of `n` layers, accumulated on `device`"
-    def __init__(self, n:int, device, bins:int=40, hist_range=(-10., 10.), near_zero:float=0.05, sample:int=4096):
-        self.n,self.device,self.bins,(self.lo,self.hi),self.near_zero = n,device,bins,hist_range,near_zero
+    def __init__(self, n:int, device, bins:int=40, hist_range=(-10., 10.), near_zero:float=0.05, sample:int=4096, steps:bool=False):
+        self.n,self.device,self.bins,(self.lo,self.hi),self.near_zero,self.keep_steps = n,device,bins,hist_range,near_zero,steps
         self.dt = torch.float32 if torch.device(device).type == 'mps' else torch.float64
         self.sampler,self.scratch = ElementSampler(sample),{}
-        self.acc = torch.zeros(n, 9 + bins, dtype=self.dt, device=device)
+        self.acc = torch.zeros(n, 9 + bins + 2, dtype=self.dt, device=device)
         self.mins = torch.full((n,), math.inf, dtype=self.dt, device=device)
         self.maxs = torch.full((n,), -math.inf, dtype=self.dt, device=device)
-        self.units,self.errors = [None]*n,{}
+        self.units,self.errors,self.step_units = [None]*n,{},{}
         self.rows,self.idx,self.sizes,self.batches = [],[],[],0
 
     def add(self, i:int, m:nn.Module, o):
@@ -136,11 +140,14 @@ class ActStats:
                 if self.units[i] is None: self.units[i] = torch.full_like(u, -math.inf)
                 if self.units[i].shape == u.shape: torch.fmax(self.units[i], u, out=self.units[i])
                 else: self.errors[i] = f"unit count changed between calls ({self.units[i].numel()} then {u.numel()})"
+                if self.keep_steps:
+                    su = self.step_units.get(i)
+                    self.step_units[i] = u.clone() if su is None else torch.fmax(su, u) if su.shape == u.shape else su
         except Exception as e: self.errors[i] = f"{type(e).__name__}: {e}"
 
     def flush(self):
-        "Add the rows of the batch just run into the epoch's accumulators"
-        if not self.rows: return
+        "Add the rows of the batch just run into the epoch's accumulators; with `steps`, return the batch's own statistics (`step_row`)"
+        if not self.rows: return None
         R = torch.stack(self.rows)
         idx = torch.tensor(self.idx, device=R.device)
         n = torch.tensor(self.sizes, dtype=self.dt, device=R.device)
@@ -148,12 +155,25 @@ class ActStats:
         m2 = c - (n - nf) * m * m                      # take off the m² each masked element added
         q = m2 + nf * m * m                            # sum of squares, built from the centred part
         add = torch.cat([torch.stack([n, nan, nf, sn, nz, s, q, a, torch.ones_like(n)], 1), R[:, 10:]], 1)
-        self.acc.index_add_(0, idx, add)
         full = nf == n
-        self.mins.scatter_reduce_(0, idx, torch.where(full, mn, math.inf), 'amin')
-        self.maxs.scatter_reduce_(0, idx, torch.where(full, mx, -math.inf), 'amax')
         self.rows,self.idx,self.sizes = [],[],[]
         self.batches += 1
+        if not self.keep_steps:
+            self.acc.index_add_(0, idx, add)
+            self.mins.scatter_reduce_(0, idx, torch.where(full, mn, math.inf), 'amin')
+            self.maxs.scatter_reduce_(0, idx, torch.where(full, mx, -math.inf), 'amax')
+            return None
+        # this batch alone first, then into the epoch: the same sums, one more addition
+        acc = torch.zeros_like(self.acc).index_add_(0, idx, add)
+        mins = torch.full_like(self.mins, math.inf).scatter_reduce_(0, idx, torch.where(full, mn, math.inf), 'amin')
+        maxs = torch.full_like(self.maxs, -math.inf).scatter_reduce_(0, idx, torch.where(full, mx, -math.inf), 'amax')
+        self.acc += acc; torch.minimum(self.mins, mins, out=self.mins); torch.maximum(self.maxs, maxs, out=self.maxs)
+        silent = torch.full((self.n,), math.nan, dtype=self.dt, device=self.acc.device)
+        if self.step_units:
+            k = torch.tensor(list(self.step_units), device=silent.device)
+            silent[k] = torch.stack([(u <= 0).to(self.dt).mean() for u in self.step_units.values()])
+            self.step_units = {}
+        return step_row(acc, mins, maxs, silent)
 
     def finish(self, i_to_key:list, max_units:int=1024)->dict:
         "`{key: stats}` for every layer that produced a supported output (one host copy)"
@@ -161,7 +181,7 @@ class ActStats:
         units = [None if u is None else u.cpu() for u in self.units]
         res = {}
         for i,key in enumerate(i_to_key):
-            n,nan,nf,sn,nz,s,q,a,calls,*hist = acc[i]
+            n,nan,nf,sn,nz,s,q,a,calls,below,*hist,above = acc[i]
             if i in self.errors and not calls: res[key] = {'unsupported': self.errors[i]}; continue
             if not calls: continue
             mean = s / nf if nf else None
@@ -169,13 +189,25 @@ class ActStats:
             st = {'n': int(n), 'nan': int(nan), 'inf': int(n - nf - nan), 'calls': int(calls), 'mean': mean,
                   'std': math.sqrt(max(var, 0.)) if var is not None else None, 'min': mins[i], 'max': maxs[i],
                   'abs_mean': a / nf if nf else None, 'near_zero': nz / sn if sn else None,
-                  'hist': [int(h) for h in hist], 'hist_n': int(sn)}
+                  'hist': [int(h) for h in hist], 'hist_n': int(sn), 'hist_out': [int(below), int(above)]}
+            st['hist'][0] += st['hist_out'][0]; st['hist'][-1] += st['hist_out'][1]   # values outside count in the edge bins
             if (u := units[i]) is not None:
                 dead = (u <= 0).nonzero().flatten().tolist()
                 st.update(units=u.numel(), dead=len(dead), dead_frac=len(dead) / u.numel(), dead_units=dead[:max_units])
             if i in self.errors: st['unsupported'] = self.errors[i]
             res[key] = st
         return res
+
+# %% ../nbs/03_stats.ipynb #ebe5cc53
+def step_row(acc:torch.Tensor, mins:torch.Tensor, maxs:torch.Tensor, silent:torch.Tensor)->torch.Tensor:
+    "One batch's statistics per layer from its `ActStats` accumulators: calls, the `ACT_STATS` (NaN where undefined), then the histogram"
+    n,nan,nf,sn,nz,s,q,a,calls = acc[:, :9].unbind(1)
+    none,nf1 = torch.full_like(n, math.nan),nf.clamp(min=1)
+    std = ((q - s * s / nf1) / (nf - 1).clamp(min=1)).clamp(min=0).sqrt()
+    cols = [calls, n, nan, n - nf - nan, torch.where(nf > 0, s / nf1, none), torch.where(nf > 1, std, none),
+            torch.where(mins.isfinite(), mins, none), torch.where(maxs.isfinite(), maxs, none),
+            torch.where(nf > 0, a / nf1, none), torch.where(sn > 0, nz / sn.clamp(min=1), none), silent]
+    return torch.cat([torch.stack(cols, 1), acc[:, 9:]], 1)
 
 # %% ../nbs/03_stats.ipynb #1ee0af68
 def _norm(t): return torch.dot(t, t).sqrt()   # `vector_norm` is several times slower on some CPU builds
@@ -211,9 +243,9 @@ def weight_stats(p:torch.Tensor)->dict:
 
 # %% ../nbs/03_stats.ipynb #34c41058
 class ParamStats:
-    "One epoch's gradient and update statistics of parameters `ps`"
-    def __init__(self, ps:list):
-        self.ps = ps
+    "One epoch's gradient and update statistics of parameters `ps`; with `steps`, each sampled step's too (`take_step`)"
+    def __init__(self, ps:list, steps:bool=False):
+        self.ps,self.keep_steps,self.step = ps,steps,None
         dev = ps[0].device if ps else 'cpu'
         self.dt = torch.float32 if torch.device(dev).type == 'mps' else torch.float64
         n = len(ps)
@@ -229,6 +261,7 @@ class ParamStats:
         "Add the statistics of the current gradients (divided by `scale`, the loss scale under mixed precision)"
         live = [i for i,p in enumerate(self.ps) if p.grad is not None and not p.grad.is_sparse]
         if not live: return
+        nan0,inf0 = list(self.nan),list(self.inf)
         G = grad_rows([self.ps[i] for i in live]).to(self.dt)
         counts = [self.ps[i].numel() for i in live]
         if not bool(torch.isfinite(G).all()):             # the one synchronisation of a sampled batch
@@ -243,6 +276,10 @@ class ParamStats:
         self.gsum.index_add_(0, idx, torch.stack([s / n, norm, std, zeros / n], 1))
         self.gmax.scatter_reduce_(0, idx, amax, 'amax')
         for i in live: self.gsteps[i] += 1
+        if self.keep_steps:                                # norm, max |g|, NaN, Inf, update ratio (after the step)
+            self.step = torch.full((len(self.ps), 5), math.nan, dtype=self.dt, device=G.device)
+            self.step[idx, :2] = torch.stack([norm, amax], 1)
+            self.step[idx, 2:4] = torch.tensor([[self.nan[i] - nan0[i], self.inf[i] - inf0[i]] for i in live], dtype=self.dt).to(G.device)
 
     def snapshot(self):
         "Keep a copy of the weights before the optimizer step"
@@ -258,6 +295,12 @@ class ParamStats:
         self.usum += r; self.ucount += ok; torch.maximum(self.umax, r, out=self.umax)
         self.usteps += 1
         self.w0 = None
+        if self.step is not None: self.step[:, 4] = torch.where(ok, r, math.nan)
+
+    def take_step(self):
+        "The `GRAD_STATS` rows of the step just taken (one per parameter, NaN where there is no gradient), or `None`"
+        s,self.step = self.step,None
+        return s
 
     def finish(self, keys:list)->dict:
         "`{key: {'weight': {...}, 'grad': {...}}}` with one host copy of the accumulators"
@@ -419,6 +462,7 @@ class ExplorerCallback(Callback):
         port:int=8000,          # port of that server (0: any free port)
         snapshots:bool=False,   # keep a float32 copy of the weights on the CPU at each epoch end (for `loss_landscape(trajectory=True)`)
         overwrite:bool=False,   # replace a run already in `path`
+        steps:bool=True,        # also write each sampled batch's statistics to the run's step database, `steps.sqlite`
     ):
         if every < 1: raise ValueError(f"`every` must be at least 1, not {every}")
         self.folder,self.every,self.layers,self.valid,self.grads,self.updates = path,every,layers,valid,grads,updates
@@ -428,6 +472,8 @@ class ExplorerCallback(Callback):
         self.keep_snapshots,self.snapshots = snapshots,[]
         self.writer,self.tree,self.n_epochs,self.handles,self.active,self.opened = None,None,0,[],False,False
         self.customs = custom_stats(custom)
+        self.steps,self.step_writer,self.pending,self.n_steps,self._step_act = steps,None,[],0,None
+        self.live_alerts,self.live_seen,self.dead_checked = [],set(),False
 
 # %% ../nbs/03_stats.ipynb #34b0834c
 def _count(ps, trainable=False): return sum(p.numel() for p in ps if p.requires_grad or not trainable)
@@ -466,6 +512,9 @@ def _cb_before_fit(self:ExplorerCallback):
             if p is None or id(p) in seen or isinstance(p, nn.parameter.UninitializedParameter): continue
             seen.add(id(p)); self.pkeys.append(f"{path}.{n}" if path else n); ps.append(p)
     self.ps = ps
+    if self.writer is not None and self.steps:
+        self.step_writer = StepWriter(self.writer.path, self.hist_bins, self.hist_range)
+        self.writer.manifest['steps'],self.last_flush = self.step_writer.fname.name,time.monotonic()
     allp = list({id(p): p for p in model.parameters()}.values())
     if self.writer is not None:
         self.writer.manifest['fits'].append({'first_epoch': self.n_epochs + 1, 'n_epoch': self.learn.n_epoch,
@@ -557,6 +606,7 @@ def _abort(self:ExplorerCallback, e:BaseException):
     self.active = False
     status = 'cancelled' if isinstance(e, KeyboardInterrupt) else 'failed'
     try:
+        self._close_steps()
         if self.epoch_started: self._write_epoch(partial=True)
         if self.writer is not None: self.writer.write_manifest(status=status, error=f"{type(e).__name__}: {e}")
     except Exception as w: warnings.warn(f"fastexplorer could not record the end of the run in {self.folder}: {w}")
@@ -569,12 +619,14 @@ def _cb_before_epoch(self:ExplorerCallback):
     if not self.active: return
     dev = model_device(unwrap_model(self.learn.model))
     kw = dict(bins=self.hist_bins, hist_range=self.hist_range, near_zero=self.near_zero, sample=self.sample)
-    self.act = ActStats(len(self.keys), dev, **kw)
-    self.vact = ActStats(len(self.keys), dev, **kw) if self.valid else None
-    self.pstats = ParamStats(self.ps)
+    steps = self.step_writer is not None
+    self.act = ActStats(len(self.keys), dev, steps=steps, **kw)
+    self.vact = ActStats(len(self.keys), dev, steps=steps, **kw) if self.valid else None
+    self.pstats = ParamStats(self.ps, steps=steps)
     self.cstats = CustomStats()
     self.epoch_started,self.partial,self.sampled,self.step_cancelled = True,False,False,False
     self.ranks,self.skipped_steps,self._pending = 1,0,None
+    self.live_seen,self.dead_checked = set(),False
 
 def _sampling(self:ExplorerCallback)->bool:
     if not self.active: return False
@@ -597,7 +649,7 @@ def _hook(st:ActStats, i:int, m, inp, out): st.add(i, m, out)
 def _cb_after_pred(self:ExplorerCallback):
     if not self.sampled: return
     self._remove_hooks()
-    (self.act if self.training else self.vact).flush()
+    self._step_act = (self.act if self.training else self.vact).flush()
 
 ExplorerCallback.before_epoch,ExplorerCallback._sampling = _cb_before_epoch,_sampling
 ExplorerCallback.before_batch,ExplorerCallback.after_pred = _cb_before_batch,_cb_after_pred
@@ -662,6 +714,7 @@ def _cb_after_cancel_epoch(self:ExplorerCallback): self.partial = True
 
 def _cb_after_epoch(self:ExplorerCallback):
     if not self.active: return
+    self._flush_steps()
     if self.keep_snapshots:
         self.snapshots.append(torch.cat([p.detach().reshape(-1).float().cpu() for p in {id(p): p for p in unwrap_model(self.learn.model).parameters()}.values()]))
     try:
@@ -676,6 +729,7 @@ ExplorerCallback.after_epoch = _cb_after_epoch
 def _cb_after_cancel_fit(self:ExplorerCallback):
     self._remove_hooks()
     if not self.active: return
+    self._close_steps()
     if self.epoch_started: self._write_epoch(partial=True)
     if self.writer is not None: self.writer.write_manifest(status='cancelled')
     self.cancelled = True
@@ -684,9 +738,105 @@ def _cb_after_fit(self:ExplorerCallback):
     self._remove_hooks(); self._remove_guard()
     if not self.active: return
     self.active = False
+    self._close_steps()
     if not self.cancelled and self.writer is not None: self.writer.write_manifest(status='finished')
 
 ExplorerCallback.after_cancel_fit,ExplorerCallback.after_fit = _cb_after_cancel_fit,_cb_after_fit
+
+# %% ../nbs/03_stats.ipynb #49877a13
+FLUSH_BATCHES,FLUSH_SECONDS = 10,1.
+
+def _cb_after_batch(self:ExplorerCallback):
+    "Count the step, and queue a sampled batch's statistics for the step database"
+    if not self.active: return
+    step = self.n_steps
+    if self.training: self.n_steps += 1
+    if not (self.sampled and self.step_writer is not None): return
+    act,self._step_act = self._step_act,None
+    grad = self.pstats.take_step() if self.training else None
+    loss = getattr(self.learn, 'loss', None)
+    smooth = getattr(getattr(self.learn, 'recorder', None), 'smooth_loss', None) if self.training else None
+    opt = getattr(self.learn, 'opt', None)
+    hypers = [{k: float(v) for k,v in h.items() if isinstance(v, (int, float)) and not isinstance(v, bool)} for h in opt.hypers] if opt is not None and self.training else []
+    meta = {'step': step, 'fit': len(self.writer.manifest['fits']) - 1, 'epoch': self.n_epochs + 1,
+            'split': 'train' if self.training else 'valid', 'iter': self.learn.iter, 'time': time.time(), 'hypers': hypers}
+    self.pending.append((meta, act, grad, _scalar_of(loss), _scalar_of(getattr(smooth, 'value', None))))
+    if len(self.pending) >= FLUSH_BATCHES or time.monotonic() - self.last_flush >= FLUSH_SECONDS: self._flush_steps()
+
+def _scalar_of(t): return t.detach().reshape(-1)[:1].float() if isinstance(t, torch.Tensor) and t.numel() else None
+
+def _rows(pend:list, k:int, keep)->tuple:
+    "Stack item `k` of the queued batches that have one: an array of rows (batch index, row index, values…) where `keep`"
+    have = [(i, p[k]) for i,p in enumerate(pend) if p[k] is not None]
+    if not have: return None
+    A = torch.stack([t for _,t in have]).cpu().numpy()            # one device-to-host copy
+    bi,ri = np.nonzero(keep(A))
+    return np.column_stack([np.array([i for i,_ in have])[bi], ri, A[bi, ri]])
+
+def _flush_steps(self:ExplorerCallback):
+    "Copy the queued batches' statistics to the host and hand them to the step database's writer"
+    self.last_flush = time.monotonic()
+    if not self.pending or self.step_writer is None: return
+    pend,self.pending = self.pending,[]
+    losses = [[p[3], p[4]] for p in pend]
+    flat = [t for l in losses for t in l if t is not None]
+    vals = iter(torch.cat(flat).cpu().tolist() if flat else [])
+    metas = []
+    for (meta,*_),l in zip(pend, losses):
+        loss,smooth = [next(vals) if t is not None else None for t in l]
+        metas.append({**meta, 'loss': loss, 'smooth_loss': smooth})
+    act = _rows(pend, 1, lambda A: A[:, :, 0] > 0)                 # layers that ran on the batch
+    if act is not None: act = np.delete(act, 2, axis=1)            # drop the calls column
+    grad = _rows(pend, 2, lambda A: ~np.isnan(A[:, :, 0]))         # parameters with a gradient
+    self.step_writer.submit(metas, self.keys, act, self.pkeys, grad)
+    self._live_alerts(metas, act, grad)
+
+def _close_steps(self:ExplorerCallback):
+    "Write what is queued, wait for the writer and close the step database"
+    if self.step_writer is None: return
+    try: self._flush_steps()
+    finally:
+        w,self.step_writer,self.pending = self.step_writer,None,[]
+        w.close()
+
+ExplorerCallback.after_batch,ExplorerCallback._flush_steps,ExplorerCallback._close_steps = _cb_after_batch,_flush_steps,_close_steps
+
+# %% ../nbs/03_stats.ipynb #307425f2
+DEAD_AFTER = 20
+
+def _live(self:ExplorerCallback, key, **alert):
+    "Record an alert found inside an epoch, once per epoch for each `key`"
+    if key in self.live_seen: return
+    self.live_seen.add(key)
+    self.live_alerts.append({**alert, 'epoch': self.n_epochs + 1})
+
+def _live_alerts(self:ExplorerCallback, metas:list, act, grad):
+    "Alerts in the batches about to be written: the first non-finite values, and dead layers after `DEAD_AFTER` batches"
+    n0,order = len(self.live_alerts),_order(self.tree)
+    what = {'act': 'activations', 'valid_act': 'validation activations', 'grad': 'gradients'}
+    for rows,names,col in ((act, self.keys, 3), (grad, self.pkeys, 4)):   # columns: batch, layer, then the statistics
+        if rows is None: continue
+        bad = rows[rows[:, col] + rows[:, col + 1] > 0]
+        if not len(bad): continue
+        b = int(bad[:, 0].min())
+        r = min(bad[bad[:, 0] == b], key=lambda r: _key(order, names[int(r[1])]))
+        m,p = metas[b],names[int(r[1])]
+        stat = 'grad' if rows is grad else 'act' if m['split'] == 'train' else 'valid_act'
+        self._live(('nonfinite', stat), kind='nonfinite', layer=p, stat=stat, value=int(r[col] + r[col + 1]), step=m['step'],
+                   message=f"first non-finite {what[stat]} in `{p}` at step {m['step']}: {int(r[col])} NaN, {int(r[col + 1])} Inf")
+    nonfinite = any(k[0] == 'nonfinite' for k in self.live_seen)       # NaN is never positive: no dead alert from it
+    if not self.dead_checked and not nonfinite and self.act.batches >= DEAD_AFTER:
+        self.dead_checked = True
+        have = [(i, u) for i,u in enumerate(self.act.units) if u is not None]
+        frac = torch.stack([(u <= 0).float().mean() for _,u in have]).cpu().tolist() if have else []
+        for (i,u),f in sorted(zip(have, frac), key=lambda o: _key(order, self.keys[o[0][0]])):
+            if f > self.alert_kw.get('dead', 0.5):
+                p = self.keys[i]
+                self._live(('dead', p), kind='dead', layer=p, stat='act', value=f, step=metas[-1]['step'],
+                           message=f"{f:.0%} of the {u.numel()} units of `{p}` were never positive in the first {self.act.batches} sampled batches")
+    if len(self.live_alerts) > n0 and self.writer is not None: self.writer.write_manifest(live_alerts=self.live_alerts)
+
+ExplorerCallback._live,ExplorerCallback._live_alerts = _live,_live_alerts
 
 # %% ../nbs/03_stats.ipynb #e527676f
 def _custom_hook(acc:CustomStats, cs:list, pre:str, path:str, m, args, out):
@@ -790,7 +940,7 @@ def _ps_state(self:ParamStats)->tuple:
     "A copy of the gradient accumulators, to take back a step that the loss scaler skips"
     return self.gsum.clone(),self.gmax.clone(),list(self.gsteps),list(self.nan),list(self.inf)
 
-def _ps_restore(self:ParamStats, state:tuple): self.gsum,self.gmax,self.gsteps,self.nan,self.inf = state
+def _ps_restore(self:ParamStats, state:tuple): self.gsum,self.gmax,self.gsteps,self.nan,self.inf,self.step = *state,None
 
 ParamStats.state,ParamStats.restore = _ps_state,_ps_restore
 

@@ -247,12 +247,17 @@ def render_notebook(src:Path, dst:Path, execute:bool=True, timeout:int=600):
             c.metadata.setdefault('tags', []).append('skip-execution')
     if execute:
         from nbclient import NotebookClient
+        from jupyter_client.manager import KernelManager
         for c in nb.cells:
             if c.cell_type == 'code': c.outputs, c.execution_count = [], None
         with tempfile.TemporaryDirectory() as tmp:
             shutil.copytree(NBS/'images', Path(tmp)/'images', dirs_exist_ok=True)
-            NotebookClient(nb, timeout=timeout, kernel_name='python3', resources={'metadata': {'path': tmp}},
-                           skip_cells_with_tag='skip-execution').execute()
+            # a local socket, not TCP: nothing to eavesdrop on, and no kernel warning about unencrypted TCP per notebook
+            km = KernelManager(kernel_name='python3', transport='ipc', ip=str(Path(tmp)/'kernel'))
+            try: NotebookClient(nb, km=km, timeout=timeout, resources={'metadata': {'path': tmp}},
+                                skip_cells_with_tag='skip-execution').execute()
+            finally:
+                if km.has_kernel: km.shutdown_kernel()
     exp = _default_exp(nb.cells)
     module = importlib.import_module(f'fastexplorer.{exp}') if exp else None
     cells = []

@@ -28,6 +28,7 @@ def render(nb:dict)->str:
             out.append(re.sub(r'\]\((?!https?:|#|/)([^)\s]+\.ipynb|images/)', r'](nbs/\1', src)); continue
         out.append(f"```python\n{src}\n```")
         for o in c.get('outputs', []):
+            if o.get('name') == 'stderr': continue   # warnings of the libraries imported, as the docs site leaves them out
             txt = _text(o.get('text') or o.get('data', {}).get('text/plain', '')).rstrip()
             if o.get('output_type') == 'stream': txt = _terminal(txt)
             if txt: out.append(f"```\n{txt}\n```")

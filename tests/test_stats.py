@@ -138,6 +138,20 @@ def test_histogram_counts_and_dead_units(tmp_path):
         assert (a['units'], a['dead'], a['dead_frac'], a['dead_units']) == (4, 2, 0.5, [1, 3]), layer
         assert sum(a['hist']) == a['hist_n'] == a['n'] - a['nan'] - a['inf'] == 8 * 4 * 8 * 8   # 256 elements a batch: all sampled
 
+def test_histogram_counts_values_outside_its_range(tmp_path):
+    "`hist_out` counts the sampled values below the range and from its high end up, which the edge bins also hold"
+    class Pattern(nn.Module):
+        "Six fixed values per sample: one below [-10, 10], -10 and 10 on its ends, 30 above"
+        def forward(self, x): return x[:, :6] * 0 + x.new_tensor([-20., -10., 0., 9.99, 10., 30.])
+    model = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten(), Pattern(), nn.Linear(6, 2))
+    learn = learner(model, images(n=8, size=8))
+    _fit(learn, 1, cbs=ExplorerCallback(tmp_path/'run', every=1, layers=['3'], hist_bins=4))
+    a = load_run(tmp_path/'run').stats('3')[0]
+    n = a['hist_n'] // 6
+    assert n > 0 and a['hist_n'] == a['n'], a
+    assert a['hist_out'] == [n, 2 * n], a                     # -20 below; 10 and 30 from the high end up
+    assert a['hist'] == [2 * n, 0, n, 3 * n], a               # edge bins include what lies outside: the counts add up
+
 def test_nan_counted_and_alerted(tmp_path):
     "NaN and Inf are counted, statistics are over the finite values, and the first layer with them is alerted"
     class Poison(nn.Module):
@@ -212,7 +226,7 @@ def test_memory_flat_over_batches(tmp_path):
     learn = digits_learner(cbs=ExplorerCallback(tmp_path/'run', every=1))
     _fit(learn, 1)
     cb = learn.explorer
-    assert cb.act.rows == [] and cb.act.acc.shape == (len(cb.keys), 9 + cb.hist_bins)
+    assert cb.act.rows == [] and cb.act.acc.shape == (len(cb.keys), 9 + cb.hist_bins + 2)
 
 def test_load_run_roundtrip(tmp_path):
     "`load_run` gives back the trees, the recorder rows and a long DataFrame"
