@@ -326,6 +326,8 @@ def test_histogram_fits_the_values_and_marks_values_outside(runs, page, tmp_path
     shutil.copytree(runs/'toohigh', tmp_path/'counted'); shutil.copytree(runs/'toohigh', tmp_path/'older')
     _edit_stats(tmp_path/'counted', lambda a: a.update(hist_out=[0, 123] if a['max'] >= 10 else [0, 0]))
     _edit_stats(tmp_path/'older', lambda a: a.pop('hist_out', None))       # files written before `hist_out`
+    shutil.copytree(runs/'toohigh', tmp_path/'unsampled')
+    _edit_stats(tmp_path/'unsampled', lambda a: a.update(hist_out=[0, 0]))  # the max beyond the range, but no sampled value
     shutil.copytree(runs/'good', tmp_path/'good')
     hist = page.locator('#hist-heatmap')
     with serve(tmp_path, port=0) as srv:
@@ -351,6 +353,10 @@ def test_histogram_fits_the_values_and_marks_values_outside(runs, page, tmp_path
         expect(page.locator('#panel .hist-out')).to_contain_text(f"values at or above 10 (max {float(f'{top:.3g}'):g})")
         expect(page.locator('#panel .hist-out')).to_contain_text('how many these files do not record')
         hist.screenshot(path=str(SHOTS/'hist-out.png'))
+        page.goto(srv.url + '?run=unsampled')
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        page.locator('#tree .node[data-path="1.2"] .label').first.click()
+        expect(page.locator('#panel .hist-out')).to_contain_text(f"the max ({float(f'{top:.3g}'):g}) lay at or above 10, but none of the sampled values")
     assert page.problems == []
 
 def test_landscape_says_what_its_directions_are(runs, page, tmp_path):

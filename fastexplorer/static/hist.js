@@ -4,21 +4,23 @@ import { S, epochNumbers, statsAt } from './state.js';
 import { niceStep, tickFmt } from './charts.js';
 
 /* Per epoch: the histogram of the training activations over the recording range (values outside it are counted in the
-   edge bins), and how many sampled values fell below / at or above it: `hist_out` when the file has it, else `null`
-   (some, count unknown) when the epoch's `min`/`max` went beyond the range. */
+   edge bins), and for each side how many sampled values fell below / at or above the range (`hist_out`; `null`: files
+   from before it, which only say, through `min`/`max`, that some did) and whether the extreme itself lay beyond. */
 function histColumns(run, path) {
   return epochNumbers(run).map((n) => {
     const ep = run.epochs.get(n), s = statsAt(run, ep, path), a = s && s.act;
     const r = (ep.hist && ep.hist.range) || (run.meta && run.meta.hist && run.meta.hist.range);
     const c = { n, hist: a && Array.isArray(a.hist) && a.hist.length ? a.hist : null, range: Array.isArray(r) && r.length === 2 && r[1] > r[0] ? r : null,
-                hn: a && fin(a.hist_n) ? a.hist_n : null, min: a && fin(a.min) ? a.min : null, max: a && fin(a.max) ? a.max : null, below: 0, above: 0 };
+                hn: a && fin(a.hist_n) ? a.hist_n : null, min: a && fin(a.min) ? a.min : null, max: a && fin(a.max) ? a.max : null };
     if (!c.hist || !c.range) return c;
-    const out = a.hist_out;
-    if (Array.isArray(out) && out.length === 2) { c.below = fin(out[0]) ? out[0] : 0; c.above = fin(out[1]) ? out[1] : 0; }
-    else { c.below = c.min !== null && c.min < c.range[0] ? null : 0; c.above = c.max !== null && c.max >= c.range[1] ? null : 0; }
+    const out = Array.isArray(a.hist_out) && a.hist_out.length === 2 ? a.hist_out : null;
+    const side = (k, beyond) => ({ n: out ? (fin(out[k]) ? out[k] : 0) : (beyond ? null : 0), beyond });
+    c.below = side(0, c.min !== null && c.min < c.range[0]);
+    c.above = side(1, c.max !== null && c.max >= c.range[1]);
     return c;
   });
 }
+const outside = (o) => !!o && (o.n === null || o.n > 0 || o.beyond);
 
 /* The y range drawn: the bins that hold mass in any epoch and the observed min/max (within the range), a bin of margin. */
 function fitRange(cols) {
@@ -30,8 +32,8 @@ function fitRange(cols) {
     c.hist.forEach((v, b) => { if (v > 0) { y0 = Math.min(y0, lo + b * bw); y1 = Math.max(y1, lo + (b + 1) * bw); } });
     if (c.min !== null) { y0 = Math.min(y0, clip(c.min)); y1 = Math.max(y1, clip(c.min)); }
     if (c.max !== null) { y0 = Math.min(y0, clip(c.max)); y1 = Math.max(y1, clip(c.max)); }
-    if (c.below !== 0) y0 = lo;
-    if (c.above !== 0) y1 = hi;
+    if (outside(c.below)) y0 = lo;
+    if (outside(c.above)) y1 = hi;
   }
   if (!(rhi > rlo)) return null;
   if (!(y1 >= y0)) return [rlo, rhi, rlo, rhi];
@@ -40,20 +42,23 @@ function fitRange(cols) {
   return [y0, y1, rlo, rhi];
 }
 
-/* The note under the chart when values fell outside the recording range: how many, which side, which epochs. */
+/* The note under the chart when values fell outside the recording range: on each side, how many sampled values and in
+   which epochs, or that the files do not say how many, or that only the extreme (of all values) lay beyond. */
 function outNote(cols, rlo, rhi) {
-  const side = (k, sym, where) => {
-    const hit = cols.filter((c) => c[k] !== 0);
-    if (!hit.length) return null;
-    const eps = `epoch${hit.length === 1 ? '' : 's'} ${hit.map((c) => c.n).join(', ')}`;
-    if (hit.some((c) => c[k] === null)) {
-      const ext = k === 'above' ? Math.max(...hit.map((c) => c.max)) : Math.min(...hit.map((c) => c.min));
-      return `${sym} values ${where} (${k === 'above' ? 'max' : 'min'} ${fmt(ext, 3)}) in ${eps}, how many these files do not record`;
+  const eps = (cs) => `epoch${cs.length === 1 ? '' : 's'} ${cs.map((c) => c.n).join(', ')}`;
+  const side = (k, sym, where, ext, extName) => {
+    const on = cols.filter((c) => c[k]), counted = on.filter((c) => c[k].n > 0), unknown = on.filter((c) => c[k].n === null);
+    const unsampled = on.filter((c) => c[k].n === 0 && c[k].beyond), parts = [];
+    if (counted.length) {
+      const n = counted.reduce((t, c) => t + c[k].n, 0), of = counted.reduce((t, c) => t + (c.hn || 0), 0);
+      parts.push(`${fmtCount(n)} sampled value${n === 1 ? '' : 's'}${of ? ` (${fmt(100 * n / of, 2)}% of ${fmtCount(of)})` : ''} ${where} in ${eps(counted)}`);
     }
-    const n = hit.reduce((t, c) => t + c[k], 0), of = hit.reduce((t, c) => t + (c.hn || 0), 0);
-    return `${sym} ${fmtCount(n)} sampled value${n === 1 ? '' : 's'}${of ? ` (${fmt(100 * n / of, 2)}% of ${fmtCount(of)})` : ''} ${where} in ${eps}`;
+    if (unknown.length) parts.push(`values ${where} (${extName} ${fmt(ext(unknown), 3)}) in ${eps(unknown)}, how many these files do not record`);
+    if (unsampled.length) parts.push(`in ${eps(unsampled)} the ${extName} (${fmt(ext(unsampled), 3)}) lay ${where}, but none of the sampled values`);
+    return parts.length ? `${sym} ${parts.join('; ')}` : null;
   };
-  const parts = [side('above', '▲', `at or above ${fmt(rhi)}`), side('below', '▼', `below ${fmt(rlo)}`)].filter(Boolean);
+  const parts = [side('above', '▲', `at or above ${fmt(rhi)}`, (cs) => Math.max(...cs.map((c) => c.max)), 'max'),
+                 side('below', '▼', `below ${fmt(rlo)}`, (cs) => Math.min(...cs.map((c) => c.min)), 'min')].filter(Boolean);
   if (!parts.length) return null;
   return h('div', { class: 'hist-out', title: `the histogram records values in [${fmt(rlo)}, ${fmt(rhi)}] (ExplorerCallback's hist range); values outside are counted in the edge bins, marked red` },
     `Outside the recording range [${fmt(rlo)}, ${fmt(rhi)}]: ${parts.join('; ')}.`);
@@ -90,8 +95,8 @@ export function histChart(run, path, id, label) {
     // values outside the range: a red edge on that side, with a triangle pointing out
     ctx.fillStyle = '#dc2626';
     const x = m.l + i * cw, xc = x + cw / 2;
-    if (c.above !== 0) { ctx.fillRect(x, m.t, cw, 3); ctx.beginPath(); ctx.moveTo(xc - 5, m.t + 11); ctx.lineTo(xc + 5, m.t + 11); ctx.lineTo(xc, m.t + 4); ctx.fill(); }
-    if (c.below !== 0) { ctx.fillRect(x, m.t + ph - 3, cw, 3); ctx.beginPath(); ctx.moveTo(xc - 5, m.t + ph - 11); ctx.lineTo(xc + 5, m.t + ph - 11); ctx.lineTo(xc, m.t + ph - 4); ctx.fill(); }
+    if (outside(c.above)) { ctx.fillRect(x, m.t, cw, 3); ctx.beginPath(); ctx.moveTo(xc - 5, m.t + 11); ctx.lineTo(xc + 5, m.t + 11); ctx.lineTo(xc, m.t + 4); ctx.fill(); }
+    if (outside(c.below)) { ctx.fillRect(x, m.t + ph - 3, cw, 3); ctx.beginPath(); ctx.moveTo(xc - 5, m.t + ph - 11); ctx.lineTo(xc + 5, m.t + ph - 11); ctx.lineTo(xc, m.t + ph - 4); ctx.fill(); }
   });
   ctx.restore();
   ctx.fillStyle = '#6b7280'; ctx.textAlign = 'right';
