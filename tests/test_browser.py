@@ -302,7 +302,7 @@ def test_flat_activation_maps(runs, page):
         assert len(caps) == 4 and all('…' not in c and float(c) > 0 for c in caps), caps
         for i in range(4):
             im = Image.open(io.BytesIO(page.locator('#heatmaps canvas.hm-img').nth(4 + i).screenshot())).convert('RGB')
-            px = set(im.crop((4, 4, im.width - 4, im.height - 4)).getdata())
+            px = {c for _,c in im.crop((4, 4, im.width - 4, im.height - 4)).getcolors()}
             assert len(px) == 1 and sum(px.pop()) > 120, (i, px)   # one colour, and not the colour map's black
     assert page.problems == []
 

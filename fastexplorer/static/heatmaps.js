@@ -31,12 +31,12 @@ function mapCanvas(b64, w, hh, title) {
   return cv;
 }
 
-/* A flat map (min == max, such as a 1×1 map after global pooling) has no pattern to normalise: one colour, its value
-   ranked among the row's flat maps (`t` in [0, 1]), drawn away from the colour map's black end. */
+/* A flat map (min == max, such as a 1×1 map after global pooling, or a dead ReLU's) has no pattern to normalise: one
+   colour, its value placed on the row's range (`t` in [0, 1]), kept off the colour map's black end. */
 function flatCanvas(t, title) {
   const cv = h('canvas', { class: 'hm-img hm-flat', width: '1', height: '1', title });
   const ctx = cv.getContext('2d');
-  if (ctx) { ctx.fillStyle = lutCss(MAGMA, 0.25 + 0.65 * t); ctx.fillRect(0, 0, 1, 1); }
+  if (ctx) { ctx.fillStyle = lutCss(MAGMA, 0.2 + 0.75 * t); ctx.fillRect(0, 0, 1, 1); }
   return cv;
 }
 const isFlat = (lo, hi) => fin(lo) && fin(hi) && Math.abs(hi - lo) <= 1e-6 * Math.max(1, Math.abs(lo), Math.abs(hi));
@@ -72,7 +72,7 @@ export function renderHeatmaps() {
   for (const p of paths) {
     const L = hm.layers[p], tn = S.tree && S.tree.byPath.get(p);
     const los = Array.isArray(L.lo) ? L.lo : [], his = Array.isArray(L.hi) ? L.hi : [];
-    const flats = los.filter((v, i) => isFlat(v, his[i])), f0 = Math.min(...flats), f1 = Math.max(...flats);
+    const f0 = Math.min(...los.filter(fin)), f1 = Math.max(...his.filter(fin));   // the row's range
     const lab = h('div', { class: 'hm-rowlabel', title: `${p} ${tn ? tn.cls : ''}` }, h('a', { href: '#', class: 'hm-layer', dataset: { layer: p }, text: p === '' ? '(model)' : p }), tn ? h('div', { class: 'cls', text: tn.cls }) : null);
     table.append(lab);
     for (let i = 0; i < n; i++) {
@@ -82,7 +82,7 @@ export function renderHeatmaps() {
       if (mp && isFlat(lo, hi)) {
         anyFlat = true;
         cell.append(flatCanvas(f1 > f0 ? (lo - f0) / (f1 - f0) : 0.5, `${p}, sample ${i}: ${L.h}×${L.w}, flat: every position is ${fmt(lo, 4)}` +
-                                                                 (f1 > f0 ? ` (colour: its rank among this row's flat maps, ${fmt(f0, 3)} to ${fmt(f1, 3)})` : '')));
+                                                                 (f1 > f0 ? ` (colour: that value on this row's range, ${fmt(f0, 3)} to ${fmt(f1, 3)})` : '')));
         cell.append(h('div', { class: 'hm-cap', text: fmt(lo, 3) }));
       } else if (mp) {
         cell.append(mapCanvas(mp, L.w | 0, L.h | 0, `${p}, sample ${i}: ${L.h}×${L.w}, channel mean in [${fmt(lo)}, ${fmt(hi)}]`));
@@ -93,6 +93,6 @@ export function renderHeatmaps() {
   }
   const note = fromSel ? `Channel-mean activation of ${sel.path === '' ? 'the model' : sel.path} per validation sample, epoch ${e}.`
     : `Channel-mean activations of the first layers, epoch ${e}` + (sel ? ' (the selected node has no map: pick a layer with a 4-D output).' : ' (select a layer to see its own).');
-  const flatNote = anyFlat ? ' Flat maps (one value everywhere, such as 1×1 maps after pooling) are labelled with that value; their colour ranks it among the row\'s flat maps.' : '';
+  const flatNote = anyFlat ? ' Flat maps (one value everywhere, such as 1×1 maps after pooling) are labelled with that value, coloured by where it lies in the row\'s range.' : '';
   box.replaceChildren(h('div', { class: 'note small' }, note, ' ', h('span', { class: 'cmap', style: `background:${lutGradient(MAGMA)}`, title: 'low → high, per map' }), flatNote), h('div', { class: 'hm-scroll' }, table));
 }
