@@ -184,8 +184,11 @@ def test_custom_stats_and_depth_idx(page, tmp_path):
     assert page.problems == []
 
 def test_page_modules_and_worker(runs, page):
-    "The page loads as ES modules from the server, each allow-listed, and its worker digests the epochs; without the worker it still works"
-    from fastexplorer.explorer import _STATIC, _page_modules
+    "The page is ES modules of a few hundred lines at most, served as they are and allow-listed; its worker digests the epochs; without the worker it still works"
+    import fastexplorer.explorer as fe
+    static = Path(fe.__file__).parent/'static'
+    sizes = {p.name: len(p.read_text().splitlines()) for p in static.glob('*.js')}
+    assert max(sizes.values()) <= 300, sizes
     seen, workers = [], []
     page.on('response', lambda r: seen.append((r.url.rsplit('/static/', 1)[-1], r.status, r.headers.get('content-type', ''))) if '/static/' in r.url else None)
     page.on('worker', lambda w: workers.append(w.url))
@@ -193,7 +196,7 @@ def test_page_modules_and_worker(runs, page):
         page.goto(srv.url + '?run=toohigh')
         expect(page.locator('#epoch-count')).to_have_text('3')
         mods = {n for n,st,ct in seen if n.endswith('.js') and st == 200 and ct.startswith('text/javascript')}
-        assert set(_page_modules()) | {'worker.js'} <= mods <= set(_STATIC), (mods, seen)
+        assert set(sizes) - {'worker.js'} <= mods <= set(fe._STATIC), (mods, seen)   # every module the package ships, none other
         assert [w.rsplit('/', 1)[-1] for w in workers] == ['worker.js'], workers
         # the worker refused (say, a browser without module workers): the page digests the epochs itself
         page.route('**/static/worker.js', lambda r: r.abort())
