@@ -25,7 +25,7 @@ def _versions()->dict:
 
 def _now()->str: return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
 
-_OURS = re.compile(r'^((run|representation|landscape|epoch_\d{4,})\.json|steps\.sqlite(-wal|-shm)?)$')
+_OURS = re.compile(r'^((run|representation|landscape|epoch_\d{4,})\.json|steps\.sqlite(-wal|-shm)?|snapshot_\d{4,}\.npy)$')
 
 class RunWriter:
     "Writes one run folder: `representation.json`, `epoch_0001.json`, … and the `run.json` manifest"
@@ -71,6 +71,18 @@ class RunWriter:
         eps = [e for e in self.manifest['epochs'] if e['epoch'] != doc['epoch']]
         eps.append({'epoch': doc['epoch'], 'file': fname.name, 'partial': doc.get('partial', False)})
         self.write_manifest(epochs=eps)
+        return fname
+
+    def write_snapshot(self, epoch:int, weights:np.ndarray)->Path:
+        "Write the flat float32 `weights` at the end of `epoch` as `snapshot_NNNN.npy` (read back memory-mapped)"
+        fname = self.path/f"snapshot_{epoch:04d}.npy"
+        fd,tmp = tempfile.mkstemp(dir=self.path, suffix='.tmp')
+        try:
+            with os.fdopen(fd, 'wb') as f: np.save(f, np.ascontiguousarray(weights, dtype=np.float32))
+            os.replace(tmp, fname)
+        except BaseException:
+            if os.path.exists(tmp): os.unlink(tmp)
+            raise
         return fname
 
 # %% ../nbs/02_export.ipynb #e03cd7af

@@ -460,7 +460,7 @@ class ExplorerCallback(Callback):
         heatmap_size:int=16,    # maps are pooled to at most this size
         serve:bool=False,       # serve the explorer for this run from the first fit on (see `serve`)
         port:int=8000,          # port of that server (0: any free port)
-        snapshots:bool=False,   # keep a float32 copy of the weights on the CPU at each epoch end (for `loss_landscape(trajectory=True)`)
+        snapshots:bool=False,   # write a float32 copy of the weights to the run folder at each epoch end (for `loss_landscape(trajectory=True)`)
         overwrite:bool=False,   # replace a run already in `path`
         steps:bool=True,        # also write each sampled batch's statistics to the run's step database, `steps.sqlite`
     ):
@@ -715,8 +715,9 @@ def _cb_after_cancel_epoch(self:ExplorerCallback): self.partial = True
 def _cb_after_epoch(self:ExplorerCallback):
     if not self.active: return
     self._flush_steps()
-    if self.keep_snapshots:
-        self.snapshots.append(torch.cat([p.detach().reshape(-1).float().cpu() for p in {id(p): p for p in unwrap_model(self.learn.model).parameters()}.values()]))
+    if self.keep_snapshots and self.writer is not None:   # on disk, not in memory: a run of any length costs no RAM
+        w = torch.cat([p.detach().reshape(-1).float().cpu() for p in {id(p): p for p in unwrap_model(self.learn.model).parameters()}.values()])
+        self.snapshots.append(self.writer.write_snapshot(self.n_epochs + 1, w.numpy()))
     try:
         if not self.partial: self._all_reduce()        # a collective: every rank, once per completed epoch
         self._write_epoch(partial=self.partial)
