@@ -276,10 +276,10 @@ CREATE TABLE IF NOT EXISTS names(id INTEGER PRIMARY KEY, path TEXT NOT NULL, kin
 CREATE TABLE IF NOT EXISTS batches(id INTEGER PRIMARY KEY, step INTEGER NOT NULL, fit INTEGER, epoch INTEGER, split TEXT,
     iter INTEGER, loss REAL, smooth_loss REAL, time REAL);
 CREATE TABLE IF NOT EXISTS hypers(batch INTEGER, grp INTEGER, name TEXT, value REAL, PRIMARY KEY(batch, grp, name)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS act(name INTEGER, batch INTEGER, {', '.join(f'{s} REAL' for s in ACT_STATS)}, hist BLOB,
-    PRIMARY KEY(name, batch)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS grad(name INTEGER, batch INTEGER, {', '.join(f'{s} REAL' for s in GRAD_STATS)},
-    PRIMARY KEY(name, batch)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS act(name INTEGER NOT NULL, batch INTEGER NOT NULL, {', '.join(f'{s} REAL' for s in ACT_STATS)}, hist BLOB);
+CREATE INDEX IF NOT EXISTS act_name_batch ON act(name, batch);
+CREATE TABLE IF NOT EXISTS grad(name INTEGER NOT NULL, batch INTEGER NOT NULL, {', '.join(f'{s} REAL' for s in GRAD_STATS)});
+CREATE INDEX IF NOT EXISTS grad_name_batch ON grad(name, batch);
 """
 
 def _connect(fname, readonly:bool=False)->sqlite3.Connection:
