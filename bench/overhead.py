@@ -5,7 +5,9 @@ Usage: python bench/overhead.py [--rounds 5] [--batches 20] [--models cnn,resnet
 For each model (a small CNN and torchvision's resnet18, on synthetic 64 px images, batch 64, 2 threads) it times one
 epoch of `Learner.fit` in interleaved rounds (so drift on a noisy machine hits every contender alike) with:
 plain fit; `ExplorerCallback()` defaults (every 10th batch); `ExplorerCallback(every=1, valid=True)` (every batch,
-all statistics, histograms, gradients and update ratios); fastai's `ActivationStats(with_hist=True)`.
+all statistics, histograms, gradients and update ratios, and the step series in `steps.sqlite`); each of the two
+again with `steps=False` (epoch files only), which isolates what the step series cost; fastai's
+`ActivationStats(with_hist=True)`.
 Prints the median epoch time of each and its ratio to plain fit. Targets on a 2-core CPU: defaults <= 1.05x on
 resnet18, every batch <= 1.20x.
 """
@@ -49,7 +51,9 @@ def main():
         configs = {
             'plain fit': lambda: None,
             'explorer defaults': lambda: ExplorerCallback(f"{tmp}/{name}-defaults", overwrite=True),
+            'explorer defaults, no step series': lambda: ExplorerCallback(f"{tmp}/{name}-defaults-ns", overwrite=True, steps=False),
             'explorer every batch, all stats': lambda: ExplorerCallback(f"{tmp}/{name}-full", every=1, valid=True, overwrite=True),
+            'explorer every batch, no step series': lambda: ExplorerCallback(f"{tmp}/{name}-full-ns", every=1, valid=True, overwrite=True, steps=False),
             'fastai ActivationStats(with_hist)': lambda: ActivationStats(with_hist=True),
         }
         learners = {k: make_learner(MODELS[name], a.batches, cbs=f()) for k,f in configs.items()}

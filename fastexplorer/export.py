@@ -15,7 +15,7 @@ from .core import *
 # %% auto #0
 __all__ = ['STEPS_SCHEMA_VERSION', 'ACT_STATS', 'GRAD_STATS', 'STEP_COLUMNS', 'RunWriter', 'epoch_doc', 'find_alerts', 'Run',
            'load_run', 'plot_stat', 'plot_hist', 'plot_grad_norms', 'StepWriter', 'read_steps', 'read_step_hist',
-           'plot_layer_stats', 'plot_color_dim']
+           'step_series', 'step_hist_series', 'step_info', 'plot_layer_stats', 'plot_color_dim']
 
 # %% ../nbs/02_export.ipynb #4675ff47
 def _versions()->dict:
@@ -25,7 +25,7 @@ def _versions()->dict:
 
 def _now()->str: return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
 
-_OURS = re.compile(r'^((run|representation|landscape|epoch_\d{4,})\.json|steps\.sqlite(-wal|-shm)?)$')
+_OURS = re.compile(r'^((run|representation|landscape|epoch_\d{4,})\.json|steps\.sqlite(-wal|-shm)?|snapshot_\d{4,}\.npy)$')
 
 class RunWriter:
     "Writes one run folder: `representation.json`, `epoch_0001.json`, … and the `run.json` manifest"
@@ -71,6 +71,18 @@ class RunWriter:
         eps = [e for e in self.manifest['epochs'] if e['epoch'] != doc['epoch']]
         eps.append({'epoch': doc['epoch'], 'file': fname.name, 'partial': doc.get('partial', False)})
         self.write_manifest(epochs=eps)
+        return fname
+
+    def write_snapshot(self, epoch:int, weights:np.ndarray)->Path:
+        "Write the flat float32 `weights` at the end of `epoch` as `snapshot_NNNN.npy` (read back memory-mapped)"
+        fname = self.path/f"snapshot_{epoch:04d}.npy"
+        fd,tmp = tempfile.mkstemp(dir=self.path, suffix='.tmp')
+        try:
+            with os.fdopen(fd, 'wb') as f: np.save(f, np.ascontiguousarray(weights, dtype=np.float32))
+            os.replace(tmp, fname)
+        except BaseException:
+            if os.path.exists(tmp): os.unlink(tmp)
+            raise
         return fname
 
 # %% ../nbs/02_export.ipynb #e03cd7af
@@ -264,10 +276,10 @@ CREATE TABLE IF NOT EXISTS names(id INTEGER PRIMARY KEY, path TEXT NOT NULL, kin
 CREATE TABLE IF NOT EXISTS batches(id INTEGER PRIMARY KEY, step INTEGER NOT NULL, fit INTEGER, epoch INTEGER, split TEXT,
     iter INTEGER, loss REAL, smooth_loss REAL, time REAL);
 CREATE TABLE IF NOT EXISTS hypers(batch INTEGER, grp INTEGER, name TEXT, value REAL, PRIMARY KEY(batch, grp, name)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS act(name INTEGER, batch INTEGER, {', '.join(f'{s} REAL' for s in ACT_STATS)}, hist BLOB,
-    PRIMARY KEY(name, batch)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS grad(name INTEGER, batch INTEGER, {', '.join(f'{s} REAL' for s in GRAD_STATS)},
-    PRIMARY KEY(name, batch)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS act(name INTEGER NOT NULL, batch INTEGER NOT NULL, {', '.join(f'{s} REAL' for s in ACT_STATS)}, hist BLOB);
+CREATE INDEX IF NOT EXISTS act_name_batch ON act(name, batch);
+CREATE TABLE IF NOT EXISTS grad(name INTEGER NOT NULL, batch INTEGER NOT NULL, {', '.join(f'{s} REAL' for s in GRAD_STATS)});
+CREATE INDEX IF NOT EXISTS grad_name_batch ON grad(name, batch);
 """
 
 def _connect(fname, readonly:bool=False)->sqlite3.Connection:
@@ -436,6 +448,92 @@ def read_step_hist(
     k = int(meta['hist_bins']) + 2
     return (np.array([s for s,_ in rows], dtype=np.int64),
             np.stack([np.frombuffer(h, dtype='<i4') for _,h in rows]) if rows else np.zeros((0, k), dtype=np.int32))
+
+# %% ../nbs/02_export.ipynb #2e6166d1
+_SPLIT = {'act': 'train', 'valid_act': 'valid', 'grad': 'train', 'weight': 'train', 'loss': 'train', 'hyper': 'train'}
+
+def _series_query(kind:str, stats:list)->tuple:
+    "The table, the columns and the name filter of `kind`'s rows"
+    if kind in ('act', 'valid_act'): return 'act x JOIN batches b ON b.id = x.batch', [f'x.{s}' for s in stats], 'x.name = ?'
+    if kind in ('grad', 'weight'): return 'grad x JOIN batches b ON b.id = x.batch', [f'x.{s}' for s in stats], 'x.name = ?'
+    if kind == 'loss': return 'batches b', [f'b.{s}' for s in stats], None
+    if kind == 'hyper': return 'hypers h JOIN batches b ON b.id = h.batch', ['h.value'], 'h.grp = ? AND h.name = ?'
+    raise ValueError(f"`kind` must be one of {', '.join(map(repr, _SPLIT))}, not {kind!r}")
+
+def _stats_of(kind, stats):
+    allowed = {'act': ACT_STATS, 'valid_act': ACT_STATS, 'grad': GRAD_STATS[:4], 'weight': GRAD_STATS[4:], 'loss': ('loss', 'smooth_loss')}.get(kind)
+    if allowed is None: return ['value']
+    stats = list(allowed) if stats is None else [stats] if isinstance(stats, str) else list(stats)
+    if bad := [s for s in stats if s not in allowed]: raise ValueError(f"no statistic {bad[0]!r} in `{kind}` steps: choose from {', '.join(allowed)}")
+    return stats
+
+def _name_id(con, layer, kind):
+    r = con.execute('SELECT id FROM names WHERE path = ? AND kind = ?', (layer, 'layer' if kind in ('act', 'valid_act') else 'param')).fetchone()
+    if r is None: raise KeyError(f"no {'layer' if kind in ('act', 'valid_act') else 'parameter'} {layer!r} in the step database")
+    return r[0]
+
+def step_series(
+    path,              # a run folder
+    layer=None,        # the layer or parameter path (for `hyper`: `'group 0'`, … ; not for `loss`)
+    kind:str='act',    # `act`, `valid_act`, `grad`, `weight`, `loss` or `hyper`
+    stats=None,        # statistics to read (default: all of `kind`; for `hyper`, the hyper-parameter's name, e.g. `'lr'`)
+    start:int|None=None, stop:int|None=None, # the range of steps (inclusive)
+    points:int=1000,   # at most this many buckets of consecutive steps
+)->dict:
+    "`{'steps', 'n', 'width', stat: {'min', 'max', 'mean'}}`: a series downsampled in SQLite, `width` steps a bucket (`steps` holds each bucket's first)"
+    con = _connect(Path(path)/'steps.sqlite', readonly=True)
+    try:
+        if kind == 'hyper':
+            grp,name = int(str(layer).split()[-1]) if layer is not None else 0,stats if isinstance(stats, str) else 'lr'
+            stats,args = ['value'],[grp, name]
+        else:
+            stats = _stats_of(kind, stats)
+            args = [] if kind == 'loss' else [_name_id(con, layer, kind)]
+        table,cols,where = _series_query(kind, stats)
+        cond = ' AND '.join([w for w in (where, 'b.split = ?') if w])
+        args.append(_SPLIT[kind])
+        lo,hi = con.execute(f"SELECT min(b.step), max(b.step) FROM {table} WHERE {cond}", args).fetchone()
+        if lo is None: return {'steps': [], 'n': 0, 'width': 1, **{s: {'min': [], 'max': [], 'mean': []} for s in (stats if kind != 'hyper' else [name])}}
+        lo,hi = max(lo, start) if start is not None else lo,min(hi, stop) if stop is not None else hi
+        width = max(1, -(-(hi - lo + 1) // max(1, points)))
+        aggs = ', '.join(f'min({c}), max({c}), avg({c})' for c in cols)
+        rows = con.execute(f"SELECT min(b.step), count(*), {aggs} FROM {table} WHERE {cond} AND b.step BETWEEN ? AND ? "
+                           f"GROUP BY (b.step - ?) / ? ORDER BY 1", [*args, lo, hi, lo, width]).fetchall()
+    finally: con.close()
+    names = stats if kind != 'hyper' else [name]
+    res = {'steps': [r[0] for r in rows], 'n': sum(r[1] for r in rows), 'width': width}
+    for j,s in enumerate(names): res[s] = {k: [r[2 + 3*j + i] for r in rows] for i,k in enumerate(('min', 'max', 'mean'))}
+    return res
+
+def step_hist_series(path, layer:str, split:str='train', start:int|None=None, stop:int|None=None, points:int=400)->dict:
+    "`{'steps', 'width', 'counts'}`: one sampled batch's histogram (`hist_bins` + 2 counts) for each bucket of at most `points`"
+    con = _connect(Path(path)/'steps.sqlite', readonly=True)
+    try:
+        nid = _name_id(con, layer, 'act')
+        lo,hi = con.execute('SELECT min(b.step), max(b.step) FROM act x JOIN batches b ON b.id = x.batch WHERE x.name = ? AND b.split = ?', (nid, split)).fetchone()
+        if lo is None: return {'steps': [], 'width': 1, 'counts': []}
+        lo,hi = max(lo, start) if start is not None else lo,min(hi, stop) if stop is not None else hi
+        width = max(1, -(-(hi - lo + 1) // max(1, points)))
+        # SQLite returns the other columns of the row where min() is reached: each bucket's first batch
+        rows = con.execute('SELECT min(b.step), x.hist FROM act x JOIN batches b ON b.id = x.batch WHERE x.name = ? AND b.split = ? '
+                           'AND b.step BETWEEN ? AND ? GROUP BY (b.step - ?) / ? ORDER BY 1', (nid, split, lo, hi, lo, width)).fetchall()
+    finally: con.close()
+    return {'steps': [r[0] for r in rows], 'width': width, 'counts': [np.frombuffer(r[1], dtype='<i4').tolist() for r in rows]}
+
+def step_info(path)->dict:
+    "What a reader needs first: the number of batches, the last step, where each epoch and fit starts, and the names recorded"
+    con = _connect(Path(path)/'steps.sqlite', readonly=True)
+    try:
+        n,last = con.execute('SELECT count(*), max(step) FROM batches').fetchone()
+        epochs = con.execute('SELECT epoch, min(step) FROM batches GROUP BY epoch ORDER BY epoch').fetchall()
+        fits = con.execute('SELECT fit, min(step) FROM batches GROUP BY fit ORDER BY fit').fetchall()
+        names = con.execute('SELECT path, kind FROM names ORDER BY id').fetchall()
+        groups = [g for g, in con.execute('SELECT DISTINCT grp FROM hypers ORDER BY grp')]
+        hypers = [h for h, in con.execute('SELECT DISTINCT name FROM hypers ORDER BY name')]
+    finally: con.close()
+    return {'batches': n, 'last_step': last, 'epochs': [{'epoch': e, 'step': s} for e,s in epochs], 'fits': [{'fit': f, 'step': s} for f,s in fits],
+            'layers': [p for p,k in names if k == 'layer'], 'params': [p for p,k in names if k == 'param'],
+            'groups': [f'group {g}' for g in groups], 'hypers': hypers}
 
 # %% ../nbs/02_export.ipynb #f4ad4f98
 @patch(as_prop=True)

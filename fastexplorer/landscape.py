@@ -8,7 +8,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/landscape.html.md"""
 from __future__ import annotations
 import math, os
 from pathlib import Path
-import torch
+import numpy as np, torch
 from torch import nn
 from fastcore.basics import patch
 from fastai.learner import Learner
@@ -88,13 +88,28 @@ def _unflat(v:torch.Tensor, ps:list)->list:
     for p in ps: res.append(v[i:i+p.numel()].reshape(p.shape).to(p.device)); i += p.numel()
     return res
 
-def _pca_directions(snaps:list, ps:list)->tuple:
-    "Two unit directions from the PCA of the snapshots' offsets from the current weights, and each snapshot's coordinates"
+def _offsets(snaps:list, final:torch.Tensor, chunk:int):
+    "The snapshots' offsets from `final`, `chunk` weights at a time (snapshot files are memory-mapped: one chunk in memory)"
+    arrs = [s if isinstance(s, torch.Tensor) else np.load(s, mmap_mode='r') for s in snaps]
+    for c in range(0, final.numel(), chunk):
+        yield c,torch.stack([torch.as_tensor(np.array(a[c:c + chunk])) for a in arrs]).double() - final[c:c + chunk].double()
+
+def _pca_directions(snaps:list, ps:list, chunk:int=1<<22)->tuple:
+    """Two unit directions from the PCA of the snapshots' offsets from the current weights, and each snapshot's
+    coordinates. The offsets `M` (snapshots × weights) never sit in memory whole: the small Gram matrix `M Mᵀ` gives the
+    components (`M = U S Vᵀ`, so `M Mᵀ = U S² Uᵀ` and `Vᵀ = S⁻¹ Uᵀ M`), in two passes over the snapshots"""
     final = _flat(ps)
-    M = torch.stack([s - final for s in snaps])
-    _,_,Vh = torch.linalg.svd(M, full_matrices=False)
-    V = Vh[:2] if len(Vh) >= 2 else torch.cat([Vh, torch.zeros_like(Vh)])
-    coords = (M @ V.T).tolist()
+    k = len(snaps)
+    G = torch.zeros(k, k, dtype=torch.float64)
+    for _,M in _offsets(snaps, final, chunk): G += M @ M.T
+    lam,U = torch.linalg.eigh(G)
+    lam,U = lam.flip(0)[:2].clamp(min=0),U.flip(1)[:, :2]
+    ok = lam > max(lam[0].item(), 1e-30) * 1e-12                      # components with no spread have no direction
+    s = torch.where(ok, lam.sqrt(), 1.)
+    V = torch.zeros(2, final.numel())
+    for c,M in _offsets(snaps, final, chunk): V[:len(s), c:c + M.shape[1]] = ((U.T @ M) / s[:, None] * ok[:, None]).float()
+    coords = (U * lam.sqrt() * ok).tolist()
+    if k == 1: coords = [xy + [0.] for xy in coords]
     return _unflat(V[0], ps), _unflat(V[1], ps), coords
 
 # %% ../nbs/04_landscape.ipynb #6267b107

@@ -146,7 +146,7 @@ class ActStats:
         except Exception as e: self.errors[i] = f"{type(e).__name__}: {e}"
 
     def flush(self):
-        "Add the rows of the batch just run into the epoch's accumulators; with `steps`, return the batch's own statistics (`step_row`)"
+        "Add the rows of the batch just run into the epoch's accumulators; with `steps`, return the batch's own (raw accumulators with extrema, unit maxima)"
         if not self.rows: return None
         R = torch.stack(self.rows)
         idx = torch.tensor(self.idx, device=R.device)
@@ -168,12 +168,8 @@ class ActStats:
         mins = torch.full_like(self.mins, math.inf).scatter_reduce_(0, idx, torch.where(full, mn, math.inf), 'amin')
         maxs = torch.full_like(self.maxs, -math.inf).scatter_reduce_(0, idx, torch.where(full, mx, -math.inf), 'amax')
         self.acc += acc; torch.minimum(self.mins, mins, out=self.mins); torch.maximum(self.maxs, maxs, out=self.maxs)
-        silent = torch.full((self.n,), math.nan, dtype=self.dt, device=self.acc.device)
-        if self.step_units:
-            k = torch.tensor(list(self.step_units), device=silent.device)
-            silent[k] = torch.stack([(u <= 0).to(self.dt).mean() for u in self.step_units.values()])
-            self.step_units = {}
-        return step_row(acc, mins, maxs, silent)
+        units,self.step_units = self.step_units,{}
+        return torch.cat([acc, mins[:, None], maxs[:, None]], 1),units
 
     def finish(self, i_to_key:list, max_units:int=1024)->dict:
         "`{key: stats}` for every layer that produced a supported output (one host copy)"
@@ -199,8 +195,13 @@ class ActStats:
         return res
 
 # %% ../nbs/03_stats.ipynb #ebe5cc53
-def step_row(acc:torch.Tensor, mins:torch.Tensor, maxs:torch.Tensor, silent:torch.Tensor)->torch.Tensor:
-    "One batch's statistics per layer from its `ActStats` accumulators: calls, the `ACT_STATS` (NaN where undefined), then the histogram"
+def step_row(raw:torch.Tensor, units:dict)->torch.Tensor:
+    "One batch's statistics per layer from what `ActStats.flush` returns: calls, the `ACT_STATS` (NaN where undefined), then the histogram"
+    acc,mins,maxs = raw[:, :-2],raw[:, -2],raw[:, -1]
+    silent = torch.full_like(mins, math.nan)
+    if units:
+        k = torch.tensor(list(units), device=silent.device)
+        silent[k] = torch.stack([(u <= 0).to(silent.dtype).mean() for u in units.values()])
     n,nan,nf,sn,nz,s,q,a,calls = acc[:, :9].unbind(1)
     none,nf1 = torch.full_like(n, math.nan),nf.clamp(min=1)
     std = ((q - s * s / nf1) / (nf - 1).clamp(min=1)).clamp(min=0).sqrt()
@@ -460,7 +461,7 @@ class ExplorerCallback(Callback):
         heatmap_size:int=16,    # maps are pooled to at most this size
         serve:bool=False,       # serve the explorer for this run from the first fit on (see `serve`)
         port:int=8000,          # port of that server (0: any free port)
-        snapshots:bool=False,   # keep a float32 copy of the weights on the CPU at each epoch end (for `loss_landscape(trajectory=True)`)
+        snapshots:bool=False,   # write a float32 copy of the weights to the run folder at each epoch end (for `loss_landscape(trajectory=True)`)
         overwrite:bool=False,   # replace a run already in `path`
         steps:bool=True,        # also write each sampled batch's statistics to the run's step database, `steps.sqlite`
     ):
@@ -473,6 +474,7 @@ class ExplorerCallback(Callback):
         self.writer,self.tree,self.n_epochs,self.handles,self.active,self.opened = None,None,0,[],False,False
         self.customs = custom_stats(custom)
         self.steps,self.step_writer,self.pending,self.n_steps,self._step_act = steps,None,[],0,None
+        self.record_steps,self.epoch_steps,self.n_fits = False,[],0
         self.live_alerts,self.live_seen,self.dead_checked = [],set(),False
 
 # %% ../nbs/03_stats.ipynb #34b0834c
@@ -514,7 +516,9 @@ def _cb_before_fit(self:ExplorerCallback):
     self.ps = ps
     if self.writer is not None and self.steps:
         self.step_writer = StepWriter(self.writer.path, self.hist_bins, self.hist_range)
-        self.writer.manifest['steps'],self.last_flush = self.step_writer.fname.name,time.monotonic()
+        self.writer.manifest['steps'] = self.step_writer.fname.name
+    self.record_steps = self.steps and (self.step_writer is not None or _distributed())   # every rank records, rank 0 writes
+    self.last_flush,self.n_fits = time.monotonic(),self.n_fits + 1
     allp = list({id(p): p for p in model.parameters()}.values())
     if self.writer is not None:
         self.writer.manifest['fits'].append({'first_epoch': self.n_epochs + 1, 'n_epoch': self.learn.n_epoch,
@@ -619,7 +623,7 @@ def _cb_before_epoch(self:ExplorerCallback):
     if not self.active: return
     dev = model_device(unwrap_model(self.learn.model))
     kw = dict(bins=self.hist_bins, hist_range=self.hist_range, near_zero=self.near_zero, sample=self.sample)
-    steps = self.step_writer is not None
+    steps = self.record_steps
     self.act = ActStats(len(self.keys), dev, steps=steps, **kw)
     self.vact = ActStats(len(self.keys), dev, steps=steps, **kw) if self.valid else None
     self.pstats = ParamStats(self.ps, steps=steps)
@@ -715,8 +719,9 @@ def _cb_after_cancel_epoch(self:ExplorerCallback): self.partial = True
 def _cb_after_epoch(self:ExplorerCallback):
     if not self.active: return
     self._flush_steps()
-    if self.keep_snapshots:
-        self.snapshots.append(torch.cat([p.detach().reshape(-1).float().cpu() for p in {id(p): p for p in unwrap_model(self.learn.model).parameters()}.values()]))
+    if self.keep_snapshots and self.writer is not None:   # on disk, not in memory: a run of any length costs no RAM
+        w = torch.cat([p.detach().reshape(-1).float().cpu() for p in {id(p): p for p in unwrap_model(self.learn.model).parameters()}.values()])
+        self.snapshots.append(self.writer.write_snapshot(self.n_epochs + 1, w.numpy()))
     try:
         if not self.partial: self._all_reduce()        # a collective: every rank, once per completed epoch
         self._write_epoch(partial=self.partial)
@@ -751,14 +756,14 @@ def _cb_after_batch(self:ExplorerCallback):
     if not self.active: return
     step = self.n_steps
     if self.training: self.n_steps += 1
-    if not (self.sampled and self.step_writer is not None): return
+    if not (self.sampled and self.record_steps): return
     act,self._step_act = self._step_act,None
     grad = self.pstats.take_step() if self.training else None
     loss = getattr(self.learn, 'loss', None)
     smooth = getattr(getattr(self.learn, 'recorder', None), 'smooth_loss', None) if self.training else None
     opt = getattr(self.learn, 'opt', None)
     hypers = [{k: float(v) for k,v in h.items() if isinstance(v, (int, float)) and not isinstance(v, bool)} for h in opt.hypers] if opt is not None and self.training else []
-    meta = {'step': step, 'fit': len(self.writer.manifest['fits']) - 1, 'epoch': self.n_epochs + 1,
+    meta = {'step': step, 'fit': self.n_fits - 1, 'epoch': self.n_epochs + 1,
             'split': 'train' if self.training else 'valid', 'iter': self.learn.iter, 'time': time.time(), 'hypers': hypers}
     self.pending.append((meta, act, grad, _scalar_of(loss), _scalar_of(getattr(smooth, 'value', None))))
     if len(self.pending) >= FLUSH_BATCHES or time.monotonic() - self.last_flush >= FLUSH_SECONDS: self._flush_steps()
@@ -769,18 +774,24 @@ def _rows(pend:list, k:int, keep)->tuple:
     "Stack item `k` of the queued batches that have one: an array of rows (batch index, row index, values…) where `keep`"
     have = [(i, p[k]) for i,p in enumerate(pend) if p[k] is not None]
     if not have: return None
-    A = torch.stack([t for _,t in have]).cpu().numpy()            # one device-to-host copy
+    A = torch.stack([torch.as_tensor(t) for _,t in have]).cpu().numpy()      # one device-to-host copy
     bi,ri = np.nonzero(keep(A))
     return np.column_stack([np.array([i for i,_ in have])[bi], ri, A[bi, ri]])
 
 def _flush_steps(self:ExplorerCallback):
-    "Copy the queued batches' statistics to the host and hand them to the step database's writer"
+    "Hand the queued batches to the step database (under DDP, keep them on the host until the ranks combine them at the epoch's end)"
     self.last_flush = time.monotonic()
-    if not self.pending or self.step_writer is None: return
+    if not self.pending: return
     pend,self.pending = self.pending,[]
+    if _distributed(): self.epoch_steps += [_on_host(p) for p in pend]; return
+    self._write_steps([(m, None if a is None else step_row(*a), g, l, s) for m,a,g,l,s in pend])
+
+def _write_steps(self:ExplorerCallback, pend:list):
+    "Copy the statistics of batches `pend` (meta, `step_row`, `GRAD_STATS` rows, loss, smooth loss) to the host and submit them"
+    if self.step_writer is None: return
     losses = [[p[3], p[4]] for p in pend]
-    flat = [t for l in losses for t in l if t is not None]
-    vals = iter(torch.cat(flat).cpu().tolist() if flat else [])
+    flat = [torch.as_tensor(t, dtype=torch.float32).reshape(1).cpu() for l in losses for t in l if t is not None]
+    vals = iter(torch.cat(flat).tolist() if flat else [])
     metas = []
     for (meta,*_),l in zip(pend, losses):
         loss,smooth = [next(vals) if t is not None else None for t in l]
@@ -793,13 +804,15 @@ def _flush_steps(self:ExplorerCallback):
 
 def _close_steps(self:ExplorerCallback):
     "Write what is queued, wait for the writer and close the step database"
-    if self.step_writer is None: return
-    try: self._flush_steps()
+    try:
+        self._flush_steps()
+        if self.epoch_steps: self._write_steps(_combine_steps([self.epoch_steps]))   # an epoch cut short under DDP: this rank's own
     finally:
-        w,self.step_writer,self.pending = self.step_writer,None,[]
-        w.close()
+        w,self.step_writer,self.pending,self.epoch_steps = self.step_writer,None,[],[]
+        if w is not None: w.close()
 
 ExplorerCallback.after_batch,ExplorerCallback._flush_steps,ExplorerCallback._close_steps = _cb_after_batch,_flush_steps,_close_steps
+ExplorerCallback._write_steps = _write_steps
 
 # %% ../nbs/03_stats.ipynb #307425f2
 DEAD_AFTER = 20
@@ -931,9 +944,49 @@ def _all_reduce(self:ExplorerCallback):
     if not _distributed(): return
     c = all_reduce_stats([self.act, self.vact], {'skipped_steps': self.skipped_steps})
     if self.customs: all_reduce_custom(self.cstats)
+    if self.record_steps: self._flush_steps(); self._gather_steps()
     self.skipped_steps,self.ranks = c['skipped_steps'],dist.get_world_size()
 
 ExplorerCallback._all_reduce = _all_reduce
+
+# %% ../nbs/03_stats.ipynb #163643d7
+def _on_host(p:tuple)->tuple:
+    "A queued batch with its tensors copied to the host, to be sent to rank 0"
+    meta,act,grad,loss,smooth = p
+    num = lambda t: None if t is None else t.cpu().numpy()
+    act = None if act is None else (num(act[0]), {i: num(u) for i,u in act[1].items()})
+    return meta, act, num(grad), num(loss), num(smooth)
+
+def _combine_steps(every:list)->list:
+    """Batches of every rank combined by (epoch, split, iteration): sums and histograms added, extrema and unit maxima
+    taken over the ranks, gradients from the first rank (DDP has averaged them), losses averaged"""
+    groups = {}
+    for mine in every:
+        for p in mine: groups.setdefault((p[0]['epoch'], p[0]['split'], p[0]['iter']), []).append(p)
+    res = []
+    for parts in sorted(groups.values(), key=lambda ps: (ps[0][0]['step'], ps[0][0]['split'] != 'train', ps[0][0]['iter'])):
+        acts,act = [p[1] for p in parts if p[1] is not None],None
+        if acts:
+            R = np.stack([a[0] for a in acts])
+            raw = np.concatenate([R[:, :, :-2].sum(0), R[:, :, -2:-1].min(0), R[:, :, -1:].max(0)], 1)
+            units = {}
+            for i in set().union(*(a[1] for a in acts)):
+                us = [a[1][i] for a in acts if i in a[1]]
+                if len({u.shape for u in us}) == 1: units[i] = torch.from_numpy(np.max(us, 0))
+            act = (torch.from_numpy(raw), units)
+        losses = [float(p[3][0]) for p in parts if p[3] is not None]
+        smooth = next((p[4] for p in parts if p[4] is not None), None)
+        res.append((parts[0][0], None if act is None else step_row(*act), parts[0][2], np.mean(losses) if losses else None, smooth))
+    return res
+
+def _gather_steps(self:ExplorerCallback):
+    "Send every rank's batches of this epoch to rank 0, which combines and writes them (a collective: every rank, once per epoch)"
+    every = [None] * dist.get_world_size()
+    dist.all_gather_object(every, self.epoch_steps)
+    self.epoch_steps = []
+    if self.step_writer is not None: self._write_steps(_combine_steps(every))
+
+ExplorerCallback._gather_steps = _gather_steps
 
 # %% ../nbs/03_stats.ipynb #83ad6da6
 def _ps_state(self:ParamStats)->tuple:

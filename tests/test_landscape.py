@@ -1,5 +1,6 @@
 "`Learner.loss_landscape`: exact restore (also after failures), a convex check, reproducibility, trajectories."
 import json, math
+import numpy as np
 import pytest, torch
 from torch import nn
 from fastai.callback.progress import *   # noqa: F403
@@ -78,6 +79,10 @@ def test_trajectory_and_file(tmp_path):
     with learn.no_bar(), learn.no_logging(): learn.fit(3, 1e-2)
     ls = learn.loss_landscape(n=5, trajectory=True, progress=False)
     assert len(ls.trajectory) == len(learn.explorer.snapshots) == 3 and all(len(p) == 2 for p in ls.trajectory)
+    snaps = learn.explorer.snapshots                        # files in the run folder, nothing held in memory
+    assert [s.name for s in snaps] == ['snapshot_0001.npy', 'snapshot_0002.npy', 'snapshot_0003.npy'] and all(s.parent == tmp_path/'run' for s in snaps)
+    n = sum(p.numel() for p in set(learn.model.parameters()))
+    assert all(np.load(s, mmap_mode='r').shape == (n,) for s in snaps)
     assert ls.kind == 'pca' and max(abs(c) for p in ls.trajectory for c in p) <= ls.x[-1]
     doc = json.loads((tmp_path/'run'/'landscape.json').read_text())
     validate(doc)

@@ -1,7 +1,7 @@
 "`ExplorerCallback` scaled out: two CPU processes under DDP (gloo), bfloat16 autocast, fp16 on CUDA, compiled models."
 import json, math, os, socket, subprocess, sys
 from pathlib import Path
-import pytest, torch
+import numpy as np, pytest, torch
 from torch import nn
 from fastai.basics import Learner, DataLoaders, DataLoader, MSELossFlat
 from fastai.callback.core import Callback
@@ -93,6 +93,27 @@ def test_ddp_equals_one_process_over_the_union(ddp_out, tmp_path):
             _close(s1[k], s2[k], f"epoch {e1['epoch']} {k}")
     a = _stats(two.epochs[0])['act']['act']
     assert a['n'] == 4 * 16 * 4 * 36 and a['hist_n'] == a['n'] and a['units'] == 4 and 0 in a['dead_units']
+
+def test_ddp_step_series_equal_one_process(ddp_out, tmp_path):
+    "Each step of the two ranks' step series equals the one process's step over the union of their batches"
+    single = W.learner(W.union_order(), 2 * W.BS, tmp_path/'single', custom=W.CUSTOM)
+    _fit(single)
+    one,two = load_run(tmp_path/'single').steps,load_run(ddp_out/'run').steps
+    keys = ['step', 'epoch', 'split', 'layer', 'kind', 'stat']
+    m = one.merge(two, on=keys, how='outer', suffixes=('_one', '_two'), indicator=True)
+    assert (m._merge == 'both').all(), f"rows in one series only:\n{m[m._merge != 'both'].head()}"
+    assert set(m.kind) == {'act', 'valid_act', 'grad', 'weight', 'loss', 'hyper'} and m.step.nunique() == 9   # 8 training steps; validation after 4 and 8
+    m = m[m.kind != 'loss']              # each rank's loss is its half's; their mean is the union's (compared below)
+    both = m.value_one.notna() & m.value_two.notna()
+    assert (m.value_one.isna() == m.value_two.isna()).all()
+    bad = m[both & ~np.isclose(m.value_one, m.value_two, rtol=1e-4, atol=1e-4)]
+    assert bad.empty, f"steps differ:\n{bad[keys + ['value_one', 'value_two']].head(10)}"
+    l1 = one.query("kind == 'loss' and stat == 'loss'").value.values
+    l2 = two.query("kind == 'loss' and stat == 'loss'").value.values
+    np.testing.assert_allclose(l1, l2, rtol=1e-4)
+    for split in ('train', 'valid'):
+        h1,h2 = read_step_hist(tmp_path/'single', 'act', split)[1],read_step_hist(ddp_out/'run', 'act', split)[1]
+        assert h1.shape[0] > 0 and (h1 == h2).all(), split
 
 def test_rank0_failing_to_start_stops_every_rank(ddp_out):
     "Rank 0 cannot open its run folder (it holds a run): it raises, and every other rank raises with its message, at once"
