@@ -15,8 +15,8 @@ from .core import *
 from .export import step_info, step_series, step_hist_series
 
 # %% auto #0
-__all__ = ['ROOT_RUN', 'STEP_KINDS', 'MAX_POINTS', 'run_dir', 'list_runs', 'step_query', 'make_app', 'ExplorerServer', 'serve',
-           'report']
+__all__ = ['ROOT_RUN', 'STEP_KINDS', 'MAX_POINTS', 'REPORT_POINTS', 'REPORT_HIST_POINTS', 'run_dir', 'list_runs', 'step_query',
+           'make_app', 'ExplorerServer', 'serve', 'report']
 
 # %% ../nbs/05_explorer.ipynb #2673441a
 _NAME = re.compile(r'^[A-Za-z0-9_-][A-Za-z0-9._-]*$')
@@ -323,12 +323,25 @@ def _inline_js()->str:
     return '\n'.join(res)
 
 # %% ../nbs/05_explorer.ipynb #b67f6b5f
+REPORT_POINTS,REPORT_HIST_POINTS = 200,100   # the step series a report embeds: buckets per series, and per histogram
+
+def _steps_data(p:Path, points:int=REPORT_POINTS, hist_points:int=REPORT_HIST_POINTS)->dict|None:
+    "The step series the page draws, downsampled to `points` buckets, for a report: the summary, and each layer's and parameter's series by `kind|layer`"
+    if not (p/'steps.sqlite').is_file(): return None
+    info = step_info(p)
+    ser = {'loss|': step_series(p, kind='loss', points=points), 'hyper|group 0': step_series(p, 'group 0', 'hyper', 'lr', points=points)}
+    for l in info['layers']:
+        for k in ('act', 'valid_act'): ser[f'{k}|{l}'] = step_series(p, l, k, ['mean', 'std', 'silent_frac', 'near_zero'], points=points)
+    for q in info['params']:
+        ser[f'grad|{q}'],ser[f'weight|{q}'] = step_series(p, q, 'grad', 'norm', points=points),step_series(p, q, 'weight', 'update_ratio', points=points)
+    return {'info': info, 'points': points, 'series': ser, 'hist': {l: step_hist_series(p, l, points=hist_points) for l in info['layers']}}
+
 def _run_data(p:Path, run:dict)->dict:
     m = json.loads((p/'run.json').read_text())
     def load(f): return json.loads((p/f).read_text()) if (p/f).is_file() else None
     return {'id': run['id'], 'name': run['name'], 'meta': m, 'representation': load('representation.json'),
             'epochs': [load(e['file']) for e in m.get('epochs', []) if _NAME.match(e.get('file', ''))],
-            'landscape': load('landscape.json')}
+            'landscape': load('landscape.json'), 'steps': _steps_data(p)}
 
 def report(
     root,                   # a run folder or a folder of run folders
