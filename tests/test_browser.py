@@ -263,6 +263,8 @@ def test_sidebar_runs_the_full_height(runs, page):
         expect(page.locator('#epoch-count')).to_have_text('3')
         page.locator('#tree .node[data-path="1.2"] .label').first.click()
         expect(page.locator('#panel .chart').first).to_be_visible()
+        expect(page.locator('.step-block[data-drawn]')).to_have_count(2)   # the step charts (panel, training) arrive after the click
+        page.wait_for_timeout(100)
         side, main = page.locator('#side').bounding_box(), page.locator('#main').bounding_box()
         assert main['height'] > 1200, main                      # taller than the 900-pixel window
         assert abs(side['y'] + side['height'] - (main['y'] + main['height'])) < 2, (side, main)

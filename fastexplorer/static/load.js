@@ -35,7 +35,6 @@ export async function startServer() {
     fatal(`Cannot load run "${run.name}": ${e.message}`, runs);
     return;
   }
-  await loadSteps(run);
   S.run = run;
   initTree(run.rep);
   renderHeader();
@@ -43,6 +42,8 @@ export async function startServer() {
   renderAll();
   maybeLandscape(run);
   loadEpochs(run, (run.meta.epochs || []).map((e) => e.epoch), true);
+  // the step summary does not hold up the tree and the epochs: the step charts appear when it arrives
+  loadSteps(run).then(() => { if (run.steps) scheduleRender(); });
   openEvents(run);
   if (cmpId && cmpId !== id) loadCompare(cmpId);
 }
@@ -56,7 +57,7 @@ async function loadCompare(cid) {
     const [meta, rep] = await Promise.all([getJSON(apiUrl(cid, 'run.json')), getJSON(apiUrl(cid, 'representation.json')).catch(() => null)]);
     c.meta = meta; c.rep = rep; c.status = meta.status; c.shared = sharedMap(rep);
   } catch (e) { showMessage(`Cannot load the compared run "${cid}": ${e.message}`, 'warn'); return; }
-  await loadSteps(c);
+  loadSteps(c).then(() => { if (c.steps) scheduleRender(); });
   S.cmp = c;
   renderHeader(); scheduleRender();
   loadEpochs(c, (c.meta.epochs || []).map((e) => e.epoch), false);

@@ -80,6 +80,7 @@ function block(cls, title, queries, build) {
       (REPORT ? ' · drag to zoom (to the report\'s embedded resolution), double-click to reset' : ' · drag across a chart to zoom, double-click to reset');
     el.dataset.range = dom.join(',');
     el.dataset.drawn = String(Number(el.dataset.drawn || 0) + 1);
+    el.dataset.drawnAt = performance.now().toFixed(1);   // for bench/ui.py: when the series were drawn, on the page's clock
   };
   charts.append(h('div', { class: 'note', text: 'loading step series…' }));
   blocks.add(b);
