@@ -121,10 +121,10 @@ def step_case(path, a):
     print(f"\nstep database: {a.steps:,} steps x {len(layers)} layers + {len(params)} parameters, {size / 2**20:.0f} MiB, written in {time.perf_counter() - t:.0f} s")
     root = path.parent
     with mock.patch('socket.socket', _Proto0): before = ExplorerServer(root, port=0)
-    with before: lat0 = keepalive_latency(before, f'/api/runs/{path.name}/steps/series?kind=loss&points=10')
+    with before: lat0 = keepalive_latency(before, f'/api/runs/{path.name}/run.json')
     clicks,ttis = [],[]
     with serve(root, port=0) as srv, sync_playwright() as pw:
-        lat1 = keepalive_latency(srv, f'/api/runs/{path.name}/steps/series?kind=loss&points=10')
+        lat1 = keepalive_latency(srv, f'/api/runs/{path.name}/run.json')
         browser = pw.chromium.launch(executable_path='/usr/bin/chromium', args=CHROMIUM_ARGS)
         for i in range(a.rounds):
             page = browser.new_page()
