@@ -251,9 +251,11 @@ def test_counts_are_singular_for_one(runs, page, tmp_path):
         page.goto(srv.url + '?run=one')
         expect(page.locator('#header .count').first).to_have_text('1 epoch')
         expect(page.locator('#header .count').nth(1)).to_have_text(f"{_n_nodes(runs/'good')} nodes")
+        expect(page.locator('#curves .step-block[data-drawn]')).to_have_count(1)   # loading done before this server stops
     with serve(runs, port=0) as srv:
         page.goto(srv.url + '?run=good')
         expect(page.locator('#header .count').first).to_have_text('3 epochs')
+        expect(page.locator('#curves .step-block[data-drawn]')).to_have_count(1)
     assert page.problems == []
 
 def test_sidebar_runs_the_full_height(runs, page):
