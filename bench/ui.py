@@ -1,14 +1,23 @@
-"""Time until the explorer page is interactive for a 1,000-node tree with 50 epochs, in headless Chromium.
+"""Time until the explorer page is interactive for a 1,000-node tree with 50 epochs, in headless Chromium; and, with a large step
+database, the time from a click on a layer to its step series drawn.
 
-Usage: python bench/ui.py [--nodes 1000] [--epochs 50] [--rounds 5]
+Usage: python bench/ui.py [--nodes 1000] [--epochs 50] [--rounds 5] [--steps 20000] [--step-layers 200] [--step-params 100]
 
 Builds a model whose representation has about `--nodes` nodes, records one real epoch with `ExplorerCallback`
 (statistics and heatmaps), copies it to make `--epochs` epochs, serves the folder with the real server, and measures,
 for each round, the time from navigation until the tree is rendered and a click on a node has filled the panel: on the
 page's own clock (`performance.now()`, from navigation start) and as the driving script sees it.
 Target: at most 1 s. Also prints the size of the largest epoch file.
+
+The step case (`--steps 0` skips it) replaces the run's `steps.sqlite` by a synthetic one written with the real writer
+(`StepWriter.append`, flushes of 10 batches as the callback makes them): `--steps` sampled batches × `--step-layers` of the
+model's layers and `--step-params` of its parameters. It measures, on the page's clock, the time from the mouse-down on a
+layer to its step charts drawn (target <= 200 ms), the time to interactive with steps, and the latency of a small request
+on a kept-alive connection, with the listening socket as before (protocol 0: no TCP_NODELAY) and as now (IPPROTO_TCP).
 """
-import argparse, json, shutil, statistics, tempfile, time
+import argparse, http.client, json, shutil, socket, statistics, tempfile, time
+from unittest import mock
+import numpy as np
 from pathlib import Path
 import torch
 from torch import nn
@@ -42,6 +51,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--nodes', type=int, default=1000); p.add_argument('--epochs', type=int, default=50)
     p.add_argument('--rounds', type=int, default=5)
+    p.add_argument('--steps', type=int, default=20_000); p.add_argument('--step-layers', type=int, default=200)
+    p.add_argument('--step-params', type=int, default=100)
     a = p.parse_args()
     from playwright.sync_api import sync_playwright, expect
     root = Path(tempfile.mkdtemp())
@@ -67,5 +78,75 @@ def main():
     print(f"time to interactive (navigate, tree rendered, a click fills the panel), {a.rounds} rounds, target <= 1 s:")
     print(f"  in the page's own clock (from navigation start): median {statistics.median(inpage):.3f} s, max {max(inpage):.3f} s")
     print(f"  as Playwright sees it (its own round trips included): median {statistics.median(times):.3f} s, max {max(times):.3f} s")
+
+    if a.steps: step_case(root/'big', a)
+
+def write_steps(path, n_steps:int, n_layers:int, n_params:int)->tuple:
+    "Replace the run's steps.sqlite by `n_steps` synthetic sampled batches of its first `n_layers` layers and `n_params` parameters"
+    from fastexplorer.export import StepWriter, ACT_STATS, GRAD_STATS, step_info
+    info = step_info(path)
+    layers,params = info['layers'][:n_layers],info['params'][:n_params]
+    for f in path.glob('steps.sqlite*'): f.unlink()
+    m = json.loads((path/'run.json').read_text())
+    w = StepWriter(path, m['hist']['bins'], tuple(m['hist']['range']))
+    rng,k = np.random.default_rng(0),m['hist']['bins'] + 2
+    act = np.column_stack([np.repeat(np.arange(10), len(layers)), np.tile(np.arange(len(layers)), 10),
+                           rng.random((10 * len(layers), len(ACT_STATS))), rng.integers(0, 100, (10 * len(layers), k))])
+    grad = np.column_stack([np.repeat(np.arange(10), len(params)), np.tile(np.arange(len(params)), 10), rng.random((10 * len(params), len(GRAD_STATS)))])
+    per_epoch = n_steps // 4
+    for s0 in range(0, n_steps, 10):
+        w.append([{'step': s, 'fit': 0, 'epoch': 1 + s // per_epoch, 'split': 'train', 'iter': s % per_epoch, 'loss': 1. / (1 + s),
+                   'smooth_loss': 1. / (1 + s), 'hypers': [{'lr': 1e-3, 'mom': 0.9}]} for s in range(s0, s0 + 10)], layers, act, params, grad)
+    w.close()
+    return layers,params
+
+class _Proto0(socket.socket):
+    "A socket created as before the fix: protocol 0, so asyncio does not set TCP_NODELAY on the connections it accepts"
+    def __init__(self, family=-1, type=-1, proto=-1, fileno=None): super().__init__(family, type, 0 if fileno is None else proto, fileno)
+
+def keepalive_latency(srv, path:str, n:int=40)->float:
+    "Median seconds of a small GET on one kept-alive connection"
+    c = http.client.HTTPConnection('127.0.0.1', srv.port, timeout=10)
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter(); c.request('GET', path, headers={'Host': f'127.0.0.1:{srv.port}'}); r = c.getresponse(); r.read(); ts.append(time.perf_counter() - t)
+    c.close()
+    return statistics.median(ts[5:])
+
+def step_case(path, a):
+    from playwright.sync_api import sync_playwright, expect
+    t = time.perf_counter()
+    layers,params = write_steps(path, a.steps, a.step_layers, a.step_params)
+    size = sum(f.stat().st_size for f in path.glob('steps.sqlite*'))
+    print(f"\nstep database: {a.steps:,} steps x {len(layers)} layers + {len(params)} parameters, {size / 2**20:.0f} MiB, written in {time.perf_counter() - t:.0f} s")
+    root = path.parent
+    with mock.patch('socket.socket', _Proto0): before = ExplorerServer(root, port=0)
+    with before: lat0 = keepalive_latency(before, f'/api/runs/{path.name}/run.json')
+    clicks,ttis = [],[]
+    with serve(root, port=0) as srv, sync_playwright() as pw:
+        lat1 = keepalive_latency(srv, f'/api/runs/{path.name}/run.json')
+        browser = pw.chromium.launch(executable_path='/usr/bin/chromium', args=CHROMIUM_ARGS)
+        for i in range(a.rounds):
+            page = browser.new_page()
+            page.goto(srv.url + f'?run={path.name}')
+            page.wait_for_selector('#tree .node .label')
+            lay = layers[(i * 37) % len(layers)]
+            first = page.locator(f'#tree .node[data-path="{layers[-1 - i]}"] .label').first
+            first.click()                                       # time to interactive: the tree, then a click drawn with steps
+            expect(page.locator('#panel .step-block[data-drawn-at]')).to_have_count(1)
+            ttis.append(float(page.locator('#panel .step-block').get_attribute('data-drawn-at')) / 1000)
+            page.evaluate("() => document.addEventListener('mousedown', () => { window.__t0 = performance.now(); }, true)")
+            node = page.locator(f'#tree .node[data-path="{lay}"] .label').first
+            node.scroll_into_view_if_needed()
+            node.click()
+            expect(page.locator('#panel-title')).to_contain_text(lay)
+            expect(page.locator('#panel .step-block[data-drawn-at]')).to_have_count(1)
+            clicks.append(float(page.locator('#panel .step-block').get_attribute('data-drawn-at')) - page.evaluate('() => window.__t0'))
+            page.close()
+        browser.close()
+    print(f"click on a layer -> its step charts drawn (5 line charts + histogram, 400/200 points), {a.rounds} rounds, target <= 200 ms:")
+    print(f"  in the page's own clock: median {statistics.median(clicks):.0f} ms, max {max(clicks):.0f} ms")
+    print(f"time to interactive with steps (navigate, tree, a click drawn with its step charts), target <= 1 s: median {statistics.median(ttis):.3f} s, max {max(ttis):.3f} s")
+    print(f"small request on a kept-alive connection: median {lat0 * 1e3:.1f} ms before (listening socket proto 0, no TCP_NODELAY), {lat1 * 1e3:.1f} ms now (IPPROTO_TCP)")
 
 if __name__ == '__main__': main()

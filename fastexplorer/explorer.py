@@ -6,15 +6,17 @@ Docs: https://fastexplorer.github.io/fastexplorer/explorer.html.md"""
 
 # %% ../nbs/05_explorer.ipynb #38c4615b
 from __future__ import annotations
-import asyncio, errno, ipaddress, json, os, re, socket, threading, time, warnings
+import asyncio, errno, ipaddress, json, os, re, socket, sqlite3, threading, time, warnings
 from importlib.resources import files
 from pathlib import Path
 from fastcore.basics import patch
 from fastai.learner import Learner
 from .core import *
+from .export import step_info, step_series, step_hist_series
 
 # %% auto #0
-__all__ = ['ROOT_RUN', 'run_dir', 'list_runs', 'make_app', 'ExplorerServer', 'serve', 'report']
+__all__ = ['ROOT_RUN', 'STEP_KINDS', 'MAX_POINTS', 'REPORT_POINTS', 'REPORT_HIST_POINTS', 'run_dir', 'list_runs', 'step_query',
+           'make_app', 'ExplorerServer', 'serve', 'report']
 
 # %% ../nbs/05_explorer.ipynb #2673441a
 _NAME = re.compile(r'^[A-Za-z0-9_-][A-Za-z0-9._-]*$')
@@ -94,6 +96,36 @@ async def _error(send, status:int, msg:str):
                 'headers': [(b'content-type', b'application/json'), (b'content-length', str(len(body)).encode())] + _HEADERS})
     await send({'type': 'http.response.body', 'body': body})
 
+# %% ../nbs/05_explorer.ipynb #75d4fb54
+STEP_KINDS = ('act', 'valid_act', 'grad', 'weight', 'loss', 'hyper')
+MAX_POINTS = 2000   # the most buckets one request of the step series may ask for
+
+def _int_arg(q, name:str, lo:int=0, hi:int=2**62):
+    "Integer query parameter `name` of `q`, or `None` when absent; `ValueError` naming it when it is not an integer in [`lo`, `hi`]"
+    v = q.get(name)
+    if v is None or v == '': return None
+    if not re.fullmatch(r'-?[0-9]{1,19}', v): raise ValueError(f"query parameter `{name}` must be an integer, not {v[:40]!r}")
+    if not lo <= int(v) <= hi: raise ValueError(f"query parameter `{name}` must be between {lo} and {hi}, not {v}")
+    return int(v)
+
+def step_query(q, hist:bool=False)->dict:
+    "The keyword arguments of `step_series` (`step_hist_series` if `hist`) from query parameters `q`; `ValueError` naming a bad one"
+    if bad := [k for k in q.keys() if k not in ('layer', 'kind', 'stats', 'start', 'stop', 'points', 'split')]:
+        raise ValueError(f"unknown query parameter `{bad[0][:40]}`")
+    res = {'layer': q.get('layer') or None, 'start': _int_arg(q, 'start'), 'stop': _int_arg(q, 'stop'),
+           'points': _int_arg(q, 'points', 1, MAX_POINTS)}
+    if res['start'] is not None and res['stop'] is not None and res['stop'] < res['start']: raise ValueError("query parameter `stop` must not be below `start`")
+    if hist:
+        if (split := q.get('split', 'train')) not in ('train', 'valid'): raise ValueError(f"query parameter `split` must be 'train' or 'valid', not {split[:40]!r}")
+        if res['layer'] is None: raise ValueError("query parameter `layer` is required")
+        res['split'] = split
+    else:
+        if (kind := q.get('kind', 'act')) not in STEP_KINDS: raise ValueError(f"query parameter `kind` must be one of {', '.join(STEP_KINDS)}, not {kind[:40]!r}")
+        if kind not in ('loss', 'hyper') and res['layer'] is None: raise ValueError(f"query parameter `layer` is required for kind {kind!r}")
+        res['kind'] = kind
+        if s := q.get('stats'): res['stats'] = s.split(',')[0] if kind == 'hyper' else s.split(',')
+    return {k: v for k,v in res.items() if v is not None}
+
 # %% ../nbs/05_explorer.ipynb #118a5967
 def _static(name:str)->bytes: return files('fastexplorer').joinpath('static', name).read_bytes()
 
@@ -109,6 +141,7 @@ def make_app(
     from starlette.responses import Response, JSONResponse, StreamingResponse
     from starlette.routing import Route
     from starlette.exceptions import HTTPException
+    from starlette.concurrency import run_in_threadpool
     root = Path(root)
 
     def _run(req):
@@ -138,25 +171,47 @@ def make_app(
         e = next((e for e in m.get('epochs', []) if e.get('epoch') == n), None)
         if e is None or not _NAME.match(e.get('file', '')): raise HTTPException(404, f'no epoch {n}')
         return _file(p/e['file'], p)
+    async def steps(req):
+        p,what = _run(req),req.path_params.get('what')
+        try:
+            if what is None:
+                if req.query_params: raise ValueError(f"unknown query parameter `{next(iter(req.query_params.keys()))[:40]}`")
+                return JSONResponse(await run_in_threadpool(step_info, p))
+            q = step_query(req.query_params, hist=what == 'hist')
+            f = step_hist_series if what == 'hist' else step_series
+            return Response(dumps(await run_in_threadpool(f, p, **q)), media_type='application/json')
+        except ValueError as e: raise HTTPException(400, str(e))
+        except KeyError as e: raise HTTPException(404, e.args[0] if e.args else 'not found')
+        except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no step series (steps.sqlite): it was recorded without them or by an older fastexplorer")
+    async def steps_what(req):
+        if req.path_params['what'] not in ('series', 'hist'): raise HTTPException(404, 'not found')
+        return await steps(req)
     async def events(req):
         p = _run(req)
+        def db_mtime(): return max(((p/f).stat().st_mtime_ns for f in ('steps.sqlite', 'steps.sqlite-wal') if (p/f).exists()), default=None)
         async def stream():
-            last = None
+            last,last_db = None,None
             while not (closing is not None and closing.is_set()) and not await req.is_disconnected():
                 try:
                     st = (p/'run.json').stat().st_mtime_ns
                     if st != last:
                         last = st
                         m = json.loads((p/'run.json').read_text())
-                        data = {'epochs': [e['epoch'] for e in m.get('epochs', [])], 'status': m.get('status')}
+                        data = {'epochs': [e['epoch'] for e in m.get('epochs', [])], 'status': m.get('status'), 'live_alerts': len(m.get('live_alerts') or [])}
                         yield f"event: update\ndata: {json.dumps(data)}\n\n"
-                except (OSError, ValueError): pass      # mid-replace or removed: try again at the next poll
+                    # new steps: the database (or its write-ahead log) changed; its summary is read off the event loop
+                    if (db := db_mtime()) is not None and db != last_db:
+                        info = await run_in_threadpool(step_info, p)
+                        last_db = db
+                        yield f"event: steps\ndata: {dumps({k: info[k] for k in ('batches', 'last_step', 'epochs', 'fits')})}\n\n"
+                except (OSError, ValueError, sqlite3.Error): pass      # mid-replace, removed, or mid-creation: try again at the next poll
                 await asyncio.sleep(poll)
         return StreamingResponse(stream(), media_type='text/event-stream', headers={'x-accel-buffering': 'no'})
 
     async def http_error(req, exc): return JSONResponse({'error': exc.detail}, status_code=exc.status_code)
     routes = [Route('/', index), Route('/static/{name}', static), Route('/api/runs', runs),
               Route('/api/runs/{run}/epochs/{n:int}', epoch), Route('/api/runs/{run}/events', events),
+              Route('/api/runs/{run}/steps', steps), Route('/api/runs/{run}/steps/{what:str}', steps_what),
               Route('/api/runs/{run}/{name}', run_file)]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, 404: http_error, 405: http_error})
     return _Guard(app, set(hosts or ()), any_ip)
@@ -176,7 +231,9 @@ class ExplorerServer:
         if not _loopback(host):
             warnings.warn(f"serving {str(root)!r} on {host}: anyone who can reach this machine on port {port} can read these runs")
         fam = socket.AF_INET6 if ':' in host else socket.AF_INET
-        self.sock = socket.socket(fam, socket.SOCK_STREAM)
+        # protocol IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on accepted sockets whose `proto` says TCP (they inherit
+        # it from this one); without it every small response on a kept-alive connection waits for a delayed ACK (~40 ms)
+        self.sock = socket.socket(fam, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         # as every server does: reuse a port whose old connections linger in TIME_WAIT (a listening socket still blocks it)
         if os.name == 'posix': self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try: self.sock.bind((host, port))
@@ -266,12 +323,25 @@ def _inline_js()->str:
     return '\n'.join(res)
 
 # %% ../nbs/05_explorer.ipynb #b67f6b5f
+REPORT_POINTS,REPORT_HIST_POINTS = 200,100   # the step series a report embeds: buckets per series, and per histogram
+
+def _steps_data(p:Path, points:int=REPORT_POINTS, hist_points:int=REPORT_HIST_POINTS)->dict|None:
+    "The step series the page draws, downsampled to `points` buckets, for a report: the summary, and each layer's and parameter's series by `kind|layer`"
+    if not (p/'steps.sqlite').is_file(): return None
+    info = step_info(p)
+    ser = {'loss|': step_series(p, kind='loss', points=points), 'hyper|group 0': step_series(p, 'group 0', 'hyper', 'lr', points=points)}
+    for l in info['layers']:
+        for k in ('act', 'valid_act'): ser[f'{k}|{l}'] = step_series(p, l, k, ['mean', 'std', 'silent_frac', 'near_zero'], points=points)
+    for q in info['params']:
+        ser[f'grad|{q}'],ser[f'weight|{q}'] = step_series(p, q, 'grad', 'norm', points=points),step_series(p, q, 'weight', 'update_ratio', points=points)
+    return {'info': info, 'points': points, 'series': ser, 'hist': {l: step_hist_series(p, l, points=hist_points) for l in info['layers']}}
+
 def _run_data(p:Path, run:dict)->dict:
     m = json.loads((p/'run.json').read_text())
     def load(f): return json.loads((p/f).read_text()) if (p/f).is_file() else None
     return {'id': run['id'], 'name': run['name'], 'meta': m, 'representation': load('representation.json'),
             'epochs': [load(e['file']) for e in m.get('epochs', []) if _NAME.match(e.get('file', ''))],
-            'landscape': load('landscape.json')}
+            'landscape': load('landscape.json'), 'steps': _steps_data(p)}
 
 def report(
     root,                   # a run folder or a folder of run folders

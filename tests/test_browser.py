@@ -251,9 +251,11 @@ def test_counts_are_singular_for_one(runs, page, tmp_path):
         page.goto(srv.url + '?run=one')
         expect(page.locator('#header .count').first).to_have_text('1 epoch')
         expect(page.locator('#header .count').nth(1)).to_have_text(f"{_n_nodes(runs/'good')} nodes")
+        expect(page.locator('#curves .step-block[data-drawn]')).to_have_count(1)   # loading done before this server stops
     with serve(runs, port=0) as srv:
         page.goto(srv.url + '?run=good')
         expect(page.locator('#header .count').first).to_have_text('3 epochs')
+        expect(page.locator('#curves .step-block[data-drawn]')).to_have_count(1)
     assert page.problems == []
 
 def test_sidebar_runs_the_full_height(runs, page):
@@ -263,6 +265,8 @@ def test_sidebar_runs_the_full_height(runs, page):
         expect(page.locator('#epoch-count')).to_have_text('3')
         page.locator('#tree .node[data-path="1.2"] .label').first.click()
         expect(page.locator('#panel .chart').first).to_be_visible()
+        expect(page.locator('.step-block[data-drawn]')).to_have_count(2)   # the step charts (panel, training) arrive after the click
+        page.wait_for_timeout(100)
         side, main = page.locator('#side').bounding_box(), page.locator('#main').bounding_box()
         assert main['height'] > 1200, main                      # taller than the 900-pixel window
         assert abs(side['y'] + side['height'] - (main['y'] + main['height'])) < 2, (side, main)
@@ -274,7 +278,7 @@ def test_sidebar_runs_the_full_height(runs, page):
 
 def _yticks(page, title:str, where='#panel')->list:
     "The y-axis tick values of the chart titled `title` in `where`"
-    ch = page.locator(f'{where} .chart').filter(has=page.locator('.chart-title', has_text=title)).first
+    ch = page.locator(f"{where} .chart:not(.step-charts .chart)").filter(has=page.locator('.chart-title', has_text=title)).first
     return [float(t) for t in ch.locator('text.tick[text-anchor="end"]').all_text_contents()]
 
 def test_fractions_on_0_1_and_bands_within_min_max(runs, page):

@@ -138,6 +138,14 @@ def test_starts_inside_a_running_event_loop(runs):
         with serve(runs, port=0) as s: return await asyncio.to_thread(get, s.url + 'api/runs')
     assert asyncio.run(main())[0] == 200
 
+def _event(r, name:str)->dict:
+    "The data of the next event called `name` on event stream `r` (others are skipped)"
+    while True:
+        lines = []
+        while (l := r.fp.readline().decode().strip()) or not lines:
+            if l: lines.append(l)
+        if f'event: {name}' in lines: return json.loads(lines[-1].removeprefix('data: '))
+
 def test_new_epoch_reaches_event_stream_within_2s(tmp_path, runs):
     "An epoch written while a client listens arrives as an `update` event within 2 seconds"
     shutil.copytree(runs/'good', tmp_path/'live')
@@ -146,11 +154,7 @@ def test_new_epoch_reaches_event_stream_within_2s(tmp_path, runs):
         c.request('GET', '/api/runs/live/events', headers={'Host': f'127.0.0.1:{s.port}'})
         r = c.getresponse()
         assert r.status == 200 and r.headers['Content-Type'].startswith('text/event-stream')
-        def event():
-            lines = []
-            while (l := r.fp.readline().decode().strip()) or not lines:
-                if l: lines.append(l)
-            return json.loads(lines[-1].removeprefix('data: '))
+        event = lambda: _event(r, 'update')
         assert event()['epochs'] == [1, 2]
         m = json.loads((tmp_path/'live'/'run.json').read_text())
         shutil.copy(tmp_path/'live'/'epoch_0002.json', tmp_path/'live'/'epoch_0003.json')
@@ -199,3 +203,76 @@ def test_callback_serves_while_training(tmp_path):
         with learn.no_bar(), learn.no_logging(): learn.fit(2)
         assert seen == [1, 2]
     finally: learn.explorer.server.stop()
+
+def test_step_api(srv, runs):
+    "The step series: the summary, a layer's and a parameter's series, the loss, a hyper-parameter and a histogram"
+    info = json.loads(get(srv.url + 'api/runs/good/steps')[1])
+    assert info['batches'] > 0 and [e['epoch'] for e in info['epochs']] == [1, 2] and info['layers'] and info['params']
+    lay,par = info['layers'][1],info['params'][0]
+    st,body,h = get(srv.url + f'api/runs/good/steps/series?layer={lay}&stats=mean,std&points=7')
+    d = json.loads(body)
+    assert st == 200 and "script-src 'self'" in h['Content-Security-Policy'], 'the same security headers'
+    assert 0 < len(d['steps']) <= 7 and set(d) >= {'mean', 'std'} and len(d['mean']['min']) == len(d['steps'])
+    d = json.loads(get(srv.url + f'api/runs/good/steps/series?layer={lay}&stats=mean&start=10&stop=20')[1])
+    assert d['steps'] and 10 <= min(d['steps']) and max(d['steps']) <= 20, 'start and stop narrow the range'
+    assert json.loads(get(srv.url + f'api/runs/good/steps/series?layer={par}&kind=grad&stats=norm')[1])['norm']['mean']
+    assert json.loads(get(srv.url + 'api/runs/good/steps/series?kind=loss')[1])['smooth_loss']['mean']
+    assert json.loads(get(srv.url + 'api/runs/good/steps/series?kind=hyper&layer=group%200&stats=lr')[1])['lr']['mean']
+    hs = json.loads(get(srv.url + f'api/runs/good/steps/hist?layer={lay}&points=5')[1])
+    assert 0 < len(hs['counts']) <= 5 and len(hs['counts'][0]) == json.loads((runs/'good'/'run.json').read_text())['hist']['bins'] + 2
+
+@pytest.mark.parametrize('query,name', [('layer=0&points=x', 'points'), ('layer=0&points=100000', 'points'), ('layer=0&start=-1', 'start'),
+    ('layer=0&start=9&stop=2', 'stop'), ('layer=0&kind=drop', 'kind'), ('kind=act', 'layer'), ('layer=0&stats=bogus', 'bogus'),
+    ('layer=0&where=1', 'where'), ('layer=0&stop=1.5', 'stop')])
+def test_step_api_rejects_bad_parameters(srv, query, name):
+    "A bad query parameter is a 400 that names it"
+    st,body,_ = get(srv.url + 'api/runs/good/steps/series?' + query)
+    assert st == 400 and name in json.loads(body)['error'], (st, body)
+
+def test_step_api_404(srv, runs, tmp_path):
+    "An unknown layer, an unknown run and a run without steps.sqlite are 404s, the last one saying why"
+    assert get(srv.url + 'api/runs/good/steps/series?layer=no.such')[0] == 404
+    assert get(srv.url + 'api/runs/good/steps/hist?layer=no.such')[0] == 404
+    assert get(srv.url + 'api/runs/good/steps/other')[0] == 404
+    assert get(srv.url + 'api/runs/nope/steps')[0] == 404
+    assert get(srv.url + 'api/runs/good/steps/hist?split=test&layer=0')[0] == 400
+    shutil.copytree(runs/'good', tmp_path/'old', ignore=shutil.ignore_patterns('steps.sqlite*'))
+    with serve(tmp_path, port=0) as s:
+        st,body,_ = get(s.url + 'api/runs/old/steps')
+        assert st == 404 and 'steps.sqlite' in json.loads(body)['error']
+
+def test_new_steps_reach_event_stream(tmp_path, runs):
+    "Batches appended to steps.sqlite while a client listens arrive as a `steps` event; a live alert changes `update`"
+    shutil.copytree(runs/'good', tmp_path/'live')
+    with serve(tmp_path, port=0) as s:
+        c = http.client.HTTPConnection('127.0.0.1', s.port, timeout=5)
+        c.request('GET', '/api/runs/live/events', headers={'Host': f'127.0.0.1:{s.port}'})
+        r = c.getresponse()
+        assert _event(r, 'update')['live_alerts'] == 0
+        first = _event(r, 'steps')
+        from fastexplorer.export import StepWriter
+        w = StepWriter(tmp_path/'live', **{k: v for k,v in zip(('hist_bins', 'hist_range'), _hist(tmp_path/'live'))})
+        w.append([{'step': first['last_step'] + 1, 'fit': 0, 'epoch': 3, 'split': 'train', 'iter': 0, 'loss': 1., 'smooth_loss': 1.}])
+        w.close()
+        nxt = _event(r, 'steps')
+        assert nxt['batches'] == first['batches'] + 1 and nxt['last_step'] == first['last_step'] + 1 and nxt['epochs'][-1]['epoch'] == 3
+        m = json.loads((tmp_path/'live'/'run.json').read_text())
+        m['live_alerts'] = [{'kind': 'nonfinite', 'layer': '0', 'stat': 'nan', 'value': 3, 'message': 'NaN', 'epoch': 3, 'step': 99}]
+        save_json(m, tmp_path/'live'/'run.json')
+        assert _event(r, 'update')['live_alerts'] == 1
+        c.close()
+
+def _hist(p:Path)->tuple:
+    h = json.loads((p/'run.json').read_text())['hist']
+    return h['bins'],tuple(h['range'])
+
+def test_accepted_sockets_have_tcp_nodelay(srv):
+    "The listening socket says TCP, so asyncio sets TCP_NODELAY on every accepted connection (no delayed-ACK wait on small responses)"
+    assert srv.sock.proto == socket.IPPROTO_TCP
+    a = socket.socket(srv.sock.family, socket.SOCK_STREAM, socket.IPPROTO_TCP); a.bind(('127.0.0.1', 0)); a.listen(1)
+    with a, socket.create_connection(a.getsockname()) as c:
+        conn,_ = a.accept()
+        with conn:
+            from asyncio.base_events import _set_nodelay
+            _set_nodelay(conn)
+            assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY), 'a socket accepted like the server\'s gets TCP_NODELAY from asyncio'

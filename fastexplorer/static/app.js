@@ -8,6 +8,7 @@ import { onSlider } from './render.js';
 import { onAlertClick } from './curves.js';
 import { fatal } from './header.js';
 import { startServer, startReport } from './load.js';
+import { wireZoom } from './steps.js';
 
 function wire() {
   S.overlay = $('#overlay').value;
@@ -22,6 +23,7 @@ function wire() {
   $('#search').addEventListener('input', runSearch);
   $('#overlay').addEventListener('change', () => { S.overlay = $('#overlay').value; computeOverlay(); decorateAll(); });
   $('#epoch').addEventListener('input', onSlider);
+  wireZoom($('#main'));
   $('#alerts').addEventListener('click', onAlertClick);
   $('#alerts').addEventListener('keydown', onAlertClick);
   $('#heatmaps').addEventListener('click', (e) => {

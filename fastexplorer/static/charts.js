@@ -1,4 +1,4 @@
-/* Line charts as inline SVG: axes, ticks, series with bands, the compared run dashed. */
+/* Line charts as inline SVG: axes, ticks, series with bands, the compared run dashed, boundaries marked. */
 import { fin, esc, h, fmt } from './util.js';
 import { S } from './state.js';
 
@@ -18,7 +18,8 @@ export function niceStep(range, n) {
   return (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * p;
 }
 
-/* series: [{label, color, dash, points: [[x, y|null]], band: [[x, lo, hi]]}]; `o.y`: a y range always shown (a fraction's [0, 1]) */
+/* series: [{label, color, dash, points: [[x, y|null]], band: [[x, lo, hi]]}]; `o.y`: a y range always shown (a fraction's [0, 1]);
+   `o.vlines`: [{x, label}] drawn as dotted lines (epoch starts); `o.xname`: what x is, in tooltips (default epoch) */
 export function lineChart(o) {
   const W = o.w || 340, H = o.h || 150, m = { l: 46, r: 10, t: 8, b: 20 };
   const pw = W - m.l - m.r, ph = H - m.t - m.b;
@@ -87,6 +88,12 @@ export function lineChart(o) {
     svg += `<line class="xtick" x1="${xx}" x2="${xx}" y1="${m.t + ph}" y2="${m.t + ph + 3}"/><text class="tick" x="${xx}" y="${H - 5}" text-anchor="middle">${x}</text>`;
   }
   svg += `<line class="axis" x1="${m.l}" x2="${W - m.r}" y1="${m.t + ph}" y2="${m.t + ph}"/>`;
+  for (const v of o.vlines || []) {
+    if (!(v.x > x0 && v.x <= x1)) continue;
+    const xx = X(v.x).toFixed(1);
+    svg += `<line class="vline" x1="${xx}" x2="${xx}" y1="${m.t}" y2="${m.t + ph}"><title>${esc(v.label || '')}</title></line>`;
+    if (v.label) svg += `<text class="vlabel" x="${(+xx + 2).toFixed(1)}" y="${m.t + 8}">${esc(v.label)}</text>`;
+  }
   if (fin(o.marker) && o.marker >= x0 && o.marker <= x1) svg += `<line class="marker" x1="${X(o.marker).toFixed(1)}" x2="${X(o.marker).toFixed(1)}" y1="${m.t}" y2="${m.t + ph}"/>`;
   for (const s of o.series) {
     if (s.band) {
@@ -113,11 +120,13 @@ export function lineChart(o) {
     if (d) svg += `<path class="line" d="${d}" stroke="${s.color}"${s.dash ? ' stroke-dasharray="5 3"' : ''}${s.width ? ` stroke-width="${s.width}"` : ''}/>`;
     const pts = s.points.filter((p) => ok(p[1]));
     if (pts.length <= 80) for (const p of pts) {
-      svg += `<circle class="pt${s.dash ? ' hollow' : ''}" cx="${X(p[0]).toFixed(1)}" cy="${Y(p[1]).toFixed(1)}" r="${pts.length === 1 ? 3 : 2.2}" ${s.dash ? `stroke="${s.color}"` : `fill="${s.color}"`}><title>${esc(s.label || '')} · epoch ${p[0]}: ${esc(fmt(p[1], 4))}</title></circle>`;
+      svg += `<circle class="pt${s.dash ? ' hollow' : ''}" cx="${X(p[0]).toFixed(1)}" cy="${Y(p[1]).toFixed(1)}" r="${pts.length === 1 ? 3 : 2.2}" ${s.dash ? `stroke="${s.color}"` : `fill="${s.color}"`}><title>${esc(s.label || '')} · ${o.xname || 'epoch'} ${p[0]}: ${esc(fmt(p[1], 4))}</title></circle>`;
     }
   }
   svg += '</svg>';
   const box = h('div', { class: 'plot-box', html: svg });
+  // where x lies in the drawing, for a drag that zooms (steps.js): the x range and the plot's left edge and width, in viewBox units
+  Object.assign(wrap.dataset, { x0: String(x0), x1: String(x1), vbw: String(W), pl: String(m.l), pw: String(pw) });
   wrap.append(box);
   if (o.xlabel !== false) wrap.append(h('div', { class: 'axis-label', text: o.xlabel || 'epoch' }));
   return wrap;

@@ -3,6 +3,9 @@ import { $, fin, PALETTE, C_TRAIN, h, C_VALID } from './util.js';
 import { S, epochNumbers, selectedEpoch, epochDomain } from './state.js';
 import { lineChart } from './charts.js';
 import { selectPath } from './tree.js';
+import { hasSteps, stepCurves } from './steps.js';
+
+let curveStepKey = null, curveStepEl = null;
 
 function recorderKeys(runs) {
   const keys = [];
@@ -16,9 +19,13 @@ function recorderKeys(runs) {
 export function renderCurves() {
   const box = $('#curves'), run = S.run, cmp = S.cmp;
   const nums = epochNumbers(run);
+  // loss and learning rate over steps first, when the run has steps (kept across redraws)
+  const skey = `${run.id}|${cmp ? cmp.id : ''}|${hasSteps(run)}|${hasSteps(cmp)}`;
+  if (curveStepKey !== skey) { curveStepKey = skey; curveStepEl = (hasSteps(run) || hasSteps(cmp)) ? stepCurves() : null; }
+  const pre = curveStepEl ? [curveStepEl, h('h3', { class: 'epoch-head', text: 'Over epochs' })] : [];
   if (!nums.length && !(cmp && cmp.epochs.size)) {
     const waiting = run.meta && Array.isArray(run.meta.epochs) && run.meta.epochs.length;
-    box.replaceChildren(h('div', { class: 'note', text: waiting ? 'Loading epochs…' : 'No epoch recorded yet: curves appear after the first epoch ends.' }));
+    box.replaceChildren(...pre, h('div', { class: 'note', text: waiting ? 'Loading epochs…' : 'No epoch recorded yet: curves appear after the first epoch ends.' }));
     return;
   }
   const keys = recorderKeys([run, cmp]);
@@ -60,7 +67,7 @@ export function renderCurves() {
   const ranks = Math.max(0, ...nums.map((e) => run.epochs.get(e).ranks || 0));
   if (!charts.length) charts.push(h('div', { class: 'note', text: 'The Recorder logged no numeric values.' }));
   if (ranks > 1) charts.push(h('div', { class: 'note', id: 'ranks-note', text: `Statistics combined over ${ranks} processes (DistributedDataParallel).` }));
-  box.replaceChildren(...charts);
+  box.replaceChildren(...pre, h('div', { class: 'charts epoch-curves' }, ...charts));
 }
 
 const ALERT_HELP = {
@@ -68,27 +75,38 @@ const ALERT_HELP = {
   vanishing_grad: 'very small gradients', frozen: 'parameters that do not change',
 };
 
+/* Alerts raised inside an epoch whose file is not loaded yet (`live_alerts` in run.json, written within a second). */
+function liveAlerts() {
+  const la = S.run.meta && Array.isArray(S.run.meta.live_alerts) ? S.run.meta.live_alerts : [];
+  return la.filter((a) => a && !S.run.epochs.has(a.epoch));
+}
+
 export function renderAlerts() {
-  const box = $('#alerts'), e = selectedEpoch(), title = $('#alerts-title');
-  if (e == null) { title.textContent = 'Alerts'; box.replaceChildren(h('div', { class: 'note', text: 'No epoch loaded yet.' })); return; }
+  const box = $('#alerts'), e = selectedEpoch(), title = $('#alerts-title'), live = liveAlerts().map((a) => alertItem(a, true));
+  if (e == null) {
+    title.textContent = 'Alerts';
+    box.replaceChildren(...live, ...(live.length ? [] : [h('div', { class: 'note', text: 'No epoch loaded yet.' })]));
+    return;
+  }
   const ep = S.run.epochs.get(e);
   title.replaceChildren('Alerts ', h('span', { class: 'muted sub', text: `epoch ${e}` }));
   if (!ep.alerts.length) {
     // a hint of where the alerts are, when the selected epoch has none
     const other = epochNumbers(S.run).filter((n) => S.run.epochs.get(n).alerts.length);
-    box.replaceChildren(h('div', { class: 'note ok', text: `No alert in epoch ${e}.` + (other.length ? ` Epochs with alerts: ${other.join(', ')}.` : '') }));
+    box.replaceChildren(...live, h('div', { class: 'note ok', text: `No alert in epoch ${e}.` + (other.length ? ` Epochs with alerts: ${other.join(', ')}.` : '') }));
     return;
   }
-  const items = ep.alerts.map((a) => {
-    const layer = String(a.layer ?? '');
-    const known = S.tree && S.tree.byPath.has(layer);
-    return h('div', { class: 'alert k-' + String(a.kind || 'other'), role: 'button', tabindex: '0', dataset: { layer, kind: String(a.kind || '') },
+  box.replaceChildren(...live, ...ep.alerts.map((a) => alertItem(a, false)));
+}
+
+function alertItem(a, live) {
+  const layer = String(a.layer ?? '');
+  const known = S.tree && S.tree.byPath.has(layer);
+  return h('div', { class: 'alert k-' + String(a.kind || 'other') + (live ? ' live' : ''), role: 'button', tabindex: '0', dataset: { layer, kind: String(a.kind || '') },
                       title: (ALERT_HELP[a.kind] || '') + (known ? ' · click to show the layer' : '') },
       h('span', { class: 'alert-kind', text: String(a.kind || 'alert').replace('_', ' ') }),
       h('span', { class: 'alert-layer', text: layer || '(model)' }),
-      h('span', { class: 'alert-msg', text: String(a.message || '') }));
-  });
-  box.replaceChildren(...items);
+      h('span', { class: 'alert-msg', text: String(a.message || '') + (live ? ` · raised at step ${a.step} of epoch ${a.epoch} (live)` : '') }));
 }
 
 export function onAlertClick(e) {

@@ -7,6 +7,14 @@ import { initTree } from './tree.js';
 import { renderLandscape } from './landscape.js';
 import { showMessage, fatal, renderHeader, renderRunNav, runHref } from './header.js';
 import { scheduleRender, renderAll, renderNow } from './render.js';
+import { renderAlerts } from './curves.js';
+import { onSteps } from './steps.js';
+
+/* The run's step summary (steps.sqlite), asked for only when its manifest names the file, so a run without one logs no 404. */
+async function loadSteps(run) {
+  if (!run.meta || !run.meta.steps) return;
+  try { run.steps = await getJSON(apiUrl(run.id, 'steps')); } catch (e) { run.steps = null; }
+}
 
 /* The run list says which runs exist and what they are called; a run asked for in the URL that is not in it is an
    error that offers the runs there are (and is never fetched, so the console stays clean). */
@@ -34,6 +42,8 @@ export async function startServer() {
   renderAll();
   maybeLandscape(run);
   loadEpochs(run, (run.meta.epochs || []).map((e) => e.epoch), true);
+  // the step summary does not hold up the tree and the epochs: the step charts appear when it arrives
+  loadSteps(run).then(() => { if (run.steps) scheduleRender(); });
   openEvents(run);
   if (cmpId && cmpId !== id) loadCompare(cmpId);
 }
@@ -47,6 +57,7 @@ async function loadCompare(cid) {
     const [meta, rep] = await Promise.all([getJSON(apiUrl(cid, 'run.json')), getJSON(apiUrl(cid, 'representation.json')).catch(() => null)]);
     c.meta = meta; c.rep = rep; c.status = meta.status; c.shared = sharedMap(rep);
   } catch (e) { showMessage(`Cannot load the compared run "${cid}": ${e.message}`, 'warn'); return; }
+  loadSteps(c).then(() => { if (c.steps) scheduleRender(); });
   S.cmp = c;
   renderHeader(); scheduleRender();
   loadEpochs(c, (c.meta.epochs || []).map((e) => e.epoch), false);
@@ -97,6 +108,15 @@ function openEvents(run) {
     onUpdate(run, d);
   };
   es.addEventListener('update', handler);
+  es.addEventListener('steps', async (e) => {
+    let d = null;
+    try { d = JSON.parse(e.data); } catch (err) { return; }
+    if (onSteps(run, d)) return;
+    // the first steps of a run whose page opened before it had any: read the summary, then draw the step charts
+    await loadSteps(run);
+    if (!run.steps) { run.meta = run.meta || {}; run.meta.steps = 'steps.sqlite'; await loadSteps(run); }
+    scheduleRender();
+  });
   es.onmessage = handler;
 }
 
@@ -123,6 +143,7 @@ async function onUpdate(run, d) {
     }
     if (redo.length) loadEpochs(run, redo, false);
     renderHeader();
+    if (run === S.run) renderAlerts();   // live alerts (raised inside an epoch) show before the epoch's file exists
   } catch (e) { /* the next event will tell */ }
 }
 
@@ -163,6 +184,7 @@ export function startReport() {
       if (fin(ep.epoch)) run.epochs.set(ep.epoch, ep);
     }
     run.landscape = (r.landscape && Array.isArray(r.landscape.loss)) ? r.landscape : null;
+    if (r.steps && r.steps.info) { run.steps = r.steps.info; run.stepsData = r.steps; }
     return run;
   };
   const main = (wanted != null && wanted !== '' && find(wanted)) || runs[0];

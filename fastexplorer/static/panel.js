@@ -1,8 +1,9 @@
-/* The node panel: a selected layer's or parameter's charts over epochs and its statistics in the selected epoch. */
+/* The node panel: a selected layer's or parameter's charts over steps and over epochs, and its statistics in the selected epoch. */
 import { $, fin, PALETTE, C_TRAIN, h, fmt, fmtInt, fmtShape, C_VALID } from './util.js';
 import { S, epochNumbers, statsAt, paramChildren, selectedEpoch, epochDomain } from './state.js';
 import { lineChart } from './charts.js';
 import { histChart } from './hist.js';
+import { hasSteps, stepPanel } from './steps.js';
 
 function nodeSeries(run, path, pick, opts) {
   return epochNumbers(run).map((e) => {
@@ -21,9 +22,12 @@ function kv(pairs) {
   return d;
 }
 
+let panelStepKey = null, panelStepEl = null;
+
 export function renderPanel() {
   const node = S.selected, title = $('#panel-title'), body = $('#panel-body');
   if (!node) {
+    panelStepKey = null; panelStepEl = null;
     title.textContent = 'No layer selected';
     body.replaceChildren(h('div', { class: 'note', text: 'Click a layer in the tree (or an alert) to see its statistics over epochs.' }));
     return;
@@ -47,6 +51,11 @@ export function renderPanel() {
     body.replaceChildren(...out);
     return;
   }
+  // the step charts first, when the run has steps; kept across redraws of the same node, so epochs arriving do not refetch them
+  const params0 = node.type === 'Parameter' ? [node] : paramChildren(node);
+  const skey = `${run.id}|${cmp ? cmp.id : ''}|${path}|${hasSteps(run)}|${hasSteps(cmp)}`;
+  if (panelStepKey !== skey) { panelStepKey = skey; panelStepEl = (hasSteps(run) || hasSteps(cmp)) ? stepPanel(node, params0) : null; }
+  if (panelStepEl) out.push(panelStepEl, h('h3', { class: 'epoch-head', text: 'Over epochs' }));
   const dom = epochDomain();
   const both = [[run, false]].concat(cmp ? [[cmp, true]] : []);
   const charts = [];

@@ -18,12 +18,13 @@ export const S = {
   ovScale: null,
   alertPaths: new Set(),
   searchQ: '',
+  stepRange: null,  // [first, last] step shown by every step chart (null: all)
 };
 
 /* A run: `id` is its key in URLs (`~`: the served folder itself), `name` what the page calls it (the folder's name). */
 export function newRun(id, name) {
   return { id, name: name || id, meta: null, rep: null, status: null, epochs: new Map(), landscape: null, shared: new Map(),
-           inflight: new Set(), es: null, landscapeTried: false };
+           inflight: new Set(), es: null, landscapeTried: false, steps: null, stepsData: null };
 }
 
 export function epochNumbers(run) { return run ? Array.from(run.epochs.keys()).sort((a, b) => a - b) : []; }
