@@ -500,6 +500,7 @@ def _cb_before_fit(self:ExplorerCallback):
                 rep = self.learn.to_representation()
                 self.writer.write_representation(rep.get_dict())
                 self.tree = rep.data.get_dict()
+                self.exec_order = _order(self.tree)       # execution order of the paths, for alerts inside an epoch
                 self._pick_samples()
                 if self.serving: print(f"fastexplorer: explore this run at {self.serve(port=self.port)}")
             except BaseException as e: err = e
@@ -827,7 +828,7 @@ def _live(self:ExplorerCallback, key, **alert):
 
 def _live_alerts(self:ExplorerCallback, metas:list, act, grad):
     "Alerts in the batches about to be written: the first non-finite values, and dead layers after `DEAD_AFTER` batches"
-    n0,order = len(self.live_alerts),_order(self.tree)
+    n0,order = len(self.live_alerts),self.exec_order
     what = {'act': 'activations', 'valid_act': 'validation activations', 'grad': 'gradients'}
     for rows,names,col in ((act, self.keys, 3), (grad, self.pkeys, 4)):   # columns: batch, layer, then the statistics
         if rows is None: continue

@@ -146,13 +146,17 @@ def _event(r, name:str)->dict:
             if l: lines.append(l)
         if f'event: {name}' in lines: return json.loads(lines[-1].removeprefix('data: '))
 
+def _events(s, run:str):
+    "An open response of `run`'s event stream on server `s`"
+    c = http.client.HTTPConnection('127.0.0.1', s.port, timeout=5)
+    c.request('GET', f'/api/runs/{run}/events', headers={'Host': f'127.0.0.1:{s.port}'})
+    return c.getresponse()
+
 def test_new_epoch_reaches_event_stream_within_2s(tmp_path, runs):
     "An epoch written while a client listens arrives as an `update` event within 2 seconds"
     shutil.copytree(runs/'good', tmp_path/'live')
     with serve(tmp_path, port=0) as s:
-        c = http.client.HTTPConnection('127.0.0.1', s.port, timeout=5)
-        c.request('GET', '/api/runs/live/events', headers={'Host': f'127.0.0.1:{s.port}'})
-        r = c.getresponse()
+        r = _events(s, 'live')
         assert r.status == 200 and r.headers['Content-Type'].startswith('text/event-stream')
         event = lambda: _event(r, 'update')
         assert event()['epochs'] == [1, 2]
@@ -162,7 +166,7 @@ def test_new_epoch_reaches_event_stream_within_2s(tmp_path, runs):
         t = time.monotonic()
         save_json(m, tmp_path/'live'/'run.json')
         assert event()['epochs'] == [1, 2, 3] and time.monotonic() - t < 2
-        c.close()
+        r.close()
 
 def test_report_is_self_contained(runs, tmp_path):
     "The report inlines the page, its assets and every run's data, and escapes `<` in the data"
@@ -245,9 +249,7 @@ def test_new_steps_reach_event_stream(tmp_path, runs):
     "Batches appended to steps.sqlite while a client listens arrive as a `steps` event; a live alert changes `update`"
     shutil.copytree(runs/'good', tmp_path/'live')
     with serve(tmp_path, port=0) as s:
-        c = http.client.HTTPConnection('127.0.0.1', s.port, timeout=5)
-        c.request('GET', '/api/runs/live/events', headers={'Host': f'127.0.0.1:{s.port}'})
-        r = c.getresponse()
+        r = _events(s, 'live')
         assert _event(r, 'update')['live_alerts'] == 0
         first = _event(r, 'steps')
         from fastexplorer.export import StepWriter
@@ -260,7 +262,7 @@ def test_new_steps_reach_event_stream(tmp_path, runs):
         m['live_alerts'] = [{'kind': 'nonfinite', 'layer': '0', 'stat': 'nan', 'value': 3, 'message': 'NaN', 'epoch': 3, 'step': 99}]
         save_json(m, tmp_path/'live'/'run.json')
         assert _event(r, 'update')['live_alerts'] == 1
-        c.close()
+        r.close()
 
 def _hist(p:Path)->tuple:
     h = json.loads((p/'run.json').read_text())['hist']

@@ -1,47 +1,13 @@
 "The page's step charts in a real browser (Debian's Chromium, Playwright) against the real server: layers, parameters, zoom, live steps and alerts, the report."
-import json, os, shutil, time
+import json, shutil, time
 from pathlib import Path
 import numpy as np
-import pytest
 from fastai.callback.progress import *   # noqa: F403
 from fastexplorer.all import *
 from fastexplorer.export import StepWriter, ACT_STATS, GRAD_STATS, step_info
 from playwright.sync_api import expect
 
-CHROMIUM = '/usr/bin/chromium'
-ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run']
-SHOTS = Path(__file__).parent/'output'
-
-if not os.path.exists(CHROMIUM):
-    if os.environ.get('CI'): raise RuntimeError(f"{CHROMIUM} is missing: scripts/test.sh installs Debian's chromium")
-    pytest.skip(f"{CHROMIUM} is not installed (scripts/test.sh installs it)", allow_module_level=True)
-
-@pytest.fixture(scope='module')
-def runs(tmp_path_factory):
-    "Two digits runs with step series: a sound one and one whose units go silent in the first batches"
-    root = tmp_path_factory.mktemp('runs')
-    for name,lr in [('good', 1e-2), ('toohigh', 3.0)]:
-        learn = digits_learner(cbs=ExplorerCallback(root/name, every=2, valid=True))
-        with learn.no_bar(), learn.no_logging(): learn.fit(3, lr)
-    return root
-
-@pytest.fixture(scope='module')
-def browser():
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-@pytest.fixture
-def page(browser):
-    "A page that collects console errors and warnings, and uncaught exceptions"
-    p = browser.new_page(viewport={'width': 1400, 'height': 900})
-    p.problems = []
-    p.on('console', lambda m: p.problems.append(f"{m.type}: {m.text}") if m.type in ('error', 'warning') else None)
-    p.on('pageerror', lambda e: p.problems.append(f"pageerror: {e}"))
-    yield p
-    p.close()
+from test_browser import browser, page, runs, SHOTS   # noqa: F401  (the browser fixtures, and its skip without chromium)
 
 def _step_chart(page, title:str, where='#panel'):
     return page.locator(f'{where} .step-charts .chart').filter(has=page.locator('.chart-title', has_text=title)).first
