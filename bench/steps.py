@@ -3,14 +3,16 @@ writer (`StepWriter.append`, in flushes of 10 batches as the callback makes them
 
 Usage: python bench/steps.py [--steps 100000] [--layers 200] [--params 100]
 
-Prints the store's size on disk, the time of one flush at the start and at the end of the run (a flush must cost in
-proportion to its rows, never to the run's length), the time for `load_run(...).query_steps` of one layer's statistics
-(every step) and for `step_series` of one layer (1,000 buckets, what a chart asks for).
+Prints the store's size on disk, the time of one flush at the start and at the end of the run (median, and mean with
+the write-ahead log's checkpoints, which some flushes pay for the others; a flush must cost in proportion to its rows,
+never to the run's length), the time for `load_run(...).query_steps` of one layer's statistics (every step), for
+`step_series` of one layer (1,000 buckets, what a chart asks for) and for `step_info` (what the page and the event
+stream read first).
 """
-import argparse, statistics, tempfile, time
+import argparse, shutil, statistics, tempfile, time
 from pathlib import Path
 import numpy as np
-from fastexplorer.export import StepWriter, ACT_STATS, GRAD_STATS, read_steps, step_series, step_hist_series
+from fastexplorer.export import StepWriter, ACT_STATS, GRAD_STATS, read_steps, step_series, step_hist_series, step_info
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -37,15 +39,18 @@ def main():
     size = sum(f.stat().st_size for f in d.iterdir())
     n = len(times)
     print(f"\n{a.steps:,} steps x {a.layers} layers + {a.params} parameters: {size / 2**30:.2f} GiB on disk, written in {time.perf_counter() - t0:.0f} s")
-    print(f"one flush (10 batches, {10 * (a.layers + a.params):,} rows): median {statistics.median(times[:n // 10]) * 1e3:.1f} ms in the first tenth of the run, "
-          f"{statistics.median(times[-(n // 10):]) * 1e3:.1f} ms in the last")
+    first,last = times[:n // 10],times[-(n // 10):]
+    print(f"one flush (10 batches, {10 * (a.layers + a.params):,} rows): median {statistics.median(first) * 1e3:.1f} ms, mean {statistics.mean(first) * 1e3:.1f} ms "
+          f"in the first tenth of the run; median {statistics.median(last) * 1e3:.1f} ms, mean {statistics.mean(last) * 1e3:.1f} ms in the last")
     for what,f in [('query_steps of one layer, 10 statistics, every step', lambda: read_steps(d, layers=layers[a.layers // 2], kinds='act')),
                    ('query_steps of one layer, one statistic, every step', lambda: read_steps(d, layers=layers[a.layers // 2], stats='mean', kinds='act')),
                    ('step_series of one layer, 10 statistics, 1,000 buckets', lambda: step_series(d, layers[a.layers // 2], points=1000)),
                    ('step_series of one layer, mean, 1,000 buckets', lambda: step_series(d, layers[a.layers // 2], stats='mean', points=1000)),
-                   ('step_hist_series of one layer, 400 buckets', lambda: step_hist_series(d, layers[a.layers // 2], points=400))]:
+                   ('step_hist_series of one layer, 400 buckets', lambda: step_hist_series(d, layers[a.layers // 2], points=400)),
+                   ('step_info (epochs, fits, names, last step)', lambda: step_info(d))]:
         ts = []
         for _ in range(3): t = time.perf_counter(); r = f(); ts.append(time.perf_counter() - t)
         print(f"{what:58s} {min(ts) * 1e3:8.1f} ms   ({len(r) if hasattr(r, '__len__') else ''} rows/keys)")
+    shutil.rmtree(d)
 
 if __name__ == '__main__': main()

@@ -12,44 +12,12 @@ from pathlib import Path
 from fastcore.basics import patch
 from fastai.learner import Learner
 from .core import *
-from .export import step_info, step_series, step_hist_series
+from .export import ROOT_RUN, run_dir, list_runs, read_manifest, epoch_path, step_info, step_series, step_hist_series
+from .export import _inside
 
 # %% auto #0
-__all__ = ['ROOT_RUN', 'STEP_KINDS', 'MAX_POINTS', 'REPORT_POINTS', 'REPORT_HIST_POINTS', 'run_dir', 'list_runs', 'step_query',
-           'make_app', 'ExplorerServer', 'serve', 'report']
-
-# %% ../nbs/05_explorer.ipynb #2673441a
-_NAME = re.compile(r'^[A-Za-z0-9_-][A-Za-z0-9._-]*$')
-ROOT_RUN = '~'   # the id of the served folder itself, when it is a run
-
-def _inside(p:Path, root:Path)->bool:
-    try: p.resolve().relative_to(root.resolve()); return True
-    except (ValueError, OSError): return False
-
-def run_dir(root:Path, name:str)->Path|None:
-    "The folder of run `name` under `root`, or `None` if there is no such run (or the name is not allowed)"
-    root = Path(root)
-    if name == ROOT_RUN: p = root
-    elif _NAME.match(name): p = root/name
-    else: return None
-    return p if p.is_dir() and _inside(p, root) and (p/'run.json').is_file() and _inside(p/'run.json', root) else None
-
-def _run_name(root:Path, name:str)->str:
-    "What the page calls run `name` under `root`: its folder's name (for `~`, the served folder's own)"
-    return (Path(root).resolve().name or str(Path(root).resolve())) if name == ROOT_RUN else name
-
-def list_runs(root:Path)->list:
-    "The runs under `root` (itself first, as `~`), each with its display name, model, status, epochs, last update and whether it has a landscape"
-    root = Path(root)
-    names = ([ROOT_RUN] if (root/'run.json').is_file() else []) + sorted(p.name for p in root.iterdir() if p.is_dir())
-    res = []
-    for n in names:
-        if (p := run_dir(root, n)) is None: continue
-        try: m = json.loads((p/'run.json').read_text())
-        except (OSError, ValueError): continue
-        res.append({'id': n, 'name': _run_name(root, n), 'model': m.get('model'), 'status': m.get('status'), 'epochs': len(m.get('epochs', [])),
-                    'updated': m.get('updated'), 'landscape': (p/'landscape.json').is_file()})
-    return res
+__all__ = ['STEP_KINDS', 'MAX_POINTS', 'REPORT_POINTS', 'REPORT_HIST_POINTS', 'step_query', 'make_app', 'ExplorerServer', 'serve',
+           'report']
 
 # %% ../nbs/05_explorer.ipynb #01acc469
 _TYPES = {'.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8'}
@@ -167,10 +135,8 @@ def make_app(
     async def epoch(req):
         p = _run(req)
         n = req.path_params['n']
-        m = json.loads((p/'run.json').read_text())
-        e = next((e for e in m.get('epochs', []) if e.get('epoch') == n), None)
-        if e is None or not _NAME.match(e.get('file', '')): raise HTTPException(404, f'no epoch {n}')
-        return _file(p/e['file'], p)
+        if (f := epoch_path(p, n)) is None: raise HTTPException(404, f'no epoch {n}')
+        return _file(f, p)
     async def steps(req):
         p,what = _run(req),req.path_params.get('what')
         try:
@@ -196,7 +162,7 @@ def make_app(
                     st = (p/'run.json').stat().st_mtime_ns
                     if st != last:
                         last = st
-                        m = json.loads((p/'run.json').read_text())
+                        m = read_manifest(p)
                         data = {'epochs': [e['epoch'] for e in m.get('epochs', [])], 'status': m.get('status'), 'live_alerts': len(m.get('live_alerts') or [])}
                         yield f"event: update\ndata: {json.dumps(data)}\n\n"
                     # new steps: the database (or its write-ahead log) changed; its summary is read off the event loop
@@ -337,11 +303,11 @@ def _steps_data(p:Path, points:int=REPORT_POINTS, hist_points:int=REPORT_HIST_PO
     return {'info': info, 'points': points, 'series': ser, 'hist': {l: step_hist_series(p, l, points=hist_points) for l in info['layers']}}
 
 def _run_data(p:Path, run:dict)->dict:
-    m = json.loads((p/'run.json').read_text())
-    def load(f): return json.loads((p/f).read_text()) if (p/f).is_file() else None
-    return {'id': run['id'], 'name': run['name'], 'meta': m, 'representation': load('representation.json'),
-            'epochs': [load(e['file']) for e in m.get('epochs', []) if _NAME.match(e.get('file', ''))],
-            'landscape': load('landscape.json'), 'steps': _steps_data(p)}
+    m = read_manifest(p)
+    def load(f): return json.loads(Path(f).read_text()) if f is not None and Path(f).is_file() else None
+    return {'id': run['id'], 'name': run['name'], 'meta': m, 'representation': load(p/'representation.json'),
+            'epochs': [d for e in m.get('epochs', []) if (d := load(epoch_path(p, e.get('epoch'), m))) is not None],
+            'landscape': load(p/'landscape.json'), 'steps': _steps_data(p)}
 
 def report(
     root,                   # a run folder or a folder of run folders

@@ -7,15 +7,17 @@ Docs: https://fastexplorer.github.io/fastexplorer/export.html.md"""
 # %% ../nbs/02_export.ipynb #5c8d5a0c
 from __future__ import annotations
 import datetime, json, math, os, queue, re, sqlite3, tempfile, threading
+from importlib.resources import files
 from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
 from .core import *
 
 # %% auto #0
-__all__ = ['STEPS_SCHEMA_VERSION', 'ACT_STATS', 'GRAD_STATS', 'STEP_COLUMNS', 'RunWriter', 'epoch_doc', 'find_alerts', 'Run',
-           'load_run', 'plot_stat', 'plot_hist', 'plot_grad_norms', 'StepWriter', 'read_steps', 'read_step_hist',
-           'step_series', 'step_hist_series', 'step_info', 'plot_layer_stats', 'plot_color_dim']
+__all__ = ['ROOT_RUN', 'STEPS_SCHEMA_VERSION', 'ACT_STATS', 'GRAD_STATS', 'STEP_COLUMNS', 'RunWriter', 'epoch_doc', 'find_alerts',
+           'Run', 'load_run', 'run_dir', 'list_runs', 'read_manifest', 'epoch_path', 'plot_stat', 'plot_hist',
+           'plot_grad_norms', 'steps_ddl', 'StepWriter', 'read_steps', 'read_step_hist', 'step_series',
+           'step_hist_series', 'step_info', 'plot_layer_stats', 'plot_color_dim']
 
 # %% ../nbs/02_export.ipynb #4675ff47
 def _versions()->dict:
@@ -229,6 +231,51 @@ def load_run(path)->Run:
     "Read the run folder `path`"
     return Run(path)
 
+# %% ../nbs/02_export.ipynb #2673441a
+_NAME = re.compile(r'^[A-Za-z0-9_-][A-Za-z0-9._-]*$')
+ROOT_RUN = '~'   # the id of the served folder itself, when it is a run
+
+def _inside(p:Path, root:Path)->bool:
+    try: p.resolve().relative_to(root.resolve()); return True
+    except (ValueError, OSError): return False
+
+def run_dir(root:Path, name:str)->Path|None:
+    "The folder of run `name` under `root`, or `None` if there is no such run (or the name is not allowed)"
+    root = Path(root)
+    if name == ROOT_RUN: p = root
+    elif _NAME.match(name): p = root/name
+    else: return None
+    return p if p.is_dir() and _inside(p, root) and (p/'run.json').is_file() and _inside(p/'run.json', root) else None
+
+def _run_name(root:Path, name:str)->str:
+    "What the page calls run `name` under `root`: its folder's name (for `~`, the served folder's own)"
+    return (Path(root).resolve().name or str(Path(root).resolve())) if name == ROOT_RUN else name
+
+def list_runs(root:Path)->list:
+    "The runs under `root` (itself first, as `~`), each with its display name, model, status, epochs, last update and whether it has a landscape and step series"
+    root = Path(root)
+    names = ([ROOT_RUN] if (root/'run.json').is_file() else []) + sorted(p.name for p in root.iterdir() if p.is_dir())
+    res = []
+    for n in names:
+        if (p := run_dir(root, n)) is None: continue
+        try: m = json.loads((p/'run.json').read_text())
+        except (OSError, ValueError): continue
+        res.append({'id': n, 'name': _run_name(root, n), 'model': m.get('model'), 'status': m.get('status'), 'epochs': len(m.get('epochs', [])),
+                    'updated': m.get('updated'), 'landscape': (p/'landscape.json').is_file(), 'steps': (p/'steps.sqlite').is_file()})
+    return res
+
+def read_manifest(p:Path)->dict:
+    "The manifest (`run.json`) of run folder `p`, parsed"
+    return json.loads((Path(p)/'run.json').read_text(encoding='utf-8'))
+
+def epoch_path(p:Path, n:int, manifest:dict|None=None)->Path|None:
+    "The file of epoch `n` of run folder `p`, as its manifest lists it; `None` if none is listed or the name is not allowed"
+    m = read_manifest(p) if manifest is None else manifest
+    e = next((e for e in m.get('epochs', []) if e.get('epoch') == n), None)
+    if e is None or not _NAME.match(str(e.get('file', ''))): return None
+    f = Path(p)/e['file']
+    return f if f.is_file() and _inside(f, Path(p)) else None
+
 # %% ../nbs/02_export.ipynb #26696d52
 def plot_stat(run:Run, stat:str='mean', kind:str='act', layers:list|None=None, ax=None):
     "Plot `stat` of `kind` over epochs, one line per layer (default: every recorded layer)"
@@ -266,28 +313,29 @@ def plot_grad_norms(run:Run, ax=None):
     return ax
 
 # %% ../nbs/02_export.ipynb #ee152e74
-STEPS_SCHEMA_VERSION = 1
+STEPS_SCHEMA_VERSION = 2
 ACT_STATS = ('n', 'nan', 'inf', 'mean', 'std', 'min', 'max', 'abs_mean', 'near_zero', 'silent_frac')
 GRAD_STATS = ('norm', 'max_abs', 'nan', 'inf', 'update_ratio')
 
-_DDL = f"""
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS names(id INTEGER PRIMARY KEY, path TEXT NOT NULL, kind TEXT NOT NULL, UNIQUE(path, kind));
-CREATE TABLE IF NOT EXISTS batches(id INTEGER PRIMARY KEY, step INTEGER NOT NULL, fit INTEGER, epoch INTEGER, split TEXT,
-    iter INTEGER, loss REAL, smooth_loss REAL, time REAL);
-CREATE TABLE IF NOT EXISTS hypers(batch INTEGER, grp INTEGER, name TEXT, value REAL, PRIMARY KEY(batch, grp, name)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS act(name INTEGER NOT NULL, batch INTEGER NOT NULL, {', '.join(f'{s} REAL' for s in ACT_STATS)}, hist BLOB);
-CREATE INDEX IF NOT EXISTS act_name_batch ON act(name, batch);
-CREATE TABLE IF NOT EXISTS grad(name INTEGER NOT NULL, batch INTEGER NOT NULL, {', '.join(f'{s} REAL' for s in GRAD_STATS)});
-CREATE INDEX IF NOT EXISTS grad_name_batch ON grad(name, batch);
-"""
+def steps_ddl()->str:
+    "The schema of the step database: `schemas/steps.sql`, shipped with the package"
+    return files('fastexplorer').joinpath('schemas', 'steps.sql').read_text()
 
 def _connect(fname, readonly:bool=False)->sqlite3.Connection:
     if readonly:
         if not Path(fname).exists(): raise FileNotFoundError(f"no step database {str(fname)!r}")
-        return sqlite3.connect(f"{Path(fname).resolve().as_uri()}?mode=ro", uri=True, timeout=10, check_same_thread=False)
+        con = sqlite3.connect(f"{Path(fname).resolve().as_uri()}?mode=ro", uri=True, timeout=10, check_same_thread=False)
+        try: v = dict(con.execute('SELECT key, value FROM meta')).get('version')
+        except sqlite3.Error: con.close(); raise
+        if v != str(STEPS_SCHEMA_VERSION):
+            con.close()
+            raise ValueError(f"{str(fname)!r} is a step database of version {v}; this fastexplorer reads version {STEPS_SCHEMA_VERSION}: record the run again")
+        return con
     con = sqlite3.connect(fname, timeout=10, check_same_thread=False)
     con.execute('PRAGMA journal_mode=WAL'); con.execute('PRAGMA synchronous=NORMAL')
+    # a flush touches one page per layer; a large cache keeps them, and a long write-ahead log lets one checkpoint
+    # write a page that several flushes changed once (checkpoints after every flush made each flush 2-4x dearer)
+    con.execute('PRAGMA cache_size=-65536'); con.execute('PRAGMA wal_autocheckpoint=16384')
     return con
 
 # %% ../nbs/02_export.ipynb #79cd4c9f
@@ -300,19 +348,23 @@ class StepWriter:
     ):
         self.fname,self.hist = Path(path)/'steps.sqlite',(int(hist_bins), float(hist_range[0]), float(hist_range[1]))
         self.con = _connect(self.fname)
-        self.con.executescript(_DDL)
-        meta = dict(self.con.execute('SELECT key, value FROM meta'))
-        if meta:
-            if int(meta.get('version', -1)) != STEPS_SCHEMA_VERSION:
-                raise ValueError(f"{self.fname} has version {meta.get('version')!r}; this fastexplorer writes version {STEPS_SCHEMA_VERSION}")
-            if (int(meta['hist_bins']), float(meta['hist_lo']), float(meta['hist_hi'])) != self.hist:
-                raise ValueError(f"{self.fname} holds histograms of {meta['hist_bins']} bins over [{meta['hist_lo']}, {meta['hist_hi']}]: "
-                                 f"a run keeps one histogram layout (`hist_bins`, `hist_range`)")
-        else:
+        try:
+            # check what is there before writing anything: a database of another version or layout is left as it is
+            has_meta = self.con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+            meta = dict(self.con.execute('SELECT key, value FROM meta')) if has_meta else {}
+            if meta:
+                if meta.get('version') != str(STEPS_SCHEMA_VERSION):
+                    raise ValueError(f"{self.fname} has version {meta.get('version')!r}; this fastexplorer writes version {STEPS_SCHEMA_VERSION}")
+                if (int(meta['hist_bins']), float(meta['hist_lo']), float(meta['hist_hi'])) != self.hist:
+                    raise ValueError(f"{self.fname} holds histograms of {meta['hist_bins']} bins over [{meta['hist_lo']}, {meta['hist_hi']}]: "
+                                     f"a run keeps one histogram layout (`hist_bins`, `hist_range`)")
+            self.con.executescript(steps_ddl())
+        except BaseException: self.con.close(); raise
+        if not meta:
             with self.con: self.con.executemany('INSERT INTO meta VALUES (?, ?)', [('schema', 'fastexplorer/steps'),
                 ('version', str(STEPS_SCHEMA_VERSION)), ('hist_bins', str(self.hist[0])), ('hist_lo', str(self.hist[1])), ('hist_hi', str(self.hist[2]))])
         self.ids = {(p, k): i for i,p,k in self.con.execute('SELECT id, path, kind FROM names')}
-        self.batches = self.con.execute('SELECT count(*) FROM batches').fetchone()[0]
+        self.batches = self.con.execute('SELECT coalesce(max(id) + 1, 0) FROM batches').fetchone()[0]
         self.queue,self.error,self.thread = queue.Queue(),None,None
 
     def _name_ids(self, paths:list, kind:str)->list:
@@ -331,25 +383,28 @@ class StepWriter:
     ):
         "Write `batches` and their statistics in one transaction"
         k0,nb,ns = self.batches,len(batches),len(ACT_STATS)
+        bid = list(range(k0, k0 + nb))
+        key = [(b.get('split', 'train'), int(b['step']), i) for i,b in zip(bid, batches)]   # what each statistics row starts with
         with self.con:
-            bid = [k0 + i for i in range(nb)]
             self.con.executemany('INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-                [(bid[i], b['step'], b.get('fit'), b.get('epoch'), b.get('split', 'train'), b.get('iter'), b.get('loss'),
-                  b.get('smooth_loss'), b.get('time')) for i,b in enumerate(batches)])
-            self.con.executemany('INSERT INTO hypers VALUES (?, ?, ?, ?)',
-                [(bid[i], g, k, float(v)) for i,b in enumerate(batches) for g,h in enumerate(b.get('hypers') or [])
+                [(i, st, b.get('fit'), b.get('epoch'), sp, b.get('iter'), b.get('loss'), b.get('smooth_loss'), b.get('time'))
+                 for (sp,st,i),b in zip(key, batches)])
+            self.con.executemany('INSERT INTO epochs VALUES (?, ?, ?) ON CONFLICT(fit, epoch) DO UPDATE SET step = min(step, excluded.step)',
+                [(b['fit'], b['epoch'], b['step']) for b in batches if b.get('fit') is not None and b.get('epoch') is not None])
+            self.con.executemany('INSERT INTO hypers VALUES (?, ?, ?, ?, ?, ?)',
+                [(g, k, *key[i], float(v)) for i,b in enumerate(batches) for g,h in enumerate(b.get('hypers') or [])
                  for k,v in h.items() if isinstance(v, (int, float)) and not isinstance(v, bool)])
             if act is not None and len(act):
                 act = np.asarray(act, dtype=np.float64)
                 ids,hist = self._name_ids(list(layers), 'layer'),act[:, 2 + ns:].astype('<i4')
                 rows = act[:, 2:2 + ns].tolist()
-                self.con.executemany(f"INSERT INTO act VALUES ({', '.join('?' * (ns + 3))})",
-                    [(ids[int(a[1])], bid[int(a[0])], *r, h.tobytes()) for a,r,h in zip(act[:, :2].tolist(), rows, hist)])
+                self.con.executemany(f"INSERT INTO act VALUES ({', '.join('?' * (ns + 5))})",
+                    [(ids[int(a[1])], *key[int(a[0])], *r, h.tobytes()) for a,r,h in zip(act[:, :2].tolist(), rows, hist)])
             if grad is not None and len(grad):
                 grad = np.asarray(grad, dtype=np.float64)
                 ids = self._name_ids(list(params), 'param')
-                self.con.executemany(f"INSERT INTO grad VALUES ({', '.join('?' * (len(GRAD_STATS) + 2))})",
-                    [(ids[int(g[1])], bid[int(g[0])], *g[2:]) for g in grad.tolist()])
+                self.con.executemany(f"INSERT INTO grad VALUES ({', '.join('?' * (len(GRAD_STATS) + 4))})",
+                    [(ids[int(g[1])], *key[int(g[0])], *g[2:]) for g in grad.tolist()])
         self.batches += nb
 
     def submit(self, *args, **kwargs):
@@ -399,22 +454,21 @@ def read_steps(
     if not fname.exists(): return pd.DataFrame(columns=STEP_COLUMNS)
     want = lambda k: kinds is None or k in ([kinds] if isinstance(kinds, str) else kinds)
     pick = lambda cols: [c for c in cols if stats is None or c in ([stats] if isinstance(stats, str) else stats)]
-    base = 'SELECT b.step, b.epoch, b.fit, b.split, n.path, {cols} FROM {t} x JOIN names n ON n.id = x.name JOIN batches b ON b.id = x.batch WHERE 1'
+    base = 'SELECT x.step, b.epoch, b.fit, x.split, n.path, {cols} FROM {t} x JOIN names n ON n.id = x.name JOIN batches b ON b.id = x.batch WHERE 1'
     frames = []
     con = _connect(fname, readonly=True)
     try:
-        def table(t, cols, kind_of):
+        def table(t, cols, kind_of, split=None):
             if not cols: return
             w,args = _in('n.path', layers)
-            d = pd.read_sql_query(base.format(cols=', '.join(f'x.{c}' for c in cols), t=t) + w + ' ORDER BY n.id, b.id', con, params=args)
+            if split: w,args = w + ' AND x.split = ?',[*args, split]
+            d = pd.read_sql_query(base.format(cols=', '.join(f'x.{c}' for c in cols), t=t) + w + ' ORDER BY x.name, x.batch', con, params=args)
             d = d.rename(columns={'path': 'layer'}).melt(['step', 'epoch', 'fit', 'split', 'layer'], var_name='stat')
             d['kind'] = kind_of(d)
             frames.append(d)
         if want('act') or want('valid_act'):
-            d0 = len(frames)
-            table('act', pick(ACT_STATS), lambda d: np.where(d.split == 'train', 'act', 'valid_act'))
-            if len(frames) > d0 and not (want('act') and want('valid_act')):
-                frames[-1] = frames[-1][frames[-1].kind == ('act' if want('act') else 'valid_act')]
+            split = None if want('act') and want('valid_act') else 'train' if want('act') else 'valid'
+            table('act', pick(ACT_STATS), lambda d: np.where(d.split == 'train', 'act', 'valid_act'), split)
         if want('grad'): table('grad', pick(GRAD_STATS[:4]), lambda d: 'grad')
         if want('weight'): table('grad', pick(GRAD_STATS[4:]), lambda d: 'weight')
         if layers is None:
@@ -424,8 +478,8 @@ def read_steps(
                 frames.append(d)
             if want('hyper'):
                 w,args = _in('h.name', stats)
-                d = pd.read_sql_query('SELECT b.step, b.epoch, b.fit, b.split, h.grp, h.name AS stat, h.value FROM hypers h '
-                                      f'JOIN batches b ON b.id = h.batch WHERE 1{w} ORDER BY h.grp, b.id', con, params=args)
+                d = pd.read_sql_query('SELECT h.step, b.epoch, b.fit, h.split, h.grp, h.name AS stat, h.value FROM hypers h '
+                                      f'JOIN batches b ON b.id = h.batch WHERE 1{w} ORDER BY h.grp, h.batch', con, params=args)
                 d['layer'] = 'group ' + d.pop('grp').astype(str); d['kind'] = 'hyper'
                 frames.append(d)
     finally: con.close()
@@ -442,8 +496,8 @@ def read_step_hist(
     con = _connect(Path(path)/'steps.sqlite', readonly=True)
     try:
         meta = dict(con.execute('SELECT key, value FROM meta'))
-        rows = con.execute('SELECT b.step, x.hist FROM act x JOIN names n ON n.id = x.name JOIN batches b ON b.id = x.batch '
-                           "WHERE n.path = ? AND n.kind = 'layer' AND b.split = ? ORDER BY b.id", (layer, split)).fetchall()
+        rows = con.execute('SELECT x.step, x.hist FROM act x JOIN names n ON n.id = x.name '
+                           "WHERE n.path = ? AND n.kind = 'layer' AND x.split = ? ORDER BY x.step, x.batch", (layer, split)).fetchall()
     finally: con.close()
     k = int(meta['hist_bins']) + 2
     return (np.array([s for s,_ in rows], dtype=np.int64),
@@ -453,12 +507,19 @@ def read_step_hist(
 _SPLIT = {'act': 'train', 'valid_act': 'valid', 'grad': 'train', 'weight': 'train', 'loss': 'train', 'hyper': 'train'}
 
 def _series_query(kind:str, stats:list)->tuple:
-    "The table, the columns and the name filter of `kind`'s rows"
-    if kind in ('act', 'valid_act'): return 'act x JOIN batches b ON b.id = x.batch', [f'x.{s}' for s in stats], 'x.name = ?'
-    if kind in ('grad', 'weight'): return 'grad x JOIN batches b ON b.id = x.batch', [f'x.{s}' for s in stats], 'x.name = ?'
-    if kind == 'loss': return 'batches b', [f'b.{s}' for s in stats], None
-    if kind == 'hyper': return 'hypers h JOIN batches b ON b.id = h.batch', ['h.value'], 'h.grp = ? AND h.name = ?'
+    "The table, the columns and the filter of `kind`'s rows (each table has `split` and `step` columns)"
+    if kind in ('act', 'valid_act'): return 'act', [f'x.{s}' for s in stats], 'x.name = ?'
+    if kind in ('grad', 'weight'): return 'grad', [f'x.{s}' for s in stats], 'x.name = ?'
+    if kind == 'loss': return 'batches', [f'x.{s}' for s in stats], None
+    if kind == 'hyper': return 'hypers', ['x.value'], 'x.grp = ? AND x.name = ?'
     raise ValueError(f"`kind` must be one of {', '.join(map(repr, _SPLIT))}, not {kind!r}")
+
+def _step_range(con, table:str, cond:str, args:list, start, stop)->tuple:
+    "The first and last step of the rows that `cond` selects, within [`start`, `stop`]: two seeks of the table's key"
+    lo, = con.execute(f"SELECT min(x.step) FROM {table} x WHERE {cond}", args).fetchone()
+    if lo is None: return None,None
+    hi, = con.execute(f"SELECT max(x.step) FROM {table} x WHERE {cond}", args).fetchone()
+    return max(lo, start) if start is not None else lo,min(hi, stop) if stop is not None else hi
 
 def _stats_of(kind, stats):
     allowed = {'act': ACT_STATS, 'valid_act': ACT_STATS, 'grad': GRAD_STATS[:4], 'weight': GRAD_STATS[4:], 'loss': ('loss', 'smooth_loss')}.get(kind)
@@ -490,15 +551,14 @@ def step_series(
             stats = _stats_of(kind, stats)
             args = [] if kind == 'loss' else [_name_id(con, layer, kind)]
         table,cols,where = _series_query(kind, stats)
-        cond = ' AND '.join([w for w in (where, 'b.split = ?') if w])
+        cond = ' AND '.join([w for w in (where, 'x.split = ?') if w])
         args.append(_SPLIT[kind])
-        lo,hi = con.execute(f"SELECT min(b.step), max(b.step) FROM {table} WHERE {cond}", args).fetchone()
+        lo,hi = _step_range(con, table, cond, args, start, stop)
         if lo is None: return {'steps': [], 'n': 0, 'width': 1, **{s: {'min': [], 'max': [], 'mean': []} for s in (stats if kind != 'hyper' else [name])}}
-        lo,hi = max(lo, start) if start is not None else lo,min(hi, stop) if stop is not None else hi
         width = max(1, -(-(hi - lo + 1) // max(1, points)))
         aggs = ', '.join(f'min({c}), max({c}), avg({c})' for c in cols)
-        rows = con.execute(f"SELECT min(b.step), count(*), {aggs} FROM {table} WHERE {cond} AND b.step BETWEEN ? AND ? "
-                           f"GROUP BY (b.step - ?) / ? ORDER BY 1", [*args, lo, hi, lo, width]).fetchall()
+        rows = con.execute(f"SELECT min(x.step), count(*), {aggs} FROM {table} x WHERE {cond} AND x.step BETWEEN ? AND ? "
+                           f"GROUP BY (x.step - ?) / ? ORDER BY 1", [*args, lo, hi, lo, width]).fetchall()
     finally: con.close()
     names = stats if kind != 'hyper' else [name]
     res = {'steps': [r[0] for r in rows], 'n': sum(r[1] for r in rows), 'width': width}
@@ -510,13 +570,12 @@ def step_hist_series(path, layer:str, split:str='train', start:int|None=None, st
     con = _connect(Path(path)/'steps.sqlite', readonly=True)
     try:
         nid = _name_id(con, layer, 'act')
-        lo,hi = con.execute('SELECT min(b.step), max(b.step) FROM act x JOIN batches b ON b.id = x.batch WHERE x.name = ? AND b.split = ?', (nid, split)).fetchone()
+        lo,hi = _step_range(con, 'act', 'x.name = ? AND x.split = ?', [nid, split], start, stop)
         if lo is None: return {'steps': [], 'width': 1, 'counts': []}
-        lo,hi = max(lo, start) if start is not None else lo,min(hi, stop) if stop is not None else hi
         width = max(1, -(-(hi - lo + 1) // max(1, points)))
         # SQLite returns the other columns of the row where min() is reached: each bucket's first batch
-        rows = con.execute('SELECT min(b.step), x.hist FROM act x JOIN batches b ON b.id = x.batch WHERE x.name = ? AND b.split = ? '
-                           'AND b.step BETWEEN ? AND ? GROUP BY (b.step - ?) / ? ORDER BY 1', (nid, split, lo, hi, lo, width)).fetchall()
+        rows = con.execute('SELECT min(x.step), x.hist FROM act x WHERE x.name = ? AND x.split = ? '
+                           'AND x.step BETWEEN ? AND ? GROUP BY (x.step - ?) / ? ORDER BY 1', (nid, split, lo, hi, lo, width)).fetchall()
     finally: con.close()
     return {'steps': [r[0] for r in rows], 'width': width, 'counts': [np.frombuffer(r[1], dtype='<i4').tolist() for r in rows]}
 
@@ -524,12 +583,18 @@ def step_info(path)->dict:
     "What a reader needs first: the number of batches, the last step, where each epoch and fit starts, and the names recorded"
     con = _connect(Path(path)/'steps.sqlite', readonly=True)
     try:
-        n,last = con.execute('SELECT count(*), max(step) FROM batches').fetchone()
-        epochs = con.execute('SELECT epoch, min(step) FROM batches GROUP BY epoch ORDER BY epoch').fetchall()
-        fits = con.execute('SELECT fit, min(step) FROM batches GROUP BY fit ORDER BY fit').fetchall()
+        # every query here is a seek or reads a table with a row per epoch or per name: cheap however long the run
+        n, = con.execute('SELECT coalesce(max(id) + 1, 0) FROM batches').fetchone()
+        last = con.execute('SELECT step FROM batches ORDER BY id DESC LIMIT 1').fetchone()
+        epochs = con.execute('SELECT epoch, min(step) FROM epochs GROUP BY epoch ORDER BY epoch').fetchall()
+        fits = con.execute('SELECT fit, min(step) FROM epochs GROUP BY fit ORDER BY fit').fetchall()
         names = con.execute('SELECT path, kind FROM names ORDER BY id').fetchall()
-        groups = [g for g, in con.execute('SELECT DISTINCT grp FROM hypers ORDER BY grp')]
-        hypers = [h for h, in con.execute('SELECT DISTINCT name FROM hypers ORDER BY name')]
+        pairs,row = [],con.execute('SELECT grp, name FROM hypers ORDER BY grp, name LIMIT 1').fetchone()
+        while row is not None:          # the distinct (group, name) pairs, one seek each
+            pairs.append(row)
+            row = con.execute('SELECT grp, name FROM hypers WHERE (grp, name) > (?, ?) ORDER BY grp, name LIMIT 1', row).fetchone()
+        groups,hypers = sorted({g for g,_ in pairs}),sorted({h for _,h in pairs})
+        last = None if last is None else last[0]
     finally: con.close()
     return {'batches': n, 'last_step': last, 'epochs': [{'epoch': e, 'step': s} for e,s in epochs], 'fits': [{'fit': f, 'step': s} for f,s in fits],
             'layers': [p for p,k in names if k == 'layer'], 'params': [p for p,k in names if k == 'param'],
