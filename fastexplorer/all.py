@@ -3,6 +3,12 @@ from .core import *
 from .probe import *
 from .export import *
 from .stats import *
+from .params import *
+from .custom import *
+from .heatmaps import *
+from .distributed import *
+from .steps import *
+from .callback import *
 from .landscape import *
 from .explorer import *
 from .cli import digits_dls, digits_cnn, digits_learner

@@ -19,7 +19,7 @@ from fastai.metrics import accuracy
 from .core import *
 from .probe import *
 from .export import *
-from .stats import *
+from .callback import *
 from .explorer import *
 
 # %% auto #0

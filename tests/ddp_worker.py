@@ -37,7 +37,7 @@ CUSTOM = {'pos_frac': pos_frac}   # a custom statistic of outputs, reduced over 
 def learner(order, bs, path, valid=True, **kw):
     "A `Learner` over the training items in `order` (not shuffled), with `ExplorerCallback` writing to `path`"
     from fastai.basics import Learner, DataLoaders, DataLoader, MSELossFlat
-    from fastexplorer.stats import ExplorerCallback
+    from fastexplorer.callback import ExplorerCallback
     x,y = data()
     trn = [(x[i], y[i]) for i in order]
     val = [(x[N + i], y[N + i]) for i in range(16)]

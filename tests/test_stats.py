@@ -280,7 +280,7 @@ def test_failed_epoch_write_cleans_up(tmp_path):
 
 def test_update_ratio_oracle_and_zero_init():
     "`update_ratio` is `|Δw| / |w|` of each step, by hand; a bias that is exactly zero before a step has no ratio for it"
-    from fastexplorer.stats import ParamStats
+    from fastexplorer.params import ParamStats
     w = nn.Parameter(torch.randn(5, 3, generator=torch.Generator().manual_seed(0)))
     b = nn.Parameter(torch.zeros(5))
     ps = ParamStats([w, b])
