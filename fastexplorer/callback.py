@@ -12,7 +12,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from fastai.callback.core import Callback, CancelFitException, CancelEpochException
-from fastai.learner import Recorder
+from fastai.learner import Learner, Recorder
+from fastcore.basics import patch
 from fastai.torch_core import rank_distrib
 from .core import *
 from .probe import *
@@ -404,3 +405,26 @@ def _cb_after_cancel_batch(self:ExplorerCallback):
 
 ExplorerCallback._eager,ExplorerCallback._compiled_again = _eager,_compiled_again
 ExplorerCallback.after_cancel_batch = _cb_after_cancel_batch
+
+# %% ../nbs/03f_callback.ipynb #e4a0cced
+def _in_notebook()->bool:
+    "Whether Python runs in an IPython kernel (a notebook), where rich output shows; not in a script or a terminal IPython"
+    try: from IPython import get_ipython
+    except ImportError: return False
+    return getattr(get_ipython(), 'kernel', None) is not None
+
+@patch
+def explore(self:Learner,
+    host:str='127.0.0.1',  # interface to bind
+    port:int=8000,         # port (0: any free port)
+    inline:bool|None=None, # also show the page in the notebook (default: when running in one)
+    height:int=800,        # height of that frame, in pixels
+)->str:                    # the page's URL
+    "Serve the explorer for this Learner's `ExplorerCallback` run folder, show it inline in a notebook, and return its URL"
+    cb = getattr(self, 'explorer', None)
+    if cb is None: raise ValueError("this Learner has no ExplorerCallback: add one with `cbs=ExplorerCallback('runs/name')` and fit first")
+    url = cb.serve(host, port)
+    if inline if inline is not None else _in_notebook():
+        from IPython.display import IFrame, display
+        display(IFrame(url, width='100%', height=height))
+    return url

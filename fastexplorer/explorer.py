@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio, errno, ipaddress, json, os, re, socket, sqlite3, threading, time, warnings
 from importlib.resources import files
 from pathlib import Path
-from fastcore.basics import patch
-from fastai.learner import Learner
 from .core import *
 from .export import ROOT_RUN, run_dir, list_runs, read_manifest, epoch_path, step_info, step_series, step_hist_series
 from .export import _inside
@@ -243,29 +241,6 @@ class ExplorerServer:
 def serve(root, host:str='127.0.0.1', port:int=8000)->ExplorerServer:
     "Serve the explorer for `root` (a run folder or a folder of runs) from a background thread; returns the server"
     return ExplorerServer(root, host, port)
-
-# %% ../nbs/05_explorer.ipynb #e4a0cced
-def _in_notebook()->bool:
-    "Whether Python runs in an IPython kernel (a notebook), where rich output shows; not in a script or a terminal IPython"
-    try: from IPython import get_ipython
-    except ImportError: return False
-    return getattr(get_ipython(), 'kernel', None) is not None
-
-@patch
-def explore(self:Learner,
-    host:str='127.0.0.1',  # interface to bind
-    port:int=8000,         # port (0: any free port)
-    inline:bool|None=None, # also show the page in the notebook (default: when running in one)
-    height:int=800,        # height of that frame, in pixels
-)->str:                    # the page's URL
-    "Serve the explorer for this Learner's `ExplorerCallback` run folder, show it inline in a notebook, and return its URL"
-    cb = getattr(self, 'explorer', None)
-    if cb is None: raise ValueError("this Learner has no ExplorerCallback: add one with `cbs=ExplorerCallback('runs/name')` and fit first")
-    url = cb.serve(host, port)
-    if inline if inline is not None else _in_notebook():
-        from IPython.display import IFrame, display
-        display(IFrame(url, width='100%', height=height))
-    return url
 
 # %% ../nbs/05_explorer.ipynb #356445dc
 _IMPORT = re.compile(r"^import \{[^}]*\} from '\./([\w-]+\.js)';\n", re.M)

@@ -1,5 +1,5 @@
 "The explorer server: routes, the event stream, and what it must survive (RELIABILITY.md 30-34)."
-import asyncio, http.client, json, os, shutil, socket, time, urllib.error, urllib.request, warnings
+import asyncio, http.client, json, os, shutil, socket, subprocess, sys, time, urllib.error, urllib.request, warnings
 from pathlib import Path
 import pytest
 from fastai.callback.progress import *   # noqa: F403
@@ -278,3 +278,12 @@ def test_accepted_sockets_have_tcp_nodelay(srv):
             from asyncio.base_events import _set_nodelay
             _set_nodelay(conn)
             assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY), 'a socket accepted like the server\'s gets TCP_NODELAY from asyncio'
+
+
+def test_server_imports_no_training_code():
+    "The server reads run folders only: importing it loads neither the callback, the statistics, the probe nor fastai's Learner"
+    code = ("import sys, fastexplorer.explorer\n"
+            "print(sorted(m for m in ('fastexplorer.callback', 'fastexplorer.stats', 'fastexplorer.steps', 'fastexplorer.probe', "
+            "'fastexplorer.landscape', 'fastai.learner') if m in sys.modules))")
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == '[]', out
