@@ -12,7 +12,7 @@ stream read first).
 import argparse, shutil, statistics, tempfile, time
 from pathlib import Path
 import numpy as np
-from fastexplorer.export import StepWriter, ACT_STATS, GRAD_STATS, read_steps, step_series, step_hist_series, step_info
+from fastexplorer.stepdb import StepWriter, ACT_STATS, GRAD_STATS, read_steps, step_series, step_hist_series, step_info
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

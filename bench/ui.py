@@ -83,7 +83,7 @@ def main():
 
 def write_steps(path, n_steps:int, n_layers:int, n_params:int)->tuple:
     "Replace the run's steps.sqlite by `n_steps` synthetic sampled batches of its first `n_layers` layers and `n_params` parameters"
-    from fastexplorer.export import StepWriter, ACT_STATS, GRAD_STATS, step_info
+    from fastexplorer.stepdb import StepWriter, ACT_STATS, GRAD_STATS, step_info
     info = step_info(path)
     layers,params = info['layers'][:n_layers],info['params'][:n_params]
     for f in path.glob('steps.sqlite*'): f.unlink()

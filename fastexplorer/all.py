@@ -2,6 +2,7 @@
 from .core import *
 from .probe import *
 from .export import *
+from .stepdb import *
 from .stats import *
 from .params import *
 from .custom import *

@@ -18,6 +18,7 @@ from fastai.torch_core import rank_distrib
 from .core import *
 from .probe import *
 from .export import *
+from .stepdb import *
 from .export import _order
 from .stats import *
 from .params import *

@@ -10,7 +10,8 @@ import asyncio, errno, ipaddress, json, os, re, socket, sqlite3, threading, time
 from importlib.resources import files
 from pathlib import Path
 from .core import *
-from .export import ROOT_RUN, run_dir, list_runs, read_manifest, epoch_path, step_info, step_series, step_hist_series
+from .export import ROOT_RUN, run_dir, list_runs, read_manifest, epoch_path
+from .stepdb import step_info, step_series, step_hist_series
 from .export import _inside
 
 # %% auto #0

@@ -10,7 +10,8 @@ import time
 import numpy as np
 import torch
 import torch.distributed as dist
-from .export import StepWriter, _key
+from .export import _key
+from .stepdb import StepWriter
 from .stats import *
 from .distributed import _distributed, _on_host, _combine_steps
 

@@ -252,7 +252,7 @@ def test_new_steps_reach_event_stream(tmp_path, runs):
         r = _events(s, 'live')
         assert _event(r, 'update')['live_alerts'] == 0
         first = _event(r, 'steps')
-        from fastexplorer.export import StepWriter
+        from fastexplorer.stepdb import StepWriter
         w = StepWriter(tmp_path/'live', **{k: v for k,v in zip(('hist_bins', 'hist_range'), _hist(tmp_path/'live'))})
         w.append([{'step': first['last_step'] + 1, 'fit': 0, 'epoch': 3, 'split': 'train', 'iter': 0, 'loss': 1., 'smooth_loss': 1.}])
         w.close()

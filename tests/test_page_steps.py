@@ -4,7 +4,7 @@ from pathlib import Path
 import numpy as np
 from fastai.callback.progress import *   # noqa: F403
 from fastexplorer.all import *
-from fastexplorer.export import StepWriter, ACT_STATS, GRAD_STATS, step_info
+from fastexplorer.stepdb import StepWriter, ACT_STATS, GRAD_STATS, step_info
 from playwright.sync_api import expect
 
 from test_browser import browser, page, runs, SHOTS   # noqa: F401  (the browser fixtures, and its skip without chromium)

@@ -5,7 +5,7 @@ import numpy as np, pytest, torch
 from fastai.callback.core import Callback
 from fastai.callback.hook import ActivationStats
 from fastexplorer.all import *
-from fastexplorer.export import StepWriter, ACT_STATS
+from fastexplorer.stepdb import StepWriter, ACT_STATS
 
 class _GradNorms(Callback):
     "Records `p.grad.norm()` of every parameter after each backward, by hand"
