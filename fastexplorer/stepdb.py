@@ -294,11 +294,19 @@ def step_info(path)->dict:
         epochs = con.execute('SELECT epoch, min(step) FROM epochs GROUP BY epoch ORDER BY epoch').fetchall()
         fits = con.execute('SELECT fit, min(step) FROM epochs GROUP BY fit ORDER BY fit').fetchall()
         names = con.execute('SELECT path, kind FROM names ORDER BY id').fetchall()
-        pairs,row = [],con.execute('SELECT grp, name FROM hypers ORDER BY grp, name LIMIT 1').fetchone()
-        while row is not None:          # the distinct (group, name) pairs, one seek each
-            pairs.append(row)
-            row = con.execute('SELECT grp, name FROM hypers WHERE (grp, name) > (?, ?) ORDER BY grp, name LIMIT 1', row).fetchone()
-        groups,hypers = sorted({g for g,_ in pairs}),sorted({h for _,h in pairs})
+        # the distinct groups and names of `hypers`, one seek of its key each (a row-value comparison
+        # `(grp, name) > (?, ?)` would read every row of the pair it starts from)
+        groups,hypers,g = [],set(),con.execute('SELECT min(grp) FROM hypers').fetchone()[0]
+        while g is not None:
+            groups.append(g)
+            h = con.execute('SELECT min(name) FROM hypers WHERE grp = ?', (g,)).fetchone()[0]
+            while h is not None:
+                hypers.add(h)
+                h = con.execute('SELECT name FROM hypers WHERE grp = ? AND name > ? ORDER BY name LIMIT 1', (g, h)).fetchone()
+                h = h and h[0]
+            g = con.execute('SELECT grp FROM hypers WHERE grp > ? ORDER BY grp LIMIT 1', (g,)).fetchone()
+            g = g and g[0]
+        hypers = sorted(hypers)
         last = None if last is None else last[0]
     finally: con.close()
     return {'batches': n, 'last_step': last, 'epochs': [{'epoch': e, 'step': s} for e,s in epochs], 'fits': [{'fit': f, 'step': s} for f,s in fits],
