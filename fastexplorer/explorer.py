@@ -130,6 +130,9 @@ def make_app(
         name = req.path_params['name']
         if name not in ('run.json', 'representation.json', 'landscape.json'): raise HTTPException(404, 'not found')
         p = _run(req)
+        if name == 'run.json':     # the manifest with its epochs, whichever version wrote it
+            try: return Response(dumps(read_manifest(p)), media_type='application/json')
+            except (OSError, ValueError): raise HTTPException(404, 'not found')
         return _file(p/name, p)
     async def epoch(req):
         p = _run(req)

@@ -13,8 +13,9 @@ from fastcore.basics import patch
 from .core import *
 
 # %% auto #0
-__all__ = ['ROOT_RUN', 'RunWriter', 'epoch_doc', 'find_alerts', 'Run', 'load_run', 'run_dir', 'list_runs', 'read_manifest',
-           'epoch_path', 'plot_stat', 'plot_hist', 'plot_grad_norms']
+__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'ROOT_RUN', 'append_line', 'RunWriter', 'epoch_doc', 'find_alerts', 'read_epoch_index',
+           'Run', 'load_run', 'run_dir', 'list_runs', 'read_manifest', 'epoch_path', 'plot_stat', 'plot_hist',
+           'plot_grad_norms']
 
 # %% ../nbs/02_export.ipynb #4675ff47
 def _versions()->dict:
@@ -24,7 +25,16 @@ def _versions()->dict:
 
 def _now()->str: return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
 
-_OURS = re.compile(r'^((run|representation|landscape|epoch_\d{4,})\.json|steps\.sqlite(-wal|-shm)?|snapshot_\d{4,}\.npy)$')
+_OURS = re.compile(r'^((run|representation|landscape|epoch_\d{4,})\.json|epochs\.jsonl|steps\.sqlite(-wal|-shm)?|snapshot_\d{4,}\.npy)$')
+RUN_VERSION = 2          # of `run.json`: version 2 lists the epochs in `epochs.jsonl` (version 1 in the manifest itself)
+EPOCH_INDEX = 'epochs.jsonl'
+
+def append_line(fname, d:dict):
+    "Append `d` as one line of JSON to `fname` and flush it to disk; a line torn by a crash before is closed first"
+    with open(fname, 'a+b') as f:
+        torn = f.tell() > 0 and (f.seek(-1, os.SEEK_END), f.read(1))[1] != b'\n'
+        f.write((b'\n' if torn else b'') + dumps(d).encode() + b'\n')
+        f.flush(); os.fsync(f.fileno())
 
 class RunWriter:
     "Writes one run folder: `representation.json`, `epoch_0001.json`, … and the `run.json` manifest"
@@ -48,9 +58,9 @@ class RunWriter:
                 raise FileExistsError(f"run folder {str(p)!r} already holds a run: choose another folder or pass `overwrite=True`")
             for f in p.iterdir():
                 if _OURS.match(f.name): f.unlink()
-        self.manifest = {'schema': 'fastexplorer/run', 'version': SCHEMA_VERSION, 'created': _now(), 'updated': _now(),
+        self.manifest = {'schema': 'fastexplorer/run', 'version': RUN_VERSION, 'created': _now(), 'updated': _now(),
                          'status': 'running', 'error': None, 'versions': _versions(), 'model': model_class,
-                         'epochs': [], 'fits': [], **info}
+                         'fits': [], **info}
         self.write_manifest()
         return self
 
@@ -64,12 +74,11 @@ class RunWriter:
         save_json(doc, self.path/'representation.json')
 
     def write_epoch(self, doc:dict)->Path:
-        "Write one epoch's document as `epoch_NNNN.json` and list it in the manifest"
+        "Write one epoch's document as `epoch_NNNN.json`, list it in `epochs.jsonl` and touch the manifest"
         fname = self.path/f"epoch_{doc['epoch']:04d}.json"
         save_json(doc, fname)
-        eps = [e for e in self.manifest['epochs'] if e['epoch'] != doc['epoch']]
-        eps.append({'epoch': doc['epoch'], 'file': fname.name, 'partial': doc.get('partial', False)})
-        self.write_manifest(epochs=eps)
+        append_line(self.path/EPOCH_INDEX, {'epoch': doc['epoch'], 'file': fname.name, 'partial': doc.get('partial', False)})
+        self.write_manifest()       # `updated`, and the signal readers watch for
         return fname
 
     def write_snapshot(self, epoch:int, weights:np.ndarray)->Path:
@@ -162,19 +171,35 @@ def find_alerts(
 def _read(fname, kind:str)->dict:
     with open(fname, encoding='utf-8') as f: d = json.load(f)
     if d.get('schema') != f'fastexplorer/{kind}': raise ValueError(f"{fname} is not a fastexplorer {kind} file (schema {d.get('schema')!r})")
-    if d.get('version') != SCHEMA_VERSION: raise ValueError(f"{fname} has version {d.get('version')!r}; this fastexplorer reads version {SCHEMA_VERSION}")
+    ok = (1, RUN_VERSION) if kind == 'run' else (SCHEMA_VERSION,)
+    if d.get('version') not in ok: raise ValueError(f"{fname} has version {d.get('version')!r}; this fastexplorer reads version {' or '.join(map(str, ok))}")
     return d
+
+def read_epoch_index(p)->list:
+    "The epochs of run folder `p` as `epochs.jsonl` lists them, by epoch: the last line of an epoch wins, a torn line is skipped"
+    f,res = Path(p)/EPOCH_INDEX,{}
+    if not f.is_file(): return []
+    for line in f.read_bytes().splitlines():
+        try: e = json.loads(line)
+        except ValueError: continue
+        if isinstance(e, dict) and isinstance(e.get('epoch'), int) and isinstance(e.get('file'), str): res[e['epoch']] = e
+    return [res[k] for k in sorted(res)]
+
+def _with_epochs(m:dict, p)->dict:
+    "Manifest `m` with its `epochs` list: version 1 has it, version 2 lists them in `epochs.jsonl`"
+    if 'epochs' not in m: m['epochs'] = read_epoch_index(p)
+    return m
 
 def _walk(d:dict):
     yield d
     for c in d.get('nodes', []): yield from _walk(c)
 
 class Run:
-    "A run folder read back: `meta` (the manifest), `representation`, `epochs` (documents) and `df` (long DataFrame)"
+    "A run folder read back: `meta` (the manifest, with its `epochs` list), `representation`, `epochs` (documents) and `df` (long DataFrame)"
     def __init__(self, path):
         self.path = Path(path)
         if not (self.path/'run.json').exists(): raise FileNotFoundError(f"no run.json in {str(self.path)!r}: not a fastexplorer run folder")
-        self.meta = _read(self.path/'run.json', 'run')
+        self.meta = _with_epochs(_read(self.path/'run.json', 'run'), self.path)
         rep = self.path/'representation.json'
         self.representation = Representation.load(rep) if rep.exists() else None
         self.epochs = [_read(self.path/e['file'], 'epoch') for e in self.meta['epochs']]
@@ -255,15 +280,15 @@ def list_runs(root:Path)->list:
     res = []
     for n in names:
         if (p := run_dir(root, n)) is None: continue
-        try: m = json.loads((p/'run.json').read_text())
+        try: m = read_manifest(p)
         except (OSError, ValueError): continue
         res.append({'id': n, 'name': _run_name(root, n), 'model': m.get('model'), 'status': m.get('status'), 'epochs': len(m.get('epochs', [])),
                     'updated': m.get('updated'), 'landscape': (p/'landscape.json').is_file(), 'steps': (p/'steps.sqlite').is_file()})
     return res
 
 def read_manifest(p:Path)->dict:
-    "The manifest (`run.json`) of run folder `p`, parsed"
-    return json.loads((Path(p)/'run.json').read_text(encoding='utf-8'))
+    "The manifest (`run.json`) of run folder `p`, parsed, with its `epochs` list (from `epochs.jsonl` since version 2)"
+    return _with_epochs(json.loads((Path(p)/'run.json').read_text(encoding='utf-8')), p)
 
 def epoch_path(p:Path, n:int, manifest:dict|None=None)->Path|None:
     "The file of epoch `n` of run folder `p`, as its manifest lists it; `None` if none is listed or the name is not allowed"

@@ -114,9 +114,9 @@ def test_new_epoch_appears_within_2s(runs, page, tmp_path):
         time.sleep(0.6)                                    # let the event stream settle
         doc = json.loads((tmp_path/'live'/'epoch_0003.json').read_text()); doc['epoch'] = 4
         save_json(doc, tmp_path/'live'/'epoch_0004.json')
-        m = json.loads((tmp_path/'live'/'run.json').read_text())
-        m['epochs'].append({'epoch': 4, 'file': 'epoch_0004.json', 'partial': False}); m['status'] = 'running'
+        m = json.loads((tmp_path/'live'/'run.json').read_text()); m['status'] = 'running'
         t = time.monotonic()
+        append_line(tmp_path/'live'/'epochs.jsonl', {'epoch': 4, 'file': 'epoch_0004.json', 'partial': False})   # as RunWriter.write_epoch
         save_json(m, tmp_path/'live'/'run.json')
         expect(page.locator('#epoch-count')).to_have_text('4', timeout=2000)
         assert time.monotonic() - t < 2
@@ -209,8 +209,7 @@ def test_page_modules_and_worker(runs, page):
 def _one_epoch(src:Path, dst:Path)->Path:
     "A copy of run `src` cut to its first epoch"
     shutil.copytree(src, dst)
-    m = json.loads((dst/'run.json').read_text()); m['epochs'] = m['epochs'][:1]
-    save_json(m, dst/'run.json')
+    (dst/'epochs.jsonl').write_text((dst/'epochs.jsonl').read_text().splitlines(keepends=True)[0])
     return dst
 
 def test_served_run_folder_is_named_by_its_folder(runs, page, tmp_path):

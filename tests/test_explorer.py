@@ -162,8 +162,8 @@ def test_new_epoch_reaches_event_stream_within_2s(tmp_path, runs):
         assert event()['epochs'] == [1, 2]
         m = json.loads((tmp_path/'live'/'run.json').read_text())
         shutil.copy(tmp_path/'live'/'epoch_0002.json', tmp_path/'live'/'epoch_0003.json')
-        m['epochs'].append({'epoch': 3, 'file': 'epoch_0003.json', 'partial': False})
         t = time.monotonic()
+        append_line(tmp_path/'live'/'epochs.jsonl', {'epoch': 3, 'file': 'epoch_0003.json', 'partial': False})   # as RunWriter.write_epoch
         save_json(m, tmp_path/'live'/'run.json')
         assert event()['epochs'] == [1, 2, 3] and time.monotonic() - t < 2
         r.close()
