@@ -39,12 +39,10 @@ def make_run(path:Path, n_nodes:int, n_epochs:int)->int:
     torch.manual_seed(0)
     learn = Learner(digits_dls(bs=64), big_model(n_nodes), loss_func=nn.CrossEntropyLoss())
     with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3, cbs=ExplorerCallback(path, every=5, overwrite=True))
-    m = json.loads((path/'run.json').read_text())
-    for e in range(2, n_epochs + 1):
+    for e in range(2, n_epochs + 1):     # as `RunWriter.write_epoch` lists them
         doc = json.loads((path/'epoch_0001.json').read_text()); doc['epoch'] = e
         save_json(doc, path/f'epoch_{e:04d}.json')
-        m['epochs'].append({'epoch': e, 'file': f'epoch_{e:04d}.json', 'partial': False})
-    save_json(m, path/'run.json')
+        append_line(path/'epochs.jsonl', {'epoch': e, 'file': f'epoch_{e:04d}.json', 'partial': False})
     return len(list(Representation.load(path/'representation.json')))
 
 def main():
