@@ -54,13 +54,13 @@ def dumps(o, indent:int|None=None)->str:
     "Strict JSON text of `o`: converted with `to_jsonable` and dumped with `allow_nan=False`"
     return json.dumps(to_jsonable(o), allow_nan=False, ensure_ascii=False, indent=indent)
 
-def atomic_write(fname, text:str):
-    "Write `text` to `fname` through a temporary file in the same folder and `os.replace`"
+def atomic_write(fname, text):
+    "Write `text` (a string, or strings one after another) to `fname` through a temporary file in the same folder and `os.replace`"
     fname = os.fspath(fname)
     fd,tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(fname)), prefix='.'+os.path.basename(fname), suffix='.tmp')
     try:
         with os.fdopen(fd, 'w', encoding='utf-8') as f:
-            f.write(text)
+            for piece in ([text] if isinstance(text, str) else text): f.write(piece)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, fname)

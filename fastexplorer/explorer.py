@@ -11,12 +11,12 @@ from importlib.resources import files
 from pathlib import Path
 from .core import *
 from .export import ROOT_RUN, run_dir, list_runs, read_manifest, epoch_path
-from .stepdb import step_info, step_series, step_hist_series
+from .stepdb import open_steps, step_info, step_series, step_hist_series
 from .export import _inside
 
 # %% auto #0
-__all__ = ['STEP_KINDS', 'MAX_POINTS', 'REPORT_POINTS', 'REPORT_HIST_POINTS', 'step_query', 'make_app', 'ExplorerServer', 'serve',
-           'report']
+__all__ = ['STEP_KINDS', 'MAX_POINTS', 'REPORT_POINTS', 'REPORT_HIST_POINTS', 'REPORT_BUDGET', 'step_query', 'make_app',
+           'ExplorerServer', 'serve', 'report']
 
 # %% ../nbs/05_explorer.ipynb #01acc469
 _TYPES = {'.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8'}
@@ -268,25 +268,43 @@ def _inline_js()->str:
     return '\n'.join(res)
 
 # %% ../nbs/05_explorer.ipynb #b67f6b5f
-REPORT_POINTS,REPORT_HIST_POINTS = 200,100   # the step series a report embeds: buckets per series, and per histogram
+# the step series a report embeds: buckets per series and per histogram, and in all (a net of 1,000 layers gets fewer each)
+REPORT_POINTS,REPORT_HIST_POINTS,REPORT_BUDGET = 200,100,100_000
 
-def _steps_data(p:Path, points:int=REPORT_POINTS, hist_points:int=REPORT_HIST_POINTS)->dict|None:
-    "The step series the page draws, downsampled to `points` buckets, for a report: the summary, and each layer's and parameter's series by `kind|layer`"
+def _steps_data(p:Path, points:int=REPORT_POINTS, hist_points:int=REPORT_HIST_POINTS, budget:int=REPORT_BUDGET)->dict|None:
+    "The step series the page draws, downsampled for a report: the summary, and each layer's and parameter's series by `kind|layer`"
     if not (p/'steps.sqlite').is_file(): return None
-    info = step_info(p)
-    ser = {'loss|': step_series(p, kind='loss', points=points), 'hyper|group 0': step_series(p, 'group 0', 'hyper', 'lr', points=points)}
-    for l in info['layers']:
-        for k in ('act', 'valid_act'): ser[f'{k}|{l}'] = step_series(p, l, k, ['mean', 'std', 'silent_frac', 'near_zero'], points=points)
-    for q in info['params']:
-        ser[f'grad|{q}'],ser[f'weight|{q}'] = step_series(p, q, 'grad', 'norm', points=points),step_series(p, q, 'weight', 'update_ratio', points=points)
-    return {'info': info, 'points': points, 'series': ser, 'hist': {l: step_hist_series(p, l, points=hist_points) for l in info['layers']}}
+    con = open_steps(p)                 # one connection for the thousands of reads of a deep net
+    try:
+        info = step_info(con)
+        nl,nq = len(info['layers']),len(info['params'])
+        points = max(10, min(points, budget // (2 + 2 * nl + 2 * nq)))
+        hist_points = max(10, min(hist_points, budget // max(1, 2 * nl)))
+        ser = {'loss|': step_series(con, kind='loss', points=points), 'hyper|group 0': step_series(con, 'group 0', 'hyper', 'lr', points=points)}
+        for l in info['layers']:
+            for k in ('act', 'valid_act'): ser[f'{k}|{l}'] = step_series(con, l, k, ['mean', 'std', 'silent_frac', 'near_zero'], points=points)
+        for q in info['params']:
+            ser[f'grad|{q}'],ser[f'weight|{q}'] = step_series(con, q, 'grad', 'norm', points=points),step_series(con, q, 'weight', 'update_ratio', points=points)
+        hist = {l: step_hist_series(con, l, points=hist_points) for l in info['layers']}
+    finally: con.close()
+    return {'info': info, 'points': points, 'series': ser, 'hist': hist}
 
-def _run_data(p:Path, run:dict)->dict:
+def _raw_json(f)->str:
+    "The text of JSON file `f`, checked, for the report to embed as it is (`null` when there is no such file)"
+    if f is None or not Path(f).is_file(): return 'null'
+    text = Path(f).read_text(encoding='utf-8')
+    json.loads(text)                    # a damaged file is an error here, not a broken report
+    return text
+
+def _run_pieces(p:Path, run:dict):
+    "The JSON of one run of the report, in pieces: epoch files are copied as they are, one at a time, so memory holds one"
     m = read_manifest(p)
-    def load(f): return json.loads(Path(f).read_text()) if f is not None and Path(f).is_file() else None
-    return {'id': run['id'], 'name': run['name'], 'meta': m, 'representation': load(p/'representation.json'),
-            'epochs': [d for e in m.get('epochs', []) if (d := load(epoch_path(p, e.get('epoch'), m))) is not None],
-            'landscape': load(p/'landscape.json'), 'steps': _steps_data(p)}
+    yield f'{{"id": {dumps(run["id"])}, "name": {dumps(run["name"])}, "meta": {dumps(m)}, "representation": {_raw_json(p/"representation.json")}, "epochs": ['
+    first = True
+    for e in m.get('epochs', []):
+        if (f := epoch_path(p, e.get('epoch'), m)) is None: continue
+        yield ('' if first else ', ') + _raw_json(f); first = False
+    yield f'], "landscape": {_raw_json(p/"landscape.json")}, "steps": {dumps(_steps_data(p))}}}'
 
 def report(
     root,                   # a run folder or a folder of run folders
@@ -296,15 +314,20 @@ def report(
     root = Path(root)
     runs = list_runs(root)
     if not runs: raise FileNotFoundError(f"no run (a folder with run.json) in {str(root)!r}")
-    data = {'runs': [_run_data(run_dir(root, r['id']), r) for r in runs]}
     html = re.sub(r'<!-- every module .*-->\n|<link rel="modulepreload" [^>]*>\n', '', _static('index.html').decode())   # inlined below
     css,js = _static('app.css').decode(),_inline_js()
-    blob = dumps(data).replace('<', '\\u003c')
     js = js.replace('</script', '<\\/script')
-    for tag,new in [('<link rel="stylesheet" href="static/app.css">', f"<style>\n{css}\n</style>"),
-                    ('<script type="module" src="static/app.js"></script>',
-                     f"<script>window.FASTEXPLORER_DATA = {blob};</script>\n<script type=\"module\">\n{js}\n</script>")]:
-        if tag not in html: raise RuntimeError(f"fastexplorer's index.html lacks {tag!r}: the package is damaged")
-        html = html.replace(tag, new)
-    atomic_write(output, html)
+    tag = '<script type="module" src="static/app.js"></script>'
+    for t in ('<link rel="stylesheet" href="static/app.css">', tag):
+        if t not in html: raise RuntimeError(f"fastexplorer's index.html lacks {t!r}: the package is damaged")
+    head,tail = html.replace('<link rel="stylesheet" href="static/app.css">', f"<style>\n{css}\n</style>").split(tag)
+    def pieces():
+        # the data are written as they are read, a run and an epoch at a time; `<` is escaped in every piece (JSON allows
+        # it only inside strings, where `\u003c` means the same), so no `</script>` in the data can end the script
+        yield head + '<script>window.FASTEXPLORER_DATA = {"runs": ['
+        for i,r in enumerate(runs):
+            if i: yield ', '
+            for piece in _run_pieces(run_dir(root, r['id']), r): yield piece.replace('<', '\\u003c')
+        yield f']}};</script>\n<script type="module">\n{js}\n</script>' + tail
+    atomic_write(output, pieces())
     return Path(output)

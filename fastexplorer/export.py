@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/export.html.md"""
 
 # %% ../nbs/02_export.ipynb #5c8d5a0c
 from __future__ import annotations
-import datetime, json, math, os, re, tempfile
+import datetime, functools, json, math, os, re, tempfile
 from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
@@ -200,12 +200,21 @@ class Run:
         self.path = Path(path)
         if not (self.path/'run.json').exists(): raise FileNotFoundError(f"no run.json in {str(self.path)!r}: not a fastexplorer run folder")
         self.meta = _with_epochs(_read(self.path/'run.json', 'run'), self.path)
+
+    # read on first use: `load_run(p).steps` of a 2,002-module net must not parse 30 epoch files of 3 MB first
+    @functools.cached_property
+    def representation(self)->Representation|None:
+        "The probe's tree (`representation.json`), or `None` if the run has none"
         rep = self.path/'representation.json'
-        self.representation = Representation.load(rep) if rep.exists() else None
-        self.epochs = [_read(self.path/e['file'], 'epoch') for e in self.meta['epochs']]
+        return Representation.load(rep) if rep.exists() else None
+
+    @functools.cached_property
+    def epochs(self)->list:
+        "The epoch documents, in order"
+        return [_read(self.path/e['file'], 'epoch') for e in self.meta['epochs']]
 
     def __repr__(self):
-        return f"Run({str(self.path)!r}, {self.meta['model']}, {len(self.epochs)} epochs, {self.meta['status']})"
+        return f"Run({str(self.path)!r}, {self.meta['model']}, {len(self.meta['epochs'])} epochs, {self.meta['status']})"
 
     @property
     def df(self)->pd.DataFrame:

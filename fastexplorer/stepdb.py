@@ -15,7 +15,8 @@ from .export import Run
 
 # %% auto #0
 __all__ = ['STEPS_SCHEMA_VERSION', 'ACT_STATS', 'GRAD_STATS', 'STEP_COLUMNS', 'steps_ddl', 'StepWriter', 'read_steps',
-           'read_step_hist', 'step_series', 'step_hist_series', 'step_info', 'plot_layer_stats', 'plot_color_dim']
+           'read_step_hist', 'open_steps', 'step_series', 'step_hist_series', 'step_info', 'plot_layer_stats',
+           'plot_color_dim']
 
 # %% ../nbs/02a_stepdb.ipynb #ee152e74
 STEPS_SCHEMA_VERSION = 2
@@ -209,6 +210,14 @@ def read_step_hist(
             np.stack([np.frombuffer(h, dtype='<i4') for _,h in rows]) if rows else np.zeros((0, k), dtype=np.int32))
 
 # %% ../nbs/02a_stepdb.ipynb #2e6166d1
+def open_steps(path)->sqlite3.Connection:
+    "A read-only connection to the step database of run folder `path`: pass it as `path` to `step_series`, `step_hist_series` and `step_info` to make many reads on one connection"
+    return _connect(Path(path)/'steps.sqlite', readonly=True)
+
+def _reader(path)->tuple:
+    "The connection to read with, and whether it is ours to close"
+    return (path, False) if isinstance(path, sqlite3.Connection) else (open_steps(path), True)
+
 _SPLIT = {'act': 'train', 'valid_act': 'valid', 'grad': 'train', 'weight': 'train', 'loss': 'train', 'hyper': 'train'}
 
 def _series_query(kind:str, stats:list)->tuple:
@@ -247,7 +256,7 @@ def step_series(
     points:int=1000,   # at most this many buckets of consecutive steps
 )->dict:
     "`{'steps', 'n', 'width', stat: {'min', 'max', 'mean'}}`: a series downsampled in SQLite, `width` steps a bucket (`steps` holds each bucket's first)"
-    con = _connect(Path(path)/'steps.sqlite', readonly=True)
+    con,own = _reader(path)
     try:
         if kind == 'hyper':
             grp,name = int(str(layer).split()[-1]) if layer is not None else 0,stats if isinstance(stats, str) else 'lr'
@@ -264,7 +273,8 @@ def step_series(
         aggs = ', '.join(f'min({c}), max({c}), avg({c})' for c in cols)
         rows = con.execute(f"SELECT min(x.step), count(*), {aggs} FROM {table} x WHERE {cond} AND x.step BETWEEN ? AND ? "
                            f"GROUP BY (x.step - ?) / ? ORDER BY 1", [*args, lo, hi, lo, width]).fetchall()
-    finally: con.close()
+    finally:
+        if own: con.close()
     names = stats if kind != 'hyper' else [name]
     res = {'steps': [r[0] for r in rows], 'n': sum(r[1] for r in rows), 'width': width}
     for j,s in enumerate(names): res[s] = {k: [r[2 + 3*j + i] for r in rows] for i,k in enumerate(('min', 'max', 'mean'))}
@@ -272,7 +282,7 @@ def step_series(
 
 def step_hist_series(path, layer:str, split:str='train', start:int|None=None, stop:int|None=None, points:int=400)->dict:
     "`{'steps', 'width', 'counts'}`: one sampled batch's histogram (`hist_bins` + 2 counts) for each bucket of at most `points`"
-    con = _connect(Path(path)/'steps.sqlite', readonly=True)
+    con,own = _reader(path)
     try:
         nid = _name_id(con, layer, 'act')
         lo,hi = _step_range(con, 'act', 'x.name = ? AND x.split = ?', [nid, split], start, stop)
@@ -281,12 +291,13 @@ def step_hist_series(path, layer:str, split:str='train', start:int|None=None, st
         # SQLite returns the other columns of the row where min() is reached: each bucket's first batch
         rows = con.execute('SELECT min(x.step), x.hist FROM act x WHERE x.name = ? AND x.split = ? '
                            'AND x.step BETWEEN ? AND ? GROUP BY (x.step - ?) / ? ORDER BY 1', (nid, split, lo, hi, lo, width)).fetchall()
-    finally: con.close()
+    finally:
+        if own: con.close()
     return {'steps': [r[0] for r in rows], 'width': width, 'counts': [np.frombuffer(r[1], dtype='<i4').tolist() for r in rows]}
 
 def step_info(path)->dict:
     "What a reader needs first: the number of batches, the last step, where each epoch and fit starts, and the names recorded"
-    con = _connect(Path(path)/'steps.sqlite', readonly=True)
+    con,own = _reader(path)
     try:
         # every query here is a seek or reads a table with a row per epoch or per name: cheap however long the run
         n, = con.execute('SELECT coalesce(max(id) + 1, 0) FROM batches').fetchone()
@@ -308,7 +319,8 @@ def step_info(path)->dict:
             g = g and g[0]
         hypers = sorted(hypers)
         last = None if last is None else last[0]
-    finally: con.close()
+    finally:
+        if own: con.close()
     return {'batches': n, 'last_step': last, 'epochs': [{'epoch': e, 'step': s} for e,s in epochs], 'fits': [{'fit': f, 'step': s} for f,s in fits],
             'layers': [p for p,k in names if k == 'layer'], 'params': [p for p,k in names if k == 'param'],
             'groups': [f'group {g}' for g in groups], 'hypers': hypers}
