@@ -271,23 +271,26 @@ def _inline_js()->str:
 # the step series a report embeds: buckets per series and per histogram, and in all (a net of 1,000 layers gets fewer each)
 REPORT_POINTS,REPORT_HIST_POINTS,REPORT_BUDGET = 200,100,100_000
 
-def _steps_data(p:Path, points:int=REPORT_POINTS, hist_points:int=REPORT_HIST_POINTS, budget:int=REPORT_BUDGET)->dict|None:
-    "The step series the page draws, downsampled for a report: the summary, and each layer's and parameter's series by `kind|layer`"
-    if not (p/'steps.sqlite').is_file(): return None
+def _steps_pieces(p:Path, points:int=REPORT_POINTS, hist_points:int=REPORT_HIST_POINTS, budget:int=REPORT_BUDGET):
+    "The JSON of the step series the page draws, downsampled for a report, in pieces (one series each): the summary, and each layer's and parameter's series by `kind|layer`"
+    if not (p/'steps.sqlite').is_file(): yield 'null'; return
     con = open_steps(p)                 # one connection for the thousands of reads of a deep net
     try:
         info = step_info(con)
         nl,nq = len(info['layers']),len(info['params'])
         points = max(10, min(points, budget // (2 + 2 * nl + 2 * nq)))
         hist_points = max(10, min(hist_points, budget // max(1, 2 * nl)))
-        ser = {'loss|': step_series(con, kind='loss', points=points), 'hyper|group 0': step_series(con, 'group 0', 'hyper', 'lr', points=points)}
+        yield f'{{"info": {dumps(info)}, "points": {points}, "series": {{'
+        yield f'"loss|": {dumps(step_series(con, kind="loss", points=points))}, "hyper|group 0": {dumps(step_series(con, "group 0", "hyper", "lr", points=points))}'
         for l in info['layers']:
-            for k in ('act', 'valid_act'): ser[f'{k}|{l}'] = step_series(con, l, k, ['mean', 'std', 'silent_frac', 'near_zero'], points=points)
+            for k in ('act', 'valid_act'): yield f', {dumps(f"{k}|{l}")}: {dumps(step_series(con, l, k, ["mean", "std", "silent_frac", "near_zero"], points=points))}'
         for q in info['params']:
-            ser[f'grad|{q}'],ser[f'weight|{q}'] = step_series(con, q, 'grad', 'norm', points=points),step_series(con, q, 'weight', 'update_ratio', points=points)
-        hist = {l: step_hist_series(con, l, points=hist_points) for l in info['layers']}
+            yield f', {dumps(f"grad|{q}")}: {dumps(step_series(con, q, "grad", "norm", points=points))}'
+            yield f', {dumps(f"weight|{q}")}: {dumps(step_series(con, q, "weight", "update_ratio", points=points))}'
+        yield '}, "hist": {'
+        for i,l in enumerate(info['layers']): yield f'{", " if i else ""}{dumps(l)}: {dumps(step_hist_series(con, l, points=hist_points))}'
+        yield '}}'
     finally: con.close()
-    return {'info': info, 'points': points, 'series': ser, 'hist': hist}
 
 def _raw_json(f)->str:
     "The text of JSON file `f`, checked, for the report to embed as it is (`null` when there is no such file)"
@@ -304,7 +307,9 @@ def _run_pieces(p:Path, run:dict):
     for e in m.get('epochs', []):
         if (f := epoch_path(p, e.get('epoch'), m)) is None: continue
         yield ('' if first else ', ') + _raw_json(f); first = False
-    yield f'], "landscape": {_raw_json(p/"landscape.json")}, "steps": {dumps(_steps_data(p))}}}'
+    yield f'], "landscape": {_raw_json(p/"landscape.json")}, "steps": '
+    yield from _steps_pieces(p)
+    yield '}'
 
 def report(
     root,                   # a run folder or a folder of run folders
