@@ -13,9 +13,9 @@ from fastcore.basics import patch
 from .core import *
 
 # %% auto #0
-__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'ROOT_RUN', 'append_line', 'RunWriter', 'epoch_doc', 'find_alerts', 'read_epoch_index',
-           'Run', 'load_run', 'run_dir', 'list_runs', 'read_manifest', 'epoch_path', 'plot_stat', 'plot_hist',
-           'plot_grad_norms']
+__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'DF_COLUMNS', 'ROOT_RUN', 'append_line', 'RunWriter', 'epoch_doc', 'find_alerts',
+           'read_epoch_index', 'Run', 'load_run', 'run_dir', 'list_runs', 'read_manifest', 'epoch_path', 'plot_stat',
+           'plot_hist', 'plot_grad_norms']
 
 # %% ../nbs/02_export.ipynb #4675ff47
 def _versions()->dict:
@@ -194,6 +194,8 @@ def _walk(d:dict):
     yield d
     for c in d.get('nodes', []): yield from _walk(c)
 
+DF_COLUMNS = ['epoch', 'layer', 'class', 'kind', 'stat', 'value']
+
 class Run:
     "A run folder read back: `meta` (the manifest, with its `epochs` list), `representation`, `epochs` (documents) and `df` (long DataFrame)"
     def __init__(self, path):
@@ -213,14 +215,21 @@ class Run:
         "The epoch documents, in order"
         return [_read(self.path/e['file'], 'epoch') for e in self.meta['epochs']]
 
+    def _each_epoch(self):
+        "The epoch documents one at a time: from `epochs` if they are read, else file by file, holding one at a time"
+        if 'epochs' in self.__dict__: yield from self.epochs
+        else:
+            for e in self.meta['epochs']: yield _read(self.path/e['file'], 'epoch')
+
     def __repr__(self):
         return f"Run({str(self.path)!r}, {self.meta['model']}, {len(self.meta['epochs'])} epochs, {self.meta['status']})"
 
     @property
     def df(self)->pd.DataFrame:
         "One row per epoch, layer, kind and scalar statistic (a custom statistic's row holds its epoch mean)"
-        rows = []
-        for e in self.epochs:
+        frames = []
+        for e in self._each_epoch():
+            rows = []
             for d in _walk(e['tree']):
                 if 'shared_with' in d.get('xtra', {}): continue
                 for kind,s in d.get('xtra', {}).get('stats', {}).items():
@@ -228,7 +237,9 @@ class Run:
                         if isinstance(v, dict) and kind.startswith('custom_'): v = v.get('mean')   # custom statistics: the epoch mean
                         if isinstance(v, (int, float)) and not isinstance(v, bool) or v is None:
                             rows.append((e['epoch'], d['path'], d['xtra'].get('class'), kind, k, v))
-        return pd.DataFrame(rows, columns=['epoch', 'layer', 'class', 'kind', 'stat', 'value']).astype({'value': float})
+            frames.append(pd.DataFrame(rows, columns=DF_COLUMNS).astype({'value': float}))   # an epoch's rows, then its document goes
+        if not frames: return pd.DataFrame(columns=DF_COLUMNS).astype({'value': float})
+        return pd.concat(frames, ignore_index=True)
 
     @property
     def recorder(self)->pd.DataFrame:
