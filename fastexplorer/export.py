@@ -215,6 +215,11 @@ class Run:
         "The epoch documents, in order"
         return [_read(self.path/e['file'], 'epoch') for e in self.meta['epochs']]
 
+    def load(self)->Run:
+        "Read the representation and every epoch document now (before the folder goes away, say); returns the run"
+        self.representation; self.epochs
+        return self
+
     def _each_epoch(self):
         "The epoch documents one at a time: from `epochs` if they are read, else file by file, holding one at a time"
         if 'epochs' in self.__dict__: yield from self.epochs
