@@ -51,11 +51,11 @@ def main():
     p.add_argument('--rounds', type=int, default=5)
     p.add_argument('--steps', type=int, default=20_000); p.add_argument('--step-layers', type=int, default=200)
     p.add_argument('--step-params', type=int, default=100)
-    p.add_argument('--keep', type=Path, default=None, help='build the run in this folder once and reuse it on later calls')
+    p.add_argument('--keep', type=Path, default=None, help='build the run in this folder once and reuse it on later calls (the step case replaces its steps.sqlite)')
     a = p.parse_args()
     from playwright.sync_api import sync_playwright, expect
     root = a.keep or Path(tempfile.mkdtemp())
-    if a.keep and (root/'big'/'epochs.jsonl').exists() and len((root/'big'/'epochs.jsonl').read_text().splitlines()) == a.epochs and not a.steps:
+    if a.keep and (root/'big'/'epochs.jsonl').exists() and len((root/'big'/'epochs.jsonl').read_text().splitlines()) == a.epochs:
         n = len(list(Representation.load(root/'big'/'representation.json')))
     else: n = make_run(root/'big', a.nodes, a.epochs)
     size = max(f.stat().st_size for f in (root/'big').glob('epoch_*.json'))
