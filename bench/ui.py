@@ -1,7 +1,7 @@
 """Time until the explorer page is interactive for a 1,000-node tree with 50 epochs, in headless Chromium; and, with a large step
 database, the time from a click on a layer to its step series drawn.
 
-Usage: python bench/ui.py [--nodes 1000] [--epochs 50] [--rounds 5] [--steps 20000] [--step-layers 200] [--step-params 100]
+Usage: python bench/ui.py [--nodes 1000] [--epochs 50] [--rounds 5] [--steps 20000] [--step-layers 200] [--step-params 100] [--keep DIR]
 
 Builds a model whose representation has about `--nodes` nodes, records one real epoch with `ExplorerCallback`
 (statistics and heatmaps), copies it to make `--epochs` epochs, serves the folder with the real server, and measures,
@@ -51,10 +51,13 @@ def main():
     p.add_argument('--rounds', type=int, default=5)
     p.add_argument('--steps', type=int, default=20_000); p.add_argument('--step-layers', type=int, default=200)
     p.add_argument('--step-params', type=int, default=100)
+    p.add_argument('--keep', type=Path, default=None, help='build the run in this folder once and reuse it on later calls (the step case replaces its steps.sqlite)')
     a = p.parse_args()
     from playwright.sync_api import sync_playwright, expect
-    root = Path(tempfile.mkdtemp())
-    n = make_run(root/'big', a.nodes, a.epochs)
+    root = a.keep or Path(tempfile.mkdtemp())
+    if a.keep and (root/'big'/'epochs.jsonl').exists() and len((root/'big'/'epochs.jsonl').read_text().splitlines()) == a.epochs:
+        n = len(list(Representation.load(root/'big'/'representation.json')))
+    else: n = make_run(root/'big', a.nodes, a.epochs)
     size = max(f.stat().st_size for f in (root/'big').glob('epoch_*.json'))
     times,inpage = [],[]
     with serve(root, port=0) as srv, sync_playwright() as pw:

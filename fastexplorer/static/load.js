@@ -36,12 +36,16 @@ export async function startServer() {
     return;
   }
   S.run = run;
+  performance.mark('fx:fetched');
   initTree(run.rep);
+  performance.mark('fx:tree');
   renderHeader();
   renderRunNav();
   renderAll();
+  performance.mark('fx:drawn');
   maybeLandscape(run);
   loadEpochs(run, (run.meta.epochs || []).map((e) => e.epoch), true);
+  if (!(run.meta.epochs || []).length) startSettling();
   // the step summary does not hold up the tree and the epochs: the step charts appear when it arrives
   loadSteps(run).then(() => { if (run.steps) scheduleRender(); });
   openEvents(run);
@@ -60,18 +64,48 @@ async function loadCompare(cid) {
   loadSteps(c).then(() => { if (c.steps) scheduleRender(); });
   S.cmp = c;
   renderHeader(); scheduleRender();
-  loadEpochs(c, (c.meta.epochs || []).map((e) => e.epoch), false);
+  settledP.then(() => loadEpochs(c, (c.meta.epochs || []).map((e) => e.epoch), false));
   if (c.status === 'running') openEvents(c);
 }
 
 let epochUid = 0;
 
-/* Fetch epoch documents, a few at a time; the latest first, so the default epoch's alerts and overlay show early. */
+/* The older epochs (and the compared run's) wait until the page has been used once (a click or a key) or has stood still
+   for a moment after the latest epoch was drawn: parsing dozens of epoch files takes the machine's cores from the first
+   paint and the first click, which need only the latest epoch. Later loads (live updates) never wait. */
+const QUIET_MS = 1000;
+let settle = null;
+const settledP = new Promise((resolve) => { settle = resolve; });
+function startSettling() {
+  if (!settle) return;
+  const resolve = settle;
+  settle = null;
+  let timer = null;
+  const go = () => {
+    clearTimeout(timer);
+    for (const t of ['click', 'keydown']) document.removeEventListener(t, go, true);
+    setTimeout(resolve, 0);   // after the interaction's own handlers
+  };
+  for (const t of ['click', 'keydown']) document.addEventListener(t, go, true);
+  requestAnimationFrame(() => { timer = setTimeout(go, QUIET_MS); });
+}
+
+/* Fetch epoch documents, a few at a time. `latestFirst`: the latest alone, so the default epoch's views show early, and the
+   others once the page has settled (`settledP`), newest first; meanwhile they are `waiting`, and update events leave them. */
 function loadEpochs(run, nums, latestFirst) {
-  const todo = nums.filter((n) => fin(n) && !run.inflight.has(n));
+  const todo = nums.filter((n) => fin(n) && !run.inflight.has(n) && !run.waiting.has(n));
   if (!todo.length) return;
   todo.sort((a, b) => a - b);
-  if (latestFirst) todo.unshift(todo.pop());
+  if (!latestFirst) { fetchEpochs(run, todo); return; }
+  const last = todo.pop();
+  for (const n of todo) run.waiting.add(n);
+  fetchEpochs(run, [last]).then(() => { performance.mark('fx:latest'); startSettling(); return settledP; }).then(() => {
+    run.waiting.clear();
+    fetchEpochs(run, todo.filter((n) => !run.epochs.has(n) && !run.inflight.has(n)).reverse());
+  });
+}
+
+function fetchEpochs(run, todo) {
   for (const n of todo) run.inflight.add(n);
   let i = 0;
   const pump = async () => {
@@ -87,8 +121,9 @@ function loadEpochs(run, nums, latestFirst) {
     }
   };
   // a few requests at a time: the worker parses them off the page's thread, and the page stays responsive
-  const k = Math.min(2, todo.length);
-  for (let w = 0; w < k; w++) pump();
+  const k = Math.min(2, todo.length), pumps = [];
+  for (let w = 0; w < k; w++) pumps.push(pump());
+  return Promise.all(pumps);
 }
 
 function onEpochArrived(run) {

@@ -12,7 +12,7 @@ export function initTree(rep) {
     const x = (n && n.xtra && typeof n.xtra === 'object') ? n.xtra : {};
     const node = { id: nodes.length, name: String(n.name ?? ''), type: String(n.type || 'Module'),
                    path: typeof n.path === 'string' ? n.path : null, xtra: x, parent, depth, children: [],
-                   el: null, row: null, kidsEl: null, open: false, match: false, ovColor: '', ovText: '', ovTip: '' };
+                   el: null, row: null, kidsEl: null, rest: null, open: false, match: false, ovColor: '', ovText: '', ovTip: '' };
     node.cls = String(x.class || node.type);
     nodes.push(node);
     if (node.path !== null && !byPath.has(node.path)) byPath.set(node.path, node);
@@ -26,8 +26,61 @@ export function initTree(rep) {
   const md = model ? model.depth : 1;
   for (const n of nodes) if (n.children.length && n.depth <= md + 2 && n.type !== 'Parameter') n.open = true;
   const tree = $('#tree');
+  pending = [];
+  budget = FIRST_ROWS;
   tree.innerHTML = nodeHtml(root);
+  budget = Infinity;
   bindNodes(tree);
+  if (pending.length) setTimeout(renderMore, 0);
+}
+
+/* A big tree is written a screenful first and the rest in slices, each in a task of its own, so the first paint and the
+   first click do not wait for thousands of rows (1,000 rows took 150 ms to write and 160 ms to lay out). `pending`: the
+   open nodes whose children are written up to `node.rest`, deepest first; a slice continues the first of them. */
+const FIRST_ROWS = 150, SLICE_ROWS = 400;
+let budget = Infinity, pending = [];
+
+function renderMore() {
+  if (!S.tree) return;
+  const later = pending;
+  pending = [];
+  budget = SLICE_ROWS;
+  while (later.length && budget > 0) {
+    const node = later.shift();
+    if (node.rest == null || !node.kidsEl) continue;
+    const from = node.rest;
+    node.rest = null;
+    appendKids(node, from, node.children.length);
+  }
+  budget = Infinity;
+  pending = pending.concat(later);
+  if (pending.length) setTimeout(renderMore, 0);
+}
+
+/* Write the children `[from, to)` of a node whose earlier children are drawn, within the budget. */
+function appendKids(node, from, to) {
+  const html = kidsSlice(node, from, to);
+  const box = node.kidsEl, last = box.lastElementChild;
+  box.insertAdjacentHTML('beforeend', html);
+  for (let e = last ? last.nextElementSibling : box.firstElementChild; e; e = e.nextElementSibling) { bindNode(e); bindNodes(e); }
+}
+
+/* A node's children from `from` up to `to`, as far as the budget goes; the rest wait in `pending`. */
+function kidsSlice(node, from, to) {
+  let html = '', i = from;
+  for (; i < to && budget > 0; i++) html += nodeHtml(node.children[i]);
+  if (i < node.children.length) { node.rest = i; pending.push(node); }   // callers clear `rest` first
+  return html;
+}
+
+/* Draw, at once, what a node needs to be on the page: its ancestors' children up to its own branch. */
+function ensureDrawn(node) {
+  const chain = [];
+  for (let n = node; n.parent; n = n.parent) chain.push(n);
+  for (let i = chain.length - 1; i >= 0; i--) {
+    const p = chain[i].parent, k = p.children.indexOf(chain[i]);
+    if (p.rest != null && k >= p.rest && p.kidsEl) { const from = p.rest; p.rest = null; appendKids(p, from, k + 1); }
+  }
 }
 
 /* A node's markup, and its open descendants': the tree is written as one string and parsed once, which is several
@@ -44,6 +97,7 @@ function nodeHtml(node) {
   if (typeof x.shared_with === 'string') info += sp('shared', `= ${x.shared_with || '(model)'}`, `shared with ${x.shared_with}`);
   if (typeof x.depth_idx === 'string') info += sp('didx', x.depth_idx, `depth-idx label ${x.depth_idx} (torchinfo, scio): select this layer with '${x.depth_idx}'`);
   const kids = node.children.length, title = (node.path != null ? (node.path === '' ? '(model)' : node.path) : node.name) + ' · ' + node.cls + (x.dtype ? ' · ' + x.dtype : '');
+  budget--;
   return `<div class="node t-${esc(node.type.toLowerCase())}" role="treeitem" data-path="${esc(node.path ?? '')}" data-type="${esc(node.type)}" data-id="${node.id}">` +
     `<div class="row" style="padding-left:${6 + node.depth * 14}px" title="${esc(title)}">` +
     `<span class="toggle${kids ? '' : ' leaf'}">${kids ? (node.open ? '▾' : '▸') : ''}</span>` +
@@ -51,16 +105,15 @@ function nodeHtml(node) {
     `<span class="info">${info}</span><span class="ov"></span></div>` +
     (node.open && kids ? kidsHtml(node) : '') + '</div>';
 }
-function kidsHtml(node) { return `<div class="kids" role="group">${node.children.map(nodeHtml).join('')}</div>`; }
+function kidsHtml(node) { return `<div class="kids" role="group">${kidsSlice(node, 0, node.children.length)}</div>`; }
 
-/* Attach the nodes drawn inside `el` to their elements. */
-function bindNodes(el) {
-  for (const e of el.querySelectorAll('.node')) {
-    const node = S.tree.nodes[+e.dataset.id], row = e.firstElementChild;
-    node.el = e; node.row = row; node.togEl = row.firstElementChild; node.ovEl = row.lastElementChild;
-    node.kidsEl = row.nextElementSibling;
-    decorate(node);
-  }
+/* Attach the nodes drawn inside `el` (or `el` itself, with `bindNode`) to their elements. */
+function bindNodes(el) { for (const e of el.querySelectorAll('.node')) bindNode(e); }
+function bindNode(e) {
+  const node = S.tree.nodes[+e.dataset.id], row = e.firstElementChild;
+  node.el = e; node.row = row; node.togEl = row.firstElementChild; node.ovEl = row.lastElementChild;
+  node.kidsEl = row.nextElementSibling;
+  decorate(node);
 }
 
 function renderKids(node) {
@@ -86,6 +139,7 @@ function reveal(node) {
   const chain = [];
   for (let p = node.parent; p; p = p.parent) chain.push(p);
   for (let i = chain.length - 1; i >= 0; i--) if (!chain[i].open || !chain[i].kidsEl) setOpen(chain[i], true);
+  ensureDrawn(node);
 }
 
 function decorate(node) {
