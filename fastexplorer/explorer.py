@@ -10,7 +10,7 @@ import asyncio, errno, ipaddress, json, os, re, socket, sqlite3, threading, time
 from importlib.resources import files
 from pathlib import Path
 from .core import *
-from .export import ROOT_RUN, run_dir, list_runs, read_manifest, epoch_path
+from .export import ROOT_RUN, run_dir, list_runs, read_manifest, entry_path, epoch_path
 from .stepdb import open_steps, step_info, step_series, step_hist_series
 from .export import _inside
 
@@ -303,10 +303,8 @@ def _run_pieces(p:Path, run:dict):
     "The JSON of one run of the report, in pieces: epoch files are copied as they are, one at a time, so memory holds one"
     m = read_manifest(p)
     yield f'{{"id": {dumps(run["id"])}, "name": {dumps(run["name"])}, "meta": {dumps(m)}, "representation": {_raw_json(p/"representation.json")}, "epochs": ['
-    first = True
-    for e in m.get('epochs', []):
-        if (f := epoch_path(p, e.get('epoch'), m)) is None: continue
-        yield ('' if first else ', ') + _raw_json(f); first = False
+    files = [f for e in m.get('epochs', []) if (f := entry_path(p, e)) is not None]
+    for i,f in enumerate(files): yield (', ' if i else '') + _raw_json(f)
     yield f'], "landscape": {_raw_json(p/"landscape.json")}, "steps": '
     yield from _steps_pieces(p)
     yield '}'

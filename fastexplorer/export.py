@@ -14,8 +14,8 @@ from .core import *
 
 # %% auto #0
 __all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'DF_COLUMNS', 'ROOT_RUN', 'append_line', 'RunWriter', 'epoch_doc', 'find_alerts',
-           'read_epoch_index', 'Run', 'load_run', 'run_dir', 'list_runs', 'read_manifest', 'epoch_path', 'plot_stat',
-           'plot_hist', 'plot_grad_norms']
+           'read_epoch_index', 'Run', 'load_run', 'run_dir', 'list_runs', 'read_manifest', 'entry_path', 'epoch_path',
+           'plot_stat', 'plot_hist', 'plot_grad_norms']
 
 # %% ../nbs/02_export.ipynb #4675ff47
 def _versions()->dict:
@@ -31,9 +31,11 @@ EPOCH_INDEX = 'epochs.jsonl'
 
 def append_line(fname, d:dict):
     "Append `d` as one line of JSON to `fname` and flush it to disk; a line torn by a crash before is closed first"
-    with open(fname, 'a+b') as f:
-        torn = f.tell() > 0 and (f.seek(-1, os.SEEK_END), f.read(1))[1] != b'\n'
-        f.write((b'\n' if torn else b'') + dumps(d).encode() + b'\n')
+    with open(fname, 'a+b') as f:           # every write appends, wherever the file position is
+        if f.tell() > 0:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b'\n': f.write(b'\n')
+        f.write(dumps(d).encode() + b'\n')
         f.flush(); os.fsync(f.fileno())
 
 class RunWriter:
@@ -315,13 +317,16 @@ def read_manifest(p:Path)->dict:
     "The manifest (`run.json`) of run folder `p`, parsed, with its `epochs` list (from `epochs.jsonl` since version 2)"
     return _with_epochs(json.loads((Path(p)/'run.json').read_text(encoding='utf-8')), p)
 
-def epoch_path(p:Path, n:int, manifest:dict|None=None)->Path|None:
-    "The file of epoch `n` of run folder `p`, as its manifest lists it; `None` if none is listed or the name is not allowed"
-    m = read_manifest(p) if manifest is None else manifest
-    e = next((e for e in m.get('epochs', []) if e.get('epoch') == n), None)
-    if e is None or not _NAME.match(str(e.get('file', ''))): return None
+def entry_path(p:Path, e:dict)->Path|None:
+    "The file that epoch entry `e` of run folder `p`'s manifest names; `None` if it is not there or the name is not allowed"
+    if not _NAME.match(str(e.get('file', ''))): return None
     f = Path(p)/e['file']
     return f if f.is_file() and _inside(f, Path(p)) else None
+
+def epoch_path(p:Path, n:int)->Path|None:
+    "The file of epoch `n` of run folder `p`, as its manifest lists it; `None` if none is listed or the name is not allowed"
+    e = next((e for e in read_manifest(p).get('epochs', []) if e.get('epoch') == n), None)
+    return None if e is None else entry_path(p, e)
 
 # %% ../nbs/02_export.ipynb #26696d52
 def plot_stat(run:Run, stat:str='mean', kind:str='act', layers:list|None=None, ax=None):
