@@ -12,6 +12,7 @@ from pathlib import Path
 from .core import *
 from .export import ROOT_RUN, run_dir, list_runs, read_manifest, entry_path, epoch_path
 from .stepdb import open_steps, step_info, step_series, step_hist_series
+from .history import summaries_json, history_json
 from .export import _inside
 
 # %% auto #0
@@ -151,6 +152,18 @@ def make_app(
         except ValueError as e: raise HTTPException(400, str(e))
         except KeyError as e: raise HTTPException(404, e.args[0] if e.args else 'not found')
         except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no step series (steps.sqlite): it was recorded without them or by an older fastexplorer")
+    async def summaries(req):
+        p = _run(req)
+        try: return Response(await run_in_threadpool(summaries_json, p), media_type='application/json')
+        except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite): an older fastexplorer wrote it; `build_history` makes one")
+        except (ValueError, sqlite3.Error) as e: raise HTTPException(404, str(e))
+    async def history(req):
+        p = _run(req)
+        if set(req.query_params.keys()) - {'path'}: raise HTTPException(400, f"unknown query parameter `{next(iter(set(req.query_params.keys()) - {'path'}))[:40]}`")
+        try: return Response(await run_in_threadpool(history_json, p, req.query_params.getlist('path')), media_type='application/json')
+        except ValueError as e: raise HTTPException(400, str(e))
+        except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite)")
+        except sqlite3.Error as e: raise HTTPException(404, str(e))
     async def steps_what(req):
         if req.path_params['what'] not in ('series', 'hist'): raise HTTPException(404, 'not found')
         return await steps(req)
@@ -178,7 +191,8 @@ def make_app(
 
     async def http_error(req, exc): return JSONResponse({'error': exc.detail}, status_code=exc.status_code)
     routes = [Route('/', index), Route('/static/{name}', static), Route('/api/runs', runs),
-              Route('/api/runs/{run}/epochs/{n:int}', epoch), Route('/api/runs/{run}/events', events),
+              Route('/api/runs/{run}/epochs', summaries), Route('/api/runs/{run}/epochs/{n:int}', epoch),
+              Route('/api/runs/{run}/history', history), Route('/api/runs/{run}/events', events),
               Route('/api/runs/{run}/steps', steps), Route('/api/runs/{run}/steps/{what:str}', steps_what),
               Route('/api/runs/{run}/{name}', run_file)]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, 404: http_error, 405: http_error})

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
 from .core import *
+from .history import add_epoch
 
 # %% auto #0
 __all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'DF_COLUMNS', 'ROOT_RUN', 'append_line', 'RunWriter', 'epoch_doc', 'find_alerts',
@@ -25,7 +26,7 @@ def _versions()->dict:
 
 def _now()->str: return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
 
-_OURS = re.compile(r'^((run|representation|landscape|epoch_\d{4,})\.json|epochs\.jsonl|steps\.sqlite(-wal|-shm)?|snapshot_\d{4,}\.npy)$')
+_OURS = re.compile(r'^((run|representation|landscape|epoch_\d{4,})\.json|epochs\.jsonl|(steps|history)\.sqlite(-wal|-shm)?|snapshot_\d{4,}\.npy)$')
 RUN_VERSION = 2          # of `run.json`: version 2 lists the epochs in `epochs.jsonl` (version 1 in the manifest itself)
 EPOCH_INDEX = 'epochs.jsonl'
 
@@ -76,9 +77,10 @@ class RunWriter:
         save_json(doc, self.path/'representation.json')
 
     def write_epoch(self, doc:dict)->Path:
-        "Write one epoch's document as `epoch_NNNN.json`, list it in `epochs.jsonl` and touch the manifest"
+        "Write one epoch's document as `epoch_NNNN.json`, index it in `history.sqlite`, list it in `epochs.jsonl` and touch the manifest"
         fname = self.path/f"epoch_{doc['epoch']:04d}.json"
         save_json(doc, fname)
+        add_epoch(self.path, doc, fname.name)     # before it is listed: a reader never finds an epoch listed but not indexed
         append_line(self.path/EPOCH_INDEX, {'epoch': doc['epoch'], 'file': fname.name, 'partial': doc.get('partial', False)})
         self.write_manifest()       # `updated`, and the signal readers watch for
         return fname
