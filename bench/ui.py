@@ -1,7 +1,8 @@
 """Time until the explorer page is interactive for a 1,000-node tree with 50 epochs, in headless Chromium; and, with a large step
 database, the time from a click on a layer to its step series drawn.
 
-Usage: python bench/ui.py [--nodes 1000] [--epochs 50] [--rounds 5] [--steps 20000] [--step-layers 200] [--step-params 100] [--keep DIR]
+Usage: python bench/ui.py [--nodes 1000] [--epochs 50] [--rounds 5] [--steps 20000] [--step-layers 200] [--step-params 100]
+                         [--history-epochs 1000] [--keep DIR]
 
 Builds a model whose representation has about `--nodes` nodes, records one real epoch with `ExplorerCallback`
 (statistics and heatmaps), copies it to make `--epochs` epochs, serves the folder with the real server, and measures,
@@ -14,6 +15,10 @@ The step case (`--steps 0` skips it) replaces the run's `steps.sqlite` by a synt
 model's layers and `--step-params` of its parameters. It measures, on the page's clock, the time from the mouse-down on a
 layer to its step charts drawn (target <= 200 ms), the time to interactive with steps, and the latency of a small request
 on a kept-alive connection, with the listening socket as before (protocol 0: no TCP_NODELAY) and as now (IPPROTO_TCP).
+
+The history case (`--history-epochs 0` skips it) makes a digits CNN's run of 1,000 epochs and measures the time from a
+click on a layer to its charts over every epoch drawn (target <= 1 s): the page asks the server for that layer's
+statistics in every epoch (the run's `history.sqlite`) rather than reading 1,000 epoch files.
 """
 import argparse, http.client, json, shutil, socket, statistics, tempfile, time
 from unittest import mock
@@ -35,15 +40,22 @@ def big_model(n_nodes:int)->nn.Module:
     body = [nn.Sequential(nn.Conv2d(4, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4), nn.ReLU()) for _ in range(blocks)]
     return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), *body, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 10))
 
-def make_run(path:Path, n_nodes:int, n_epochs:int)->int:
+def make_run(path:Path, n_nodes:int, n_epochs:int, model=None)->int:
     torch.manual_seed(0)
-    learn = Learner(digits_dls(bs=64), big_model(n_nodes), loss_func=nn.CrossEntropyLoss())
+    learn = Learner(digits_dls(bs=64), model or big_model(n_nodes), loss_func=nn.CrossEntropyLoss())
     with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3, cbs=ExplorerCallback(path, every=5, overwrite=True))
-    for e in range(2, n_epochs + 1):     # as `RunWriter.write_epoch` lists them
-        doc = json.loads((path/'epoch_0001.json').read_text()); doc['epoch'] = e
+    doc = json.loads((path/'epoch_0001.json').read_text())
+    for e in range(2, n_epochs + 1):     # as `RunWriter.write_epoch` writes, indexes and lists them
+        doc['epoch'] = e
         save_json(doc, path/f'epoch_{e:04d}.json')
+        add_epoch(path, doc)
         append_line(path/'epochs.jsonl', {'epoch': e, 'file': f'epoch_{e:04d}.json', 'partial': False})
     return len(list(Representation.load(path/'representation.json')))
+
+def reveal(page, path:str):
+    "Type `path` in the page's search box, which opens the tree down to the nodes that match"
+    page.fill('#search', path)
+    return page.locator(f'#tree .node[data-path="{path}"] .label').first
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -51,15 +63,17 @@ def main():
     p.add_argument('--rounds', type=int, default=5)
     p.add_argument('--steps', type=int, default=20_000); p.add_argument('--step-layers', type=int, default=200)
     p.add_argument('--step-params', type=int, default=100)
+    p.add_argument('--history-epochs', type=int, default=1000, help='epochs of the run whose layer history is clicked (0 skips it)')
     p.add_argument('--keep', type=Path, default=None, help='build the run in this folder once and reuse it on later calls (the step case replaces its steps.sqlite)')
     a = p.parse_args()
     from playwright.sync_api import sync_playwright, expect
     root = a.keep or Path(tempfile.mkdtemp())
     if a.keep and (root/'big'/'epochs.jsonl').exists() and len((root/'big'/'epochs.jsonl').read_text().splitlines()) == a.epochs:
         n = len(list(Representation.load(root/'big'/'representation.json')))
+        if not (root/'big'/HISTORY).exists(): build_history(root/'big', [e['file'] for e in read_manifest(root/'big')['epochs']])   # kept from before there was one
     else: n = make_run(root/'big', a.nodes, a.epochs)
     size = max(f.stat().st_size for f in (root/'big').glob('epoch_*.json'))
-    times,inpage = [],[]
+    times,inpage,drawn = [],[],[]
     with serve(root, port=0) as srv, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path='/usr/bin/chromium', args=CHROMIUM_ARGS)
         for _ in range(a.rounds):
@@ -73,14 +87,40 @@ def main():
             expect(page.locator('#panel-title')).to_contain_text(path)   # no eval in the page: our CSP forbids it
             times.append(time.perf_counter() - t)
             inpage.append(page.evaluate("() => performance.now()") / 1000)   # since the navigation started, in the page
+            drawn.append(page.evaluate("() => performance.getEntriesByName('fx:drawn')[0].startTime") / 1000)
             page.close()
         browser.close()
     print(f"tree of {n} nodes, {a.epochs} epochs, largest epoch file {size/1e6:.2f} MB")
     print(f"time to interactive (navigate, tree rendered, a click fills the panel), {a.rounds} rounds, target <= 1 s:")
     print(f"  in the page's own clock (from navigation start): median {statistics.median(inpage):.3f} s, max {max(inpage):.3f} s")
     print(f"  as Playwright sees it (its own round trips included): median {statistics.median(times):.3f} s, max {max(times):.3f} s")
+    print(f"  the tree and the run's views first drawn (mark fx:drawn): median {statistics.median(drawn):.3f} s")
 
     if a.steps: step_case(root/'big', a)
+    if a.history_epochs: history_case(root, a)
+
+def history_case(root:Path, a):
+    "A digits CNN's run of `a.history_epochs` epochs: the time from a click on a layer to its charts over every epoch"
+    from playwright.sync_api import sync_playwright, expect
+    path = root/'long'
+    if not (a.keep and (path/'epochs.jsonl').exists() and len((path/'epochs.jsonl').read_text().splitlines()) == a.history_epochs):
+        make_run(path, 0, a.history_epochs, model=digits_cnn())
+    layer = '0.0'
+    clicks = []
+    with serve(root, port=0) as srv, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path='/usr/bin/chromium', args=CHROMIUM_ARGS)
+        for i in range(a.rounds):
+            page = browser.new_page()
+            page.goto(srv.url + '?run=long')
+            expect(page.locator('#epoch-count')).to_have_text(str(a.history_epochs))
+            page.evaluate("() => document.addEventListener('mousedown', () => { window.__t0 = performance.now(); }, true)")
+            page.locator(f'#tree .node[data-path="{layer}"] .label').first.click()
+            expect(page.locator('#panel .charts[data-history="all"]')).to_have_count(1)
+            clicks.append(page.evaluate("() => performance.now() - window.__t0"))
+            page.close()
+        browser.close()
+    print(f"\na run of {a.history_epochs} epochs: click on a layer -> its charts over every epoch drawn, {a.rounds} rounds, target <= 1 s:")
+    print(f"  in the page's own clock (from the mouse-down, Playwright's polling included): median {statistics.median(clicks):.0f} ms, max {max(clicks):.0f} ms")
 
 def write_steps(path, n_steps:int, n_layers:int, n_params:int)->tuple:
     "Replace the run's steps.sqlite by `n_steps` synthetic sampled batches of its first `n_layers` layers and `n_params` parameters"
@@ -132,12 +172,11 @@ def step_case(path, a):
             page.goto(srv.url + f'?run={path.name}')
             page.wait_for_selector('#tree .node .label')
             lay = layers[(i * 37) % len(layers)]
-            first = page.locator(f'#tree .node[data-path="{layers[-1 - i]}"] .label').first
-            first.click()                                       # time to interactive: the tree, then a click drawn with steps
+            reveal(page, layers[-1 - i]).click()                                       # time to interactive: the tree, then a click drawn with steps
             expect(page.locator('#panel .step-block[data-drawn-at]')).to_have_count(1)
             ttis.append(float(page.locator('#panel .step-block').get_attribute('data-drawn-at')) / 1000)
             page.evaluate("() => document.addEventListener('mousedown', () => { window.__t0 = performance.now(); }, true)")
-            node = page.locator(f'#tree .node[data-path="{lay}"] .label').first
+            node = reveal(page, lay)
             node.scroll_into_view_if_needed()
             node.click()
             expect(page.locator('#panel-title')).to_contain_text(lay)

@@ -154,7 +154,8 @@ def make_app(
         except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no step series (steps.sqlite): it was recorded without them or by an older fastexplorer")
     async def summaries(req):
         p = _run(req)
-        try: return Response(await run_in_threadpool(summaries_json, p), media_type='application/json')
+        # the epochs the manifest lists: the history may hold one more (written just before it is listed), or a cut run's
+        try: return Response(await run_in_threadpool(lambda: summaries_json(p, [e['epoch'] for e in read_manifest(p)['epochs']])), media_type='application/json')
         except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite): an older fastexplorer wrote it; `build_history` makes one")
         except (ValueError, sqlite3.Error) as e: raise HTTPException(404, str(e))
     async def history(req):

@@ -78,8 +78,8 @@ class RunWriter:
 
     def write_epoch(self, doc:dict)->Path:
         "Write one epoch's document as `epoch_NNNN.json`, index it in `history.sqlite`, list it in `epochs.jsonl` and touch the manifest"
-        fname = self.path/f"epoch_{doc['epoch']:04d}.json"
-        save_json(doc, fname)
+        fname,doc = self.path/f"epoch_{doc['epoch']:04d}.json",to_jsonable(doc)   # converted once, for the file and the history
+        atomic_write(fname, json.dumps(doc, allow_nan=False, ensure_ascii=False))
         add_epoch(self.path, doc, fname.name)     # before it is listed: a reader never finds an epoch listed but not indexed
         append_line(self.path/EPOCH_INDEX, {'epoch': doc['epoch'], 'file': fname.name, 'partial': doc.get('partial', False)})
         self.write_manifest()       # `updated`, and the signal readers watch for
@@ -303,7 +303,7 @@ def _run_name(root:Path, name:str)->str:
     return (Path(root).resolve().name or str(Path(root).resolve())) if name == ROOT_RUN else name
 
 def list_runs(root:Path)->list:
-    "The runs under `root` (itself first, as `~`), each with its display name, model, status, epochs, last update and whether it has a landscape and step series"
+    "The runs under `root` (itself first, as `~`), each with its display name, model, status, epochs, last update and whether it has a landscape, step series and an epoch history"
     root = Path(root)
     names = ([ROOT_RUN] if (root/'run.json').is_file() else []) + sorted(p.name for p in root.iterdir() if p.is_dir())
     res = []
@@ -312,7 +312,8 @@ def list_runs(root:Path)->list:
         try: m = read_manifest(p)
         except (OSError, ValueError): continue
         res.append({'id': n, 'name': _run_name(root, n), 'model': m.get('model'), 'status': m.get('status'), 'epochs': len(m.get('epochs', [])),
-                    'updated': m.get('updated'), 'landscape': (p/'landscape.json').is_file(), 'steps': (p/'steps.sqlite').is_file()})
+                    'updated': m.get('updated'), 'landscape': (p/'landscape.json').is_file(), 'steps': (p/'steps.sqlite').is_file(),
+                    'history': (p/'history.sqlite').is_file()})
     return res
 
 def read_manifest(p:Path)->dict:

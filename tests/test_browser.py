@@ -93,6 +93,7 @@ def test_amp_skipped_steps_and_ranks_shown(runs, page, tmp_path):
         doc = json.loads(f.read_text())
         doc.update(ranks=2, amp={'dtype': 'float16', 'skipped_steps': skipped, 'loss_scale': 1024.})
         validate(doc); save_json(doc, f)
+    build_history(tmp_path/'scaled', [f'epoch_{e:04d}.json' for e in (1, 2, 3)])   # the files changed: index them again
     with serve(tmp_path, port=0) as srv:
         page.goto(srv.url + '?run=scaled')
         expect(page.locator('#epoch-count')).to_have_text('3')
@@ -206,6 +207,28 @@ def test_page_modules_and_worker(runs, page):
         expect(page.locator('#panel .chart').first).to_be_visible()
     assert [p for p in page.problems if 'worker.js' not in p] == []
 
+def test_page_reads_what_it_shows(runs, page):
+    "With the run's epoch history, the page reads the latest epoch's file and a layer's history in one request, not every epoch file; an older epoch's file is read when it is selected"
+    urls = []
+    page.on('request', lambda r: urls.append(r.url))
+    with serve(runs, port=0) as srv:
+        page.goto(srv.url + '?run=good')
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        page.locator('#tree .node[data-path="1.2"] .label').first.click()
+        charts = page.locator('#panel .charts[data-history="all"]')
+        expect(charts).to_have_count(1)
+        # a point for every epoch: epochs 1 and 2 came from the history
+        pts = charts.locator('.chart').filter(has_text='activation mean ± std').locator('circle.pt title').all_text_contents()
+        assert {t.split(':')[0].split('epoch ')[1] for t in pts} == {'1', '2', '3'}, pts
+        expect(page.locator('#alerts-title')).to_contain_text('epoch 3')
+        read = lambda: sorted(u.rsplit('/', 1)[1] for u in urls if '/api/runs/good/epochs/' in u)
+        assert read() == ['3'] and sum('/api/runs/good/history?' in u for u in urls) == 1, urls
+        page.locator('#epoch').fill('1')                                   # the slider: epoch 1's alerts and maps are in its file
+        expect(page.locator('#alerts-title')).to_contain_text('epoch 1')
+        expect(page.locator('#alerts .note')).not_to_contain_text('Loading')
+        assert read() == ['1', '3']
+    assert page.problems == []
+
 def _one_epoch(src:Path, dst:Path)->Path:
     "A copy of run `src` cut to its first epoch"
     shutil.copytree(src, dst)
@@ -219,6 +242,7 @@ def test_served_run_folder_is_named_by_its_folder(runs, page, tmp_path):
         expect(page.locator('#epoch-count')).to_have_text('3')
         expect(page.locator('#run-id')).to_have_text('good')
         expect(page).to_have_title('good · Sequential · fastexplorer')
+        expect(page.locator('#alerts')).not_to_contain_text('Loading')   # its requests done before this server stops
     out = report(runs/'good', tmp_path/'report.html')
     page.goto(out.resolve().as_uri())
     expect(page.locator('#run-id')).to_have_text('good')
@@ -313,14 +337,16 @@ def test_flat_activation_maps(runs, page):
     assert page.problems == []
 
 def _edit_stats(run:Path, f):
-    "Apply `f(act_stats)` to every activation-stats entry of every epoch file of `run`"
-    for p in sorted(run.glob('epoch_*.json')):
+    "Apply `f(act_stats)` to every activation-stats entry of every epoch file of `run`, then index the files again (`build_history`)"
+    files = sorted(run.glob('epoch_*.json'))
+    for p in files:
         doc = json.loads(p.read_text())
         def walk(n):
             for k in ('act', 'valid_act'):
                 if (a := (n.get('xtra') or {}).get('stats', {}).get(k)): f(a)
             for c in n.get('nodes', []): walk(c)
         walk(doc['tree']); save_json(doc, p)
+    build_history(run, [p.name for p in files])
 
 def _act(run:Path, e:int, path:str)->dict:
     "The training activation stats of layer `path` in epoch `e` of `run`"

@@ -25,6 +25,9 @@ def _open(page, url:str, path:str):
     expect(page.locator('#epoch-count')).to_have_text('3')
     page.locator(f'#tree .node[data-path="{path}"] .label').first.click()
     expect(page.locator('#panel .step-block')).to_have_attribute('data-range', __import__('re').compile(r'\d+,\d+'))
+    # the layer's history and the latest epoch's file are in: nothing above the step charts moves any more
+    expect(page.locator('#panel .charts[data-history="all"]')).to_have_count(1)
+    expect(page.locator('#alerts')).not_to_contain_text('Loading')
 
 def test_step_charts_for_a_layer_a_parameter_and_training(runs, page):
     "A layer's step charts (mean, std, silent and near-zero fractions on [0, 1], histogram), a parameter's, the loss and lr, with epoch boundaries"

@@ -4,5 +4,5 @@
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
 -- summary: the epoch document without `tree`, `heatmaps` and `alerts`, with `n_alerts` and `custom` (JSON)
 CREATE TABLE IF NOT EXISTS epochs(epoch INTEGER PRIMARY KEY, file TEXT NOT NULL, summary TEXT NOT NULL);
--- stats: a node's `xtra.stats` in the epoch file (JSON); clustered on (path, epoch): one node's history is one range
-CREATE TABLE IF NOT EXISTS stats(path TEXT NOT NULL, epoch INTEGER NOT NULL, stats TEXT NOT NULL, PRIMARY KEY(path, epoch)) WITHOUT ROWID;
+-- stats: a node's `xtra.stats` in the epoch file (JSON); clustered on (epoch, path): an epoch is appended at the end
+CREATE TABLE IF NOT EXISTS stats(epoch INTEGER NOT NULL, path TEXT NOT NULL, stats TEXT NOT NULL, PRIMARY KEY(epoch, path)) WITHOUT ROWID;

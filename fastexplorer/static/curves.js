@@ -90,9 +90,10 @@ export function renderAlerts() {
   }
   const ep = S.run.epochs.get(e);
   title.replaceChildren('Alerts ', h('span', { class: 'muted sub', text: `epoch ${e}` }));
+  if (ep.light) { box.replaceChildren(...live, h('div', { class: 'note', text: `Loading the alerts of epoch ${e}…` })); return; }
   if (!ep.alerts.length) {
     // a hint of where the alerts are, when the selected epoch has none
-    const other = epochNumbers(S.run).filter((n) => S.run.epochs.get(n).alerts.length);
+    const other = epochNumbers(S.run).filter((n) => { const o = S.run.epochs.get(n); return o.light ? o.nAlerts : o.alerts.length; });
     box.replaceChildren(...live, h('div', { class: 'note ok', text: `No alert in epoch ${e}.` + (other.length ? ` Epochs with alerts: ${other.join(', ')}.` : '') }));
     return;
   }

@@ -9,6 +9,7 @@ import { showMessage, fatal, renderHeader, renderRunNav, runHref } from './heade
 import { scheduleRender, renderAll, renderNow } from './render.js';
 import { renderAlerts } from './curves.js';
 import { onSteps } from './steps.js';
+import { nextUid, loadSummaries } from './history.js';
 
 /* The run's step summary (steps.sqlite), asked for only when its manifest names the file, so a run without one logs no 404. */
 async function loadSteps(run) {
@@ -29,7 +30,7 @@ export async function startServer() {
   if (!entry) { fatal(`There is no run "${id}" here.`, runs); return; }
   const run = newRun(id, entry.name);
   try {
-    const [meta, rep] = await Promise.all([getJSON(apiUrl(id, 'run.json')), getJSON(apiUrl(id, 'representation.json'))]);
+    const [meta, rep] = await Promise.all([getJSON(apiUrl(id, 'run.json')), getJSON(apiUrl(id, 'representation.json')), loadSummaries(run, entry)]);
     run.meta = meta; run.rep = rep; run.status = meta.status; run.shared = sharedMap(rep);
   } catch (e) {
     fatal(`Cannot load run "${run.name}": ${e.message}`, runs);
@@ -44,7 +45,9 @@ export async function startServer() {
   renderAll();
   performance.mark('fx:drawn');
   maybeLandscape(run);
-  loadEpochs(run, (run.meta.epochs || []).map((e) => e.epoch), true);
+  // with an epoch history, the views ask for what they show (history.js); epochs it does not hold yet are read whole
+  if (run.index) { loadEpochs(run, (run.meta.epochs || []).map((e) => e.epoch).filter((n) => !run.epochs.has(n)), false); startSettling(); }
+  else loadEpochs(run, (run.meta.epochs || []).map((e) => e.epoch), true);
   if (!(run.meta.epochs || []).length) startSettling();
   // the step summary does not hold up the tree and the epochs: the step charts appear when it arrives
   loadSteps(run).then(() => { if (run.steps) scheduleRender(); });
@@ -58,17 +61,15 @@ async function loadCompare(cid) {
   if (S.runs.length && !entry) { showMessage(`There is no run "${cid}" here to compare with.`, 'warn', others); return; }
   const c = newRun(cid, entry && entry.name);
   try {
-    const [meta, rep] = await Promise.all([getJSON(apiUrl(cid, 'run.json')), getJSON(apiUrl(cid, 'representation.json')).catch(() => null)]);
+    const [meta, rep] = await Promise.all([getJSON(apiUrl(cid, 'run.json')), getJSON(apiUrl(cid, 'representation.json')).catch(() => null), loadSummaries(c, entry)]);
     c.meta = meta; c.rep = rep; c.status = meta.status; c.shared = sharedMap(rep);
   } catch (e) { showMessage(`Cannot load the compared run "${cid}": ${e.message}`, 'warn'); return; }
   loadSteps(c).then(() => { if (c.steps) scheduleRender(); });
   S.cmp = c;
   renderHeader(); scheduleRender();
-  settledP.then(() => loadEpochs(c, (c.meta.epochs || []).map((e) => e.epoch), false));
+  settledP.then(() => loadEpochs(c, (c.meta.epochs || []).map((e) => e.epoch).filter((n) => !c.epochs.has(n)), false));
   if (c.status === 'running') openEvents(c);
 }
-
-let epochUid = 0;
 
 /* The older epochs (and the compared run's) wait until the page has been used once (a click or a key) or has stood still
    for a moment after the latest epoch was drawn: parsing dozens of epoch files takes the machine's cores from the first
@@ -77,7 +78,7 @@ const QUIET_MS = 1000;
 let settle = null;
 const settledP = new Promise((resolve) => { settle = resolve; });
 function startSettling() {
-  if (!settle) return;
+  if (!settle) return;   // once
   const resolve = settle;
   settle = null;
   let timer = null;
@@ -114,7 +115,7 @@ function fetchEpochs(run, todo) {
       try {
         const ep = await fetchEpoch(run, n);
         run.inflight.delete(n);
-        ep.uid = ++epochUid;
+        ep.uid = nextUid();
         run.epochs.set(n, ep);
         onEpochArrived(run);
       } catch (e) { run.inflight.delete(n); /* gone or mid-write: the next update event retries */ }

@@ -51,6 +51,16 @@ function workerCall(op, url) {
 /* Fetch an optional file without a console error on 404 (only through the worker). */
 export async function silentFetch(url) { return workerCall('probe', url); }
 
+/* The statistics of `paths` in every epoch, `{path: [[epoch, stats], …]}`: through the worker, which hands each node's
+   statistics over as a JSON string (parsed when a view reads them), else here. */
+export async function fetchHistory(run, paths) {
+  const url = apiUrl(run.id, 'history?' + paths.map((p) => 'path=' + encodeURIComponent(p)).join('&'));
+  const r = await workerCall('history', url);
+  if (r.status === -2) return getJSON(url);
+  if (r.ep) return r.ep;
+  throw new Error(`${url}: HTTP ${r.status}`);
+}
+
 /* An epoch, digested; through the worker when there is one, else here. */
 export async function fetchEpoch(run, n) {
   const url = apiUrl(run.id, `epochs/${n}`);

@@ -4,6 +4,7 @@ import { S, epochNumbers, statsAt, paramChildren, selectedEpoch, epochDomain } f
 import { lineChart } from './charts.js';
 import { histChart } from './hist.js';
 import { hasSteps, stepPanel } from './steps.js';
+import { needHistory } from './history.js';
 
 function nodeSeries(run, path, pick, opts) {
   return epochNumbers(run).map((e) => {
@@ -58,6 +59,10 @@ export function renderPanel() {
   if (panelStepEl) out.push(panelStepEl, h('h3', { class: 'epoch-head', text: 'Over epochs' }));
   const dom = epochDomain();
   const both = [[run, false]].concat(cmp ? [[cmp, true]] : []);
+  // with an epoch history, this node's statistics over every epoch arrive in one request (then the panel is drawn again)
+  const want = [path, ...params0.map((p) => p.path)];
+  for (const p of want.slice()) for (const r of [run, cmp]) if (r && r.shared.has(p)) want.push(r.shared.get(p));
+  const coming = [needHistory(run, want), needHistory(cmp, want)].some(Boolean);
   const charts = [];
   // activations
   const hasAct = both.some(([r]) => epochNumbers(r).some((n) => { const s = statsAt(r, r.epochs.get(n), path); return s && (s.act || s.valid_act); }));
@@ -114,7 +119,7 @@ export function renderPanel() {
   const cust = customCharts(node, params, both, dom, e);
   charts.push(...cust);
   const hasCustom = cust.length > 0;
-  if (!hasAct && !hasParam && !hasCustom && run.epochs.size === 0 && run.inflight.size > 0) {
+  if (!hasAct && !hasParam && !hasCustom && ((run.epochs.size === 0 && run.inflight.size > 0) || coming)) {
     // nothing loaded yet: the charts this node will most likely have, filled in as epochs arrive
     const sk = (t) => lineChart({ title: t, series: [], empty: 'loading…' });
     if (node.type !== 'Parameter') ['activation mean ± std', 'activation min / max', 'dead fraction', 'near-zero fraction'].forEach((t) => charts.push(sk(t)));
@@ -126,7 +131,7 @@ export function renderPanel() {
       : 'No statistics were recorded for this node.' + (container ? ' It is a container: open it and pick a layer inside.' : '');
     out.push(h('div', { class: 'note no-stats', text: why }));
   } else {
-    out.push(h('div', { class: 'charts' }, ...charts));
+    out.push(h('div', { class: 'charts', dataset: { history: coming ? 'coming' : 'all' } }, ...charts));
     if (ep) out.push(epochTable(node, params, ep, e));
   }
   body.replaceChildren(...out);

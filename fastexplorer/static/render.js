@@ -7,6 +7,7 @@ import { renderHeatmaps } from './heatmaps.js';
 import { decorateAll } from './tree.js';
 import { renderCurves, renderAlerts } from './curves.js';
 import { renderHeader } from './header.js';
+import { onHistory, needEpoch } from './history.js';
 
 let renderTimer = null, renderDue = 0;
 
@@ -21,6 +22,8 @@ export function scheduleRender() {
   renderDue = due;
   renderTimer = setTimeout(() => { renderTimer = null; renderAll(); }, Math.max(0, due - performance.now()));
 }
+
+onHistory(() => scheduleRender());
 
 /* Redraw now, dropping a scheduled redraw. */
 export function renderNow() {
@@ -39,6 +42,7 @@ function renderEpochViews() {
   renderSlider();
   syncCustomOverlays();
   const e = selectedEpoch(), ep = e != null ? S.run.epochs.get(e) : null;
+  if (ep && ep.light) needEpoch(S.run, e);   // its alerts, overlay values and activation maps are in its file
   S.alertPaths = new Set(ep ? ep.alerts.map((a) => String(a.layer)) : []);
   computeOverlay();
   decorateAll();

@@ -24,7 +24,8 @@ export const S = {
 /* A run: `id` is its key in URLs (`~`: the served folder itself), `name` what the page calls it (the folder's name). */
 export function newRun(id, name) {
   return { id, name: name || id, meta: null, rep: null, status: null, epochs: new Map(), landscape: null, shared: new Map(),
-           inflight: new Set(), waiting: new Set(), es: null, landscapeTried: false, steps: null, stepsData: null };
+           inflight: new Set(), waiting: new Set(), es: null, landscapeTried: false, steps: null, stepsData: null,
+           index: false, histHave: new Set(), histPending: new Set() };   // index: epochs from the epoch history (history.js)
 }
 
 export function epochNumbers(run) { return run ? Array.from(run.epochs.keys()).sort((a, b) => a - b) : []; }

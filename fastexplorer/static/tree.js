@@ -22,9 +22,7 @@ export function initTree(rep) {
   };
   const root = add(rep, null, 0);
   S.tree = { nodes, byPath, root, model };
-  // open: the Learner, the model and its first two levels (so a digits CNN shows down to its parameters)
-  const md = model ? model.depth : 1;
-  for (const n of nodes) if (n.children.length && n.depth <= md + 2 && n.type !== 'Parameter') n.open = true;
+  openLevels(nodes, model ? model.depth : 1);
   const tree = $('#tree');
   pending = [];
   budget = FIRST_ROWS;
@@ -32,6 +30,22 @@ export function initTree(rep) {
   budget = Infinity;
   bindNodes(tree);
   if (pending.length) setTimeout(renderMore, 0);
+}
+
+/* Open the Learner and the model, then the model's next two levels, a whole level at a time while the rows shown stay within
+   `OPEN_ROWS` (a digits CNN shows down to its parameters; a net of 700 blocks shows its blocks, closed): the page writes
+   and lays out the rows a reader can take in, not thousands. */
+const OPEN_ROWS = 300;
+function openLevels(nodes, md) {
+  const opens = (n) => n.children.length && n.type !== 'Parameter';
+  let rows = 1;
+  for (const n of nodes) if (n.depth <= md && opens(n)) { n.open = true; rows += n.children.length; }
+  for (let d = md + 1; d <= md + 2; d++) {
+    const level = nodes.filter((n) => n.depth === d && opens(n)), more = level.reduce((k, n) => k + n.children.length, 0);
+    if (rows + more > OPEN_ROWS) break;
+    for (const n of level) n.open = true;
+    rows += more;
+  }
 }
 
 /* A big tree is written a screenful first and the rest in slices, each in a task of its own, so the first paint and the
