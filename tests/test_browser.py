@@ -229,6 +229,25 @@ def test_page_reads_what_it_shows(runs, page):
         assert read() == ['1', '3']
     assert page.problems == []
 
+def test_many_alerts_show_the_first_50_and_a_button(runs, page, tmp_path):
+    "An epoch with thousands of alerts (a deep net's) lists the first 50 and a button that shows them all"
+    shutil.copytree(runs/'good', tmp_path/'many')
+    f = tmp_path/'many'/'epoch_0003.json'
+    doc = json.loads(f.read_text())
+    doc['alerts'] = [{'kind': 'dead', 'layer': '1.2', 'stat': 'dead_frac', 'value': 1.0, 'message': f'alert {i}'} for i in range(120)]
+    validate(doc); save_json(doc, f)
+    build_history(tmp_path/'many', [f'epoch_{e:04d}.json' for e in (1, 2, 3)])
+    with serve(tmp_path, port=0) as srv:
+        page.goto(srv.url + '?run=many')
+        expect(page.locator('#alerts .alert')).to_have_count(50)
+        expect(page.locator('#alerts .alerts-more')).to_have_text('Show all 120 alerts (70 more)')
+        page.locator('#alerts .alerts-more').click()
+        expect(page.locator('#alerts .alert')).to_have_count(120)
+        expect(page.locator('#alerts .alerts-more')).to_have_count(0)
+        page.locator('#alerts .alert').nth(119).click()                    # an alert still selects its layer
+        expect(page.locator('#panel-title')).to_contain_text('1.2')
+    assert page.problems == []
+
 def _one_epoch(src:Path, dst:Path)->Path:
     "A copy of run `src` cut to its first epoch"
     shutil.copytree(src, dst)

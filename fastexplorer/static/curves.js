@@ -1,5 +1,5 @@
 /* The training curves (the Recorder's values per epoch) and the alerts of the selected epoch. */
-import { $, fin, PALETTE, C_TRAIN, h, C_VALID } from './util.js';
+import { $, fin, PALETTE, C_TRAIN, h, C_VALID, fmtInt } from './util.js';
 import { S, epochNumbers, selectedEpoch, epochDomain } from './state.js';
 import { lineChart } from './charts.js';
 import { selectPath } from './tree.js';
@@ -97,8 +97,15 @@ export function renderAlerts() {
     box.replaceChildren(...live, h('div', { class: 'note ok', text: `No alert in epoch ${e}.` + (other.length ? ` Epochs with alerts: ${other.join(', ')}.` : '') }));
     return;
   }
-  box.replaceChildren(...live, ...ep.alerts.map((a) => alertItem(a, false)));
+  // a deep net can raise thousands in an epoch: the first ALERTS_SHOWN, and a button for the rest (thousands of rows took
+  // a tenth of a second to lay out, on the page's first screen)
+  const key = `${S.run.id}|${e}`, all = allAlertsFor === key || ep.alerts.length <= ALERTS_SHOWN;
+  const more = all ? [] : [h('button', { class: 'alerts-more', type: 'button', dataset: { key }, text: `Show all ${fmtInt(ep.alerts.length)} alerts (${fmtInt(ep.alerts.length - ALERTS_SHOWN)} more)` })];
+  box.replaceChildren(...live, ...(all ? ep.alerts : ep.alerts.slice(0, ALERTS_SHOWN)).map((a) => alertItem(a, false)), ...more);
 }
+
+const ALERTS_SHOWN = 50;
+let allAlertsFor = null;   // the run and epoch whose alerts are all shown
 
 function alertItem(a, live) {
   const layer = String(a.layer ?? '');
@@ -111,6 +118,8 @@ function alertItem(a, live) {
 }
 
 export function onAlertClick(e) {
+  const m = e.target.closest('.alerts-more');
+  if (m && e.type === 'click') { allAlertsFor = m.dataset.key; renderAlerts(); return; }
   const a = e.target.closest('.alert');
   if (!a) return;
   if (e.type === 'keydown' && e.key !== 'Enter' && e.key !== ' ') return;
