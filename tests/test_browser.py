@@ -99,11 +99,13 @@ def test_amp_skipped_steps_and_ranks_shown(runs, page, tmp_path):
         expect(page.locator('#epoch-count')).to_have_text('3')
         expect(page.locator('#curves')).to_contain_text('steps skipped by the loss scaler')
         expect(page.locator('#ranks-note')).to_have_text('Statistics combined over 2 processes (DistributedDataParallel).')
+        expect(page.locator('#alerts')).not_to_contain_text('Loading')   # the latest epoch's file read before this server stops
     with serve(runs, port=0) as srv:
         page.goto(srv.url + '?run=good')
         expect(page.locator('#epoch-count')).to_have_text('3')
         expect(page.locator('#curves')).not_to_contain_text('steps skipped')
         expect(page.locator('#ranks-note')).to_have_count(0)
+        expect(page.locator('#alerts')).not_to_contain_text('Loading')
     assert page.problems == []
 
 def test_new_epoch_appears_within_2s(runs, page, tmp_path):
