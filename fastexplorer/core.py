@@ -6,17 +6,17 @@ Docs: https://fastexplorer.github.io/fastexplorer/core.html.md"""
 
 # %% ../nbs/00_core.ipynb #1f1dcba9
 from __future__ import annotations
-import json, math, numbers, os, re, tempfile, difflib, fnmatch
+import json, math, numbers, os, re, sqlite3, tempfile, difflib, fnmatch
 from enum import Enum
 from importlib.resources import files
-from pathlib import PurePath
+from pathlib import Path, PurePath
 import numpy as np, pandas as pd, torch
 from torch import nn
 from fastcore.basics import patch, ifnone
 
 # %% auto #0
-__all__ = ['SCHEMA_VERSION', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'load_schema', 'validate', 'Node',
-           'depth_idx_labels', 'Representation', 'select_modules']
+__all__ = ['SCHEMA_VERSION', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader', 'load_schema', 'validate',
+           'Node', 'depth_idx_labels', 'Representation', 'select_modules']
 
 # %% ../nbs/00_core.ipynb #07a3e183
 def _json_key(k):
@@ -71,6 +71,17 @@ def atomic_write(fname, text):
 def save_json(o, fname, indent:int|None=None):
     "Write `o` to `fname` as strict JSON, atomically"
     atomic_write(fname, dumps(o, indent=indent))
+
+def sqlite_reader(fname, what:str, version:int, hint:str='')->sqlite3.Connection:
+    "A read-only connection to SQLite file `fname` (`what` it is, for errors), refused unless its `meta` table holds `version`"
+    if not Path(fname).exists(): raise FileNotFoundError(f"no {what} {str(fname)!r}")
+    con = sqlite3.connect(f"{Path(fname).resolve().as_uri()}?mode=ro", uri=True, timeout=10, check_same_thread=False)
+    try: v = dict(con.execute('SELECT key, value FROM meta')).get('version')
+    except sqlite3.Error: con.close(); raise
+    if v != str(version):
+        con.close()
+        raise ValueError(f"{str(fname)!r} is {'an' if what[0] in 'aeiou' else 'a'} {what} of version {v}; this fastexplorer reads version {version}{hint}")
+    return con
 
 # %% ../nbs/00_core.ipynb #f8b8d27e
 SCHEMA_VERSION = 1   # version of the JSON documents fastexplorer writes; bumped on incompatible changes

@@ -24,15 +24,7 @@ def history_ddl()->str:
     return files('fastexplorer').joinpath('schemas', 'history.sql').read_text()
 
 def _connect(fname, readonly:bool=False)->sqlite3.Connection:
-    if readonly:
-        if not Path(fname).exists(): raise FileNotFoundError(f"no epoch history {str(fname)!r}")
-        con = sqlite3.connect(f"{Path(fname).resolve().as_uri()}?mode=ro", uri=True, timeout=10, check_same_thread=False)
-        try: v = dict(con.execute('SELECT key, value FROM meta')).get('version')
-        except sqlite3.Error: con.close(); raise
-        if v != str(HISTORY_SCHEMA_VERSION):
-            con.close()
-            raise ValueError(f"{str(fname)!r} is an epoch history of version {v}; this fastexplorer reads version {HISTORY_SCHEMA_VERSION}: rebuild it with `build_history`")
-        return con
+    if readonly: return sqlite_reader(fname, 'epoch history', HISTORY_SCHEMA_VERSION, ': rebuild it with `build_history`')
     con = sqlite3.connect(fname, timeout=10)
     con.execute('PRAGMA journal_mode=WAL'); con.execute('PRAGMA synchronous=NORMAL')
     v = dict(con.execute('SELECT key, value FROM meta')).get('version') if con.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone() else None

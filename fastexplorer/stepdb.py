@@ -11,6 +11,7 @@ from importlib.resources import files
 from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
+from .core import sqlite_reader
 from .export import Run
 
 # %% auto #0
@@ -28,15 +29,7 @@ def steps_ddl()->str:
     return files('fastexplorer').joinpath('schemas', 'steps.sql').read_text()
 
 def _connect(fname, readonly:bool=False)->sqlite3.Connection:
-    if readonly:
-        if not Path(fname).exists(): raise FileNotFoundError(f"no step database {str(fname)!r}")
-        con = sqlite3.connect(f"{Path(fname).resolve().as_uri()}?mode=ro", uri=True, timeout=10, check_same_thread=False)
-        try: v = dict(con.execute('SELECT key, value FROM meta')).get('version')
-        except sqlite3.Error: con.close(); raise
-        if v != str(STEPS_SCHEMA_VERSION):
-            con.close()
-            raise ValueError(f"{str(fname)!r} is a step database of version {v}; this fastexplorer reads version {STEPS_SCHEMA_VERSION}: record the run again")
-        return con
+    if readonly: return sqlite_reader(fname, 'step database', STEPS_SCHEMA_VERSION, ': record the run again')
     con = sqlite3.connect(fname, timeout=10, check_same_thread=False)
     con.execute('PRAGMA journal_mode=WAL'); con.execute('PRAGMA synchronous=NORMAL')
     # a flush touches one page per layer; a large cache keeps them, and a long write-ahead log lets one checkpoint
