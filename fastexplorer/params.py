@@ -15,31 +15,36 @@ __all__ = ['grad_rows', 'weight_stats', 'ParamStats']
 # %% ../nbs/03a_params.ipynb #1ee0af68
 def _norm(t): return torch.dot(t, t).sqrt()   # `vector_norm` is several times slower on some CPU builds
 
-def _grad_row(g:torch.Tensor)->torch.Tensor:
-    "Sum, norm, max |g| and zero count of the flat float32 gradient `g`"
-    mn,mx = torch.aminmax(g)          # max |g| from the extrema: `vector_norm(g, inf)` is 20× slower on CPU
-    return torch.stack([g.sum(), _norm(g), torch.maximum(mn.abs(), mx.abs()), (g.numel() - torch.count_nonzero(g)).to(g.dtype)])
+def _flat32(t:torch.Tensor)->torch.Tensor:
+    t = t.detach().reshape(-1)
+    return t if t.dtype == torch.float32 else t.float()
+
+def _grad_rows(gs:list)->torch.Tensor:
+    "`(len(gs), 4)` rows of sum, norm, max |g| and zero count of the flat float32 gradients `gs`"
+    # four reductions a gradient, then one `stack` a statistic: the arithmetic runs once over all parameters
+    s = torch.stack([g.sum() for g in gs])
+    q = torch.stack([torch.dot(g, g) for g in gs])
+    mn,mx = (torch.stack(e) for e in zip(*(torch.aminmax(g) for g in gs)))   # max |g| from the extrema: `vector_norm(g, inf)` is 20× slower on CPU
+    nz = torch.stack([torch.count_nonzero(g) for g in gs])
+    numel = torch.tensor([g.numel() for g in gs], device=s.device)
+    return torch.stack([s, q.sqrt(), torch.maximum(mn.abs(), mx.abs()), (numel - nz).to(s.dtype)], 1)
 
 def grad_rows(ps:list)->torch.Tensor:
     "`(len(ps), 4)` float32 rows of sum, norm, max |g| and zero count of each parameter's gradient"
-    rows = []
-    for p in ps:
-        g = p.grad.detach().reshape(-1)
-        rows.append(_grad_row(g if g.dtype == torch.float32 else g.float()))
-    return torch.stack(rows)
+    return _grad_rows([_flat32(p.grad) for p in ps])
 
 def _finite_grad(p)->tuple:
     "Exact NaN and Inf counts and the finite-only row of `p.grad`, for the rare non-finite case"
-    g = p.grad.detach().reshape(-1).float()
+    g = _flat32(p.grad)
     fin = torch.isfinite(g)
     nan,nf = int(torch.isnan(g).sum()),int(fin.sum())
-    row = _grad_row(torch.where(fin, g, 0.))
+    row = _grad_rows([torch.where(fin, g, 0.)])[0]
     row[3] -= g.numel() - nf          # masked values are not zeros of the gradient
     return nan, g.numel() - nf - nan, row, nf
 
 def weight_stats(p:torch.Tensor)->dict:
     "Norm, mean, std, min and max of a weight"
-    w = p.detach().reshape(-1).float()
+    w = _flat32(p)
     if w.numel() == 0: return {}
     r = torch.stack([_norm(w), w.mean(), w.std() if w.numel() > 1 else w.new_tensor(float('nan')), w.min(), w.max()]).tolist()
     return dict(zip(('norm', 'mean', 'std', 'min', 'max'), r))
@@ -86,13 +91,15 @@ class ParamStats:
 
     def snapshot(self):
         "Keep a copy of the weights before the optimizer step"
-        self.w0 = [p.detach().clone() for p in self.ps] if self.ps else None
+        # float32 copies, flat: `updates` turns them into the step's change in place
+        self.w0 = [p.detach().reshape(-1).to(torch.float32, copy=True) for p in self.ps] if self.ps else None
 
     def updates(self):
         "Add `|Δw| / |w|` of the step just taken; a weight that is exactly zero before the step (a bias initialised to 0) has no ratio for it"
         if self.w0 is None: return
-        d = torch.stack([_norm((p.detach() - w).reshape(-1).float()) for p,w in zip(self.ps, self.w0)]).to(self.dt)
-        n = torch.stack([_norm(w.reshape(-1).float()) for w in self.w0]).to(self.dt)
+        n = torch.stack([torch.dot(w, w) for w in self.w0]).sqrt().to(self.dt)
+        torch._foreach_sub_(self.w0, [p.detach().reshape(-1) for p in self.ps])   # w0 - w: minus the step, no new tensor
+        d = torch.stack([torch.dot(w, w) for w in self.w0]).sqrt().to(self.dt)
         ok = n > 0
         r = torch.where(ok, d / torch.where(ok, n, 1), 0)
         self.usum += r; self.ucount += ok; torch.maximum(self.umax, r, out=self.umax)
