@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/export.html.md"""
 
 # %% ../nbs/02_export.ipynb #5c8d5a0c
 from __future__ import annotations
-import datetime, functools, json, math, os, re, tempfile
+import datetime, functools, json, math, os, re, stat, tempfile
 from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
@@ -179,15 +179,29 @@ def _read(fname, kind:str)->dict:
     if d.get('version') not in ok: raise ValueError(f"{fname} has version {d.get('version')!r}; this fastexplorer reads version {' or '.join(map(str, ok))}")
     return d
 
-def read_epoch_index(p)->list:
-    "The epochs of run folder `p` as `epochs.jsonl` lists them, by epoch: the last line of an epoch wins, a torn line is skipped"
-    f,res = Path(p)/EPOCH_INDEX,{}
-    if not f.is_file(): return []
-    for line in f.read_bytes().splitlines():
+_INDEXES = {}   # `epochs.jsonl` path -> (its inode, size and modification time, `{epoch: entry}`), for the last 64 read
+
+def _epoch_index(p)->dict:
+    "`{epoch: entry}` of run folder `p`'s `epochs.jsonl`, sorted; parsed again only when the file changed (the server asks at every request)"
+    f = Path(p)/EPOCH_INDEX
+    try: st = f.stat()
+    except OSError: return {}
+    if not stat.S_ISREG(st.st_mode): return {}
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    if (hit := _INDEXES.get(f)) is not None and hit[0] == key: return hit[1]
+    res = {}
+    for line in f.read_bytes().splitlines():      # read after the stat: never older than its key
         try: e = json.loads(line)
         except ValueError: continue
         if isinstance(e, dict) and isinstance(e.get('epoch'), int) and isinstance(e.get('file'), str): res[e['epoch']] = e
-    return [res[k] for k in sorted(res)]
+    res = dict(sorted(res.items()))
+    if len(_INDEXES) >= 64: _INDEXES.pop(next(iter(_INDEXES)))
+    _INDEXES[f] = (key, res)
+    return res
+
+def read_epoch_index(p)->list:
+    "The epochs of run folder `p` as `epochs.jsonl` lists them, by epoch: the last line of an epoch wins, a torn line is skipped"
+    return [dict(e) for e in _epoch_index(p).values()]      # copies: the parsed index is kept for the next reader
 
 def _with_epochs(m:dict, p)->dict:
     "Manifest `m` with its `epochs` list: version 1 has it, version 2 lists them in `epochs.jsonl`"
@@ -328,7 +342,8 @@ def entry_path(p:Path, e:dict)->Path|None:
 
 def epoch_path(p:Path, n:int)->Path|None:
     "The file of epoch `n` of run folder `p`, as its manifest lists it; `None` if none is listed or the name is not allowed"
-    e = next((e for e in read_manifest(p).get('epochs', []) if e.get('epoch') == n), None)
+    m = json.loads((Path(p)/'run.json').read_text(encoding='utf-8'))
+    e = _epoch_index(p).get(n) if 'epochs' not in m else next((e for e in m['epochs'] if e.get('epoch') == n), None)
     return None if e is None else entry_path(p, e)
 
 # %% ../nbs/02_export.ipynb #26696d52
