@@ -19,7 +19,7 @@ from .core import *
 from .probe import *
 from .export import *
 from .stepdb import *
-from .export import _order
+from .export import _order, _done_order
 from .stats import *
 from .params import *
 from .custom import *
@@ -27,6 +27,7 @@ from .heatmaps import *
 from .distributed import *
 from .distributed import _distributed, _agree_on_start
 from .steps import *
+from .nonfinite import *
 
 # %% auto #0
 __all__ = ['ExplorerCallback']
@@ -66,6 +67,7 @@ class ExplorerCallback(Callback):
         self.customs = custom_stats(custom)
         self.steps,self.queue,self.n_steps,self._step_act = steps,None,0,None
         self.record_steps,self.n_fits,self.live = False,0,None
+        self.traced,self.origin,self._rng = False,None,(None, None)
 
 # %% ../nbs/03f_callback.ipynb #34b0834c
 def _count(ps, trainable=False): return sum(p.numel() for p in ps if p.requires_grad or not trainable)
@@ -88,7 +90,7 @@ def _cb_before_fit(self:ExplorerCallback):
                 rep = self.learn.to_representation()
                 self.writer.write_representation(rep.get_dict())
                 self.tree = rep.data.get_dict()
-                self.live = LiveAlerts(_order(self.tree), self.alert_kw.get('dead', 0.5))   # alerts inside an epoch, in execution order
+                self.live = LiveAlerts(_done_order(self.tree), self.alert_kw.get('dead', 0.5))   # alerts inside an epoch, in the order outputs appear
                 self.hm_xb,self.hm_info = heatmap_samples(self.learn, self.heatmaps)
                 if self.serving: print(f"fastexplorer: explore this run at {self.serve(port=self.port)}")
             except BaseException as e: err = e
@@ -115,7 +117,7 @@ def _cb_before_fit(self:ExplorerCallback):
         self.writer.manifest['fits'].append({'first_epoch': self.n_epochs + 1, 'n_epoch': self.learn.n_epoch,
                                              'params': _count(allp), 'trainable': _count(allp, trainable=True)})
         self.writer.write_manifest(status='running', error=None)
-    self.epoch_started,self.cancelled = False,False
+    self.epoch_started,self.cancelled,self.traced,self.origin = False,False,False,None
     self._install_guard()
     self.active = True
 
@@ -204,6 +206,7 @@ def _sampling(self:ExplorerCallback)->bool:
 def _cb_before_batch(self:ExplorerCallback):
     self.sampled = self._sampling()
     if not self.sampled: return
+    if not self.traced: self._rng = _rng_states(unwrap_model(self.learn.model))   # to run this batch again if it makes the first NaN
     st = self.act if self.training else self.vact
     try:
         self._eager()
@@ -212,12 +215,14 @@ def _cb_before_batch(self:ExplorerCallback):
         custom_hooks(self.cstats, self.customs, self.mods, self.handles, '' if self.training else 'valid_')
     except BaseException: self._remove_hooks(); raise
 
-def _hook(st:ActStats, i:int, m, inp, out): st.add(i, m, out)
+def _hook(st:ActStats, i:int, m, inp, out): st.add(i, m, out, inp)
 
 def _cb_after_pred(self:ExplorerCallback):
     if not self.sampled: return
     self._remove_hooks()
-    self._step_act = (self.act if self.training else self.vact).flush()
+    st = self.act if self.training else self.vact
+    self._step_act = st.flush()
+    if not self.traced and st.nonfinite is not None and bool(st.nonfinite): self._trace_nonfinite()
 
 ExplorerCallback.before_epoch,ExplorerCallback._sampling = _cb_before_epoch,_sampling
 ExplorerCallback.before_batch,ExplorerCallback.after_pred = _cb_before_batch,_cb_after_pred
@@ -272,7 +277,7 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
     self.n_epochs += 1
     self.epoch_started = False
     doc = epoch_doc(self.tree, self.n_epochs, stats, _recorder_row(self.learn) if not partial else {},
-                    find_alerts(self.tree, stats, **self.alert_kw), fit=len(self.writer.manifest['fits']) - 1,
+                    self._origin_alerts() + find_alerts(self.tree, stats, **self.alert_kw), fit=len(self.writer.manifest['fits']) - 1,
                     partial=partial, sampled={'train': self.act.batches, 'valid': self.vact.batches if self.vact else 0},
                     hist={'bins': self.hist_bins, 'range': list(self.hist_range)}, **self._scale_info())
     if not partial and (hm := self._heatmaps()) is not None: doc['heatmaps'] = hm
@@ -345,6 +350,41 @@ def _live_alerts(self:ExplorerCallback, metas:list, act, grad):
         self.writer.write_manifest(live_alerts=self.live.alerts)
 
 ExplorerCallback._live_alerts = _live_alerts
+
+# %% ../nbs/03f_callback.ipynb #251fbea6
+def _rng_states(model:nn.Module)->tuple:
+    "Torch's CPU random state and, for a model on a GPU, that device's"
+    dev = model_device(model)
+    return torch.get_rng_state(),(torch.cuda.get_rng_state(dev) if dev.type == 'cuda' else None)
+
+def _origin_message(found:dict)->str:
+    where = f"`{found['module']}`" if found['module'] else 'the model itself'
+    if found['inputs_finite']: return f"the first non-finite value was made by `{found['op']}` in {where}, from finite inputs"
+    held = f": `{found['param']}` held NaN or Inf" if found['param'] else ''
+    return f"the first non-finite value came into {where} from outside its operations{held} (first seen in `{found['op']}`)"
+
+@patch
+def _trace_nonfinite(self:ExplorerCallback):
+    "Run the batch just run again to name the module and operation that made its first non-finite value; an alert at once"
+    self.traced = True
+    try: found = find_nonfinite(unwrap_model(self.learn.model), self.learn.xb, *self._rng)
+    except Exception as e:                 # never break a fit over a diagnosis
+        warnings.warn(f"fastexplorer could not trace the first non-finite value: {type(e).__name__}: {e}"); return
+    if found is None: return
+    step = self.n_steps if self.training else max(self.n_steps - 1, 0)
+    self.origin = {'kind': 'nonfinite', 'layer': found['module'], 'stat': 'op', 'op': found['op'], 'param': found['param'],
+                   'inputs_finite': found['inputs_finite'], 'step': step, 'epoch': self.n_epochs + 1,
+                   'message': f"{_origin_message(found)}, at step {step}"}
+    if self.live is not None:
+        self.live.add(('nonfinite', 'op'), **group_alerts([self.origin])[0])
+        if self.writer is not None: self.writer.write_manifest(live_alerts=self.live.alerts)
+
+@patch
+def _origin_alerts(self:ExplorerCallback)->list:
+    "The traced origin of the first non-finite value, in the epoch being written if it was found in it"
+    o = self.origin
+    if o is None or o['epoch'] != self.n_epochs: return []
+    return group_alerts([{k: v for k,v in o.items() if k != 'epoch'}])
 
 # %% ../nbs/03f_callback.ipynb #e527676f
 def _add_stat(self:ExplorerCallback, f, on:str='out', name:str|None=None):

@@ -38,12 +38,13 @@ def all_reduce_stats(
 )->dict:
     "Combine every rank's `acts` in place into the statistics of all their batches, and return `counts` combined: a collective"
     acts,counts = [a for a in acts if a is not None],dict(counts or {})
-    mine = {'units': [[None if u is None else u.numel() for u in a.units] for a in acts], 'errors': [a.errors for a in acts]}
+    mine = {'units': [[None if u is None else u.numel() for u in a.units] for a in acts], 'errors': [a.errors for a in acts],
+            'minima': [[v is not None for v in a.umins] for a in acts], 'dims': [a.dims for a in acts]}
     every = [None] * dist.get_world_size(group)
     dist.all_gather_object(every, mine, group=group)
     dev = acts[0].acc.device if acts else torch.device('cpu')
     dt = acts[0].dt if acts else torch.float64
-    hi,sizes = [],[]
+    hi,sizes,lows = [],[],[]
     for j,a in enumerate(acts):
         for i in range(a.n):                                   # the same decisions on every rank: all see `every`
             for o in every:
@@ -52,9 +53,13 @@ def all_reduce_stats(
             if len(ks) > 1: a.errors.setdefault(i, f"unit count differs between ranks ({', '.join(map(str, ks))})")
             k = ks[0] if len(ks) == 1 else 0
             if k and a.units[i] is None: a.units[i] = torch.full((k,), -math.inf, device=dev)
-            sizes.append(k)
+            low = bool(k) and any(o['minima'][j][i] for o in every)   # unit minima: a layer that is not a rectifier
+            if low and a.umins[i] is None: a.umins[i] = torch.full((k,), math.inf, device=dev)
+            if a.dims[i] is None: a.dims[i] = next((o['dims'][j][i] for o in every if o['dims'][j][i] is not None), None)
+            sizes.append(k); lows.append(low)
         hi += [a.acc[:, 8], -a.mins, a.maxs, a.acc.new_tensor([a.batches])]
-        hi += [a.units[i].to(dt) for i,k in enumerate(sizes[-a.n:]) if k]
+        for i,k in enumerate(sizes[-a.n:]):
+            if k: hi += [a.units[i].to(dt)] + ([-a.umins[i].to(dt)] if lows[-a.n + i] else [])   # minima as maxima of their negation
     hi.append(torch.tensor([float(v) for v in counts.values()], dtype=dt, device=dev))
     tot,hi = torch.cat([a.acc.reshape(-1) for a in acts] or [torch.zeros(0, dtype=dt, device=dev)]),torch.cat(hi)
     dist.all_reduce(tot, dist.ReduceOp.SUM, group=group)
@@ -66,8 +71,10 @@ def all_reduce_stats(
         a.acc[:, 8] = hi[p:p + n]; a.mins = -hi[p + n:p + 2*n]; a.maxs = hi[p + 2*n:p + 3*n].clone()
         a.batches = int(hi[p + 3*n]); p += 3*n + 1
         for i,k in enumerate(sizes[j*n:(j + 1)*n]):
-            if k: a.units[i] = hi[p:p + k].to(a.units[i].dtype); p += k
-            else: a.units[i] = None                            # no rank saw units, or the ranks disagree
+            if not k: a.units[i] = a.umins[i] = None              # no rank saw units, or the ranks disagree
+            else:
+                a.units[i] = hi[p:p + k].to(a.units[i].dtype); p += k
+                if lows[j*n + i]: a.umins[i] = -hi[p:p + k].to(a.umins[i].dtype); p += k
     return {k: int(v) for k,v in zip(counts, hi[p:].tolist())}
 
 # %% ../nbs/03d_distributed.ipynb #eeeb19c0
@@ -92,11 +99,11 @@ def _on_host(p:tuple)->tuple:
     "A queued batch with its tensors copied to the host, to be sent to rank 0"
     meta,act,grad,loss,smooth = p
     num = lambda t: None if t is None else t.cpu().numpy()
-    act = None if act is None else (num(act[0]), {i: num(u) for i,u in act[1].items()})
+    act = None if act is None else (num(act[0]), {i: (num(u), num(v)) for i,(u,v) in act[1].items()})
     return meta, act, num(grad), num(loss), num(smooth)
 
 def _combine_steps(every:list)->list:
-    """Batches of every rank combined by (epoch, split, iteration): sums and histograms added, extrema and unit maxima
+    """Batches of every rank combined by (epoch, split, iteration): sums and histograms added, extrema and unit extrema
     taken over the ranks, gradients from the first rank (DDP has averaged them), losses averaged"""
     groups = {}
     for mine in every:
@@ -110,7 +117,9 @@ def _combine_steps(every:list)->list:
             units = {}
             for i in set().union(*(a[1] for a in acts)):
                 us = [a[1][i] for a in acts if i in a[1]]
-                if len({u.shape for u in us}) == 1: units[i] = torch.from_numpy(np.max(us, 0))
+                if len({u[0].shape for u in us}) == 1:
+                    lo = None if any(u[1] is None for u in us) else torch.from_numpy(np.min([u[1] for u in us], 0))
+                    units[i] = (torch.from_numpy(np.max([u[0] for u in us], 0)), lo)
             act = (torch.from_numpy(raw), units)
         losses = [float(p[3][0]) for p in parts if p[3] is not None]
         smooth = next((p[4] for p in parts if p[4] is not None), None)

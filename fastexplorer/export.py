@@ -14,9 +14,9 @@ from .core import *
 from .history import add_epoch
 
 # %% auto #0
-__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'DF_COLUMNS', 'ROOT_RUN', 'append_line', 'RunWriter', 'epoch_doc', 'find_alerts',
-           'read_epoch_index', 'Run', 'load_run', 'run_dir', 'list_runs', 'read_manifest', 'entry_path', 'epoch_path',
-           'plot_stat', 'plot_hist', 'plot_grad_norms']
+__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'HINTS', 'DF_COLUMNS', 'ROOT_RUN', 'append_line', 'RunWriter', 'epoch_doc',
+           'group_alerts', 'find_alerts', 'read_epoch_index', 'Run', 'load_run', 'run_dir', 'list_runs',
+           'read_manifest', 'entry_path', 'epoch_path', 'plot_stat', 'plot_hist', 'plot_grad_norms']
 
 # %% ../nbs/02_export.ipynb #4675ff47
 def _versions()->dict:
@@ -133,43 +133,90 @@ def _order(tree:dict)->dict:
     walk(tree)
     return res
 
+def _done_order(tree:dict)->dict:
+    "`{path: n}` in the order the modules of `tree` returned (a parent after its children: the order outputs appear in), parameters taking their module's"
+    o = _order(tree)
+    res,n = {},iter(range(len(o)))
+    def walk(d):
+        kids = [c for c in d.get('nodes', []) if c.get('type') != 'Parameter']
+        for c in sorted(kids, key=lambda c: _key(o, c.get('path'))): walk(c)
+        if (p := d.get('path')) is None or o.get(p) is None or p in res: return
+        res[p] = k = next(n)
+        for c in d.get('nodes', []):
+            if c.get('type') == 'Parameter' and c.get('path') is not None: res.setdefault(c['path'], k)
+    walk(tree)
+    return res
+
 def _key(order, p): o = order.get(p); return (o is None, o if o is not None else 0, p)
 
+# %% ../nbs/02_export.ipynb #bcf4eb9b
+HINTS = {   # why an alert usually happens, and what to try
+    'nonfinite': "usually a learning rate too high, float16 overflow, or an operation outside its domain (log or sqrt of a "
+                 "negative, a division by zero): lower the learning rate, clip gradients, or look at what this layer computes",
+    'dead': "after a rectifier, usually a learning rate too high or a norm's shift (a BatchNorm bias) that keeps its inputs "
+            "negative: lower the learning rate, or try a LeakyReLU or GELU",
+    'constant': "zero weights, a saturated activation, or an input that does not vary: check this layer's initialisation and "
+                "what feeds it",
+    'exploding_grad': "usually a learning rate too high or layers without normalisation: lower the learning rate or clip "
+                      "gradients (fastai's `GradientClip`)",
+    'vanishing_grad': "usually saturating activations (sigmoid, tanh), or depth without normalisation or residual connections: "
+                      "ReLU-family activations, BatchNorm, or another initialisation",
+    'frozen': "it requires grad and receives gradients but never changes: the optimiser does not hold it (built before the "
+              "layer was added or unfrozen), or its learning rate is 0",
+}
+
+def group_alerts(alerts:list)->list:
+    "One alert per kind and statistic, naming the first of its layers (`alerts` are in execution order); `layers` lists them all"
+    res,by = [],{}
+    for a in alerts:
+        k = (a['kind'], a.get('stat'))
+        if k in by: by[k]['layers'].append(a['layer'])
+        else: res.append(by.setdefault(k, {**a, 'layers': [a['layer']]}))
+    for a in res:
+        a['hint'] = HINTS['constant' if a.get('rule') == 'constant' else a['kind']]
+        if (n := len(a['layers']) - 1):
+            shown = ', '.join(f"`{l}`" for l in a['layers'][1:4]) + (', …' if n > 3 else '')
+            a['message'] += f"; the same in {n} layer{'s' if n > 1 else ''} after it ({shown})"
+    return res
+
+# %% ../nbs/02_export.ipynb #23067099
 def find_alerts(
     tree:dict,              # the representation's root node dictionary (for execution order)
     stats:dict,             # `{path: {'act': {...}, 'grad': {...}, 'weight': {...}}}`
     dead:float=0.5,         # fraction of dead units above which a layer is flagged
     grad_ratio:float=1e3,   # first-to-last gradient norm ratio beyond which gradients explode or vanish
 )->list:
-    "Alerts for one epoch's statistics, each naming its layer"
-    order,res = _order(tree),[]
+    "Alerts for one epoch's statistics, one per kind, each naming the first layer that shows it (`group_alerts`)"
+    order,done,res = _order(tree),_done_order(tree),[]
+    nonfinite = lambda p, kind: (stats[p].get(kind) or {}).get('nan', 0) + (stats[p].get(kind) or {}).get('inf', 0) > 0
     for kind in ('act', 'valid_act', 'grad'):
-        bad = [p for p,s in stats.items() if (s.get(kind) or {}).get('nan', 0) + (s.get(kind) or {}).get('inf', 0) > 0]
-        if bad:
-            p = min(bad, key=lambda p: _key(order, p))
+        bad = [p for p in stats if nonfinite(p, kind)]
+        if bad:     # the first output to hold one: a model holding parameters itself returns last, not first
+            p = min(bad, key=lambda p: _key(order if kind == 'grad' else done, p))
             s = stats[p][kind]
             what = {'act': 'activations', 'valid_act': 'validation activations', 'grad': 'gradients'}[kind]
             res.append({'kind': 'nonfinite', 'layer': p, 'stat': kind, 'value': s['nan'] + s['inf'],
                         'message': f"first non-finite {what} in `{p}`: {s['nan']} NaN, {s['inf']} Inf"})
     for p,s in sorted(stats.items(), key=lambda o: _key(order, o[0])):
         a = s.get('act') or {}
-        if (a.get('dead_frac') or 0) > dead:
-            res.append({'kind': 'dead', 'layer': p, 'stat': 'act', 'value': a['dead_frac'],
-                        'message': f"{a['dead_frac']:.0%} of the {a['units']} units of `{p}` were never positive"})
+        if (a.get('dead_frac') or 0) > dead and not nonfinite(p, 'act'):        # NaN is never positive, nor does it vary
+            what = 'did not vary' if a.get('dead_rule') == 'constant' else 'were never positive'
+            res.append({'kind': 'dead', 'layer': p, 'stat': 'act', 'value': a['dead_frac'], 'rule': a.get('dead_rule', 'never positive'),
+                        'message': f"{a['dead_frac']:.0%} of the {a['units']} units of `{p}` {what}"})
         g,w = s.get('grad') or {},s.get('weight') or {}
-        if w.get('requires_grad') and g.get('steps') and w.get('update_steps') and w.get('update_max') == 0:
+        if w.get('requires_grad') and g.get('steps') and w.get('update_steps') and w.get('update_max') == 0 and not nonfinite(p, 'grad'):
             res.append({'kind': 'frozen', 'layer': p, 'stat': 'weight', 'value': 0,
                         'message': f"`{p}` did not change in {w['update_steps']} sampled steps although it requires grad"})
     norms = [(p, s['grad']['norm']) for p,s in sorted(stats.items(), key=lambda o: _key(order, o[0]))
              if (s.get('grad') or {}).get('norm') and s['grad'].get('ndim', 2) > 1]
-    if len(norms) > 1:
+    if len(norms) > 1 and not any(nonfinite(p, 'grad') for p in stats):    # norms of the finite part of NaN gradients mean nothing
         (p0,n0),(p1,n1) = norms[0],norms[-1]
         r = n0 / n1
         if r > grad_ratio or r < 1/grad_ratio:
             kind = 'exploding_grad' if r > grad_ratio else 'vanishing_grad'
             res.append({'kind': kind, 'layer': p0, 'stat': 'grad', 'value': r,
                         'message': f"gradient norm of `{p0}` is {r:.3g}× that of `{p1}`: gradients {kind.split('_')[0]} towards the input"})
-    return res
+    return group_alerts(res)
 
 # %% ../nbs/02_export.ipynb #3ef25263
 def _read(fname, kind:str)->dict:
@@ -275,7 +322,7 @@ class Run:
         written = {e['epoch'] for e in self.epochs}
         rows = [{'epoch': e['epoch'], **a} for e in self.epochs for a in e['alerts']]
         rows += [a for a in self.meta.get('live_alerts', []) if a['epoch'] not in written]
-        return pd.DataFrame(rows, columns=['epoch', 'kind', 'layer', 'stat', 'value', 'message', 'step'])
+        return pd.DataFrame(rows, columns=['epoch', 'kind', 'layer', 'stat', 'value', 'message', 'hint', 'layers', 'step'])
 
     def stats(self, layer:str, kind:str='act')->list:
         "The `kind` statistics of `layer` in each epoch (`None` where not recorded)"

@@ -67,7 +67,8 @@ class ParamStats:
 
     def grads(self, scale:float=1.):
         "Add the statistics of the current gradients (divided by `scale`, the loss scale under mixed precision)"
-        live = [i for i,p in enumerate(self.ps) if p.grad is not None and not p.grad.is_sparse]
+        # a parameter frozen after it was trained keeps its last (zeroed) `.grad`: that is no gradient of this step
+        live = [i for i,p in enumerate(self.ps) if p.requires_grad and p.grad is not None and not p.grad.is_sparse]
         if not live: return
         nan0,inf0 = list(self.nan),list(self.inf)
         G = grad_rows([self.ps[i] for i in live]).to(self.dt)

@@ -10,12 +10,13 @@ import math
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
+from fastcore.basics import patch
 from .core import *
 from .probe import *
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'has_own_params', 'select_layers', 'ElementSampler', 'act_row', 'unit_dim', 'unit_max', 'ActStats',
-           'step_row']
+__all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'has_own_params', 'select_layers', 'ElementSampler', 'act_row', 'unit_dim',
+           'unit_extreme', 'dead_mask', 'ActStats', 'dead_fraction', 'step_row']
 
 # %% ../nbs/03_stats.ipynb #158a8ec1
 # activation modules whose outputs are recorded by default, next to every module that holds parameters
@@ -101,21 +102,52 @@ def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., 
         if all(map(math.isfinite, seen)): return _row_finite(xf, xs, seen, bins, lo, hi, near_zero, buf)
     return _row_masked(xf, xs, bins, lo, hi, near_zero, buf)
 
-# %% ../nbs/03_stats.ipynb #40349491
-_CONVLIKE = (nn.modules.conv._ConvNd, nn.modules.batchnorm._NormBase, nn.modules.pooling._MaxPoolNd,
-             nn.modules.pooling._AvgPoolNd, nn.modules.pooling._AdaptiveAvgPoolNd, nn.modules.pooling._AdaptiveMaxPoolNd)
+# %% ../nbs/03_stats.ipynb #d53395d5
+# outputs never negative by construction: a unit is dead when it was never positive
+RECTIFIERS = (nn.ReLU, nn.ReLU6, nn.Hardsigmoid)
+DEAD_TOL = 1e-4   # a unit whose range is at most this fraction of its layer's widest is constant
 
-def unit_dim(m:nn.Module, x:torch.Tensor):
-    "The dimension of `x` holding `m`'s units: channels for convolutions and 4D/5D tensors, features otherwise"
+_P = nn.modules.pooling
+_CHANNELS_FIRST = (nn.modules.conv._ConvNd, nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LocalResponseNorm,
+                   _P._MaxPoolNd, _P._AvgPoolNd, _P._AdaptiveAvgPoolNd, _P._AdaptiveMaxPoolNd, _P._LPPoolNd,
+                   nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.Upsample, nn.PixelShuffle, nn.PixelUnshuffle)
+_FEATURES_LAST = (nn.Linear, nn.Bilinear, nn.Embedding, nn.EmbeddingBag, nn.modules.rnn.RNNBase, nn.MultiheadAttention)
+
+def _param_dim(m:nn.Module, x:torch.Tensor):
+    "The dimension of `x` that a per-unit parameter of `m` (one axis longer than 1) lines up with, or `None`"
+    for p in m._parameters.values():
+        if p is None or isinstance(p, nn.parameter.UninitializedParameter) or p.ndim > x.ndim: continue
+        big = [k for k,s in enumerate(p.shape) if s != 1]
+        if len(big) != 1: continue
+        n,d = p.shape[big[0]],x.ndim - p.ndim + big[0]   # where broadcasting puts it
+        if x.shape[d] == n: return d
+        if len(dims := [k for k in range(1, x.ndim) if x.shape[k] == n]) == 1: return dims[0]
+    return None
+
+def unit_dim(m:nn.Module, x:torch.Tensor, made:int|None=None)->int|None:
+    "The dimension of `m`'s output `x` that holds its units; `made`: the one the producer of `m`'s input used, when `x` has the input's shape"
     if x.ndim < 2: return None
-    if x.ndim == 3: return 1 if isinstance(m, _CONVLIKE) else 2
-    return 1
+    if isinstance(m, _CHANNELS_FIRST): return 1
+    if isinstance(m, _FEATURES_LAST): return x.ndim - 1
+    if (d := _param_dim(m, x)) is not None: return d
+    if made is not None and 0 < made < x.ndim: return made
+    return 1 if x.ndim >= 4 else x.ndim - 1
 
-def unit_max(x:torch.Tensor, d:int)->torch.Tensor:
-    "The maximum of each unit of `x` along dimension `d`: the dimensions after `d` first, where they are contiguous (2-3× faster on the CPU than reducing all at once)"
-    if not x.is_contiguous() or d == x.ndim - 1: return x.amax(dim=[k for k in range(x.ndim) if k != d])
-    return x.flatten(d + 1).amax(d + 1).reshape(-1, x.shape[d]).amax(0)
+# %% ../nbs/03_stats.ipynb #789a9b6f
+def unit_extreme(x:torch.Tensor, d:int, largest:bool=True)->torch.Tensor:
+    "The maximum (or minimum) of each unit of `x` along dimension `d`: the dimensions after `d` first, where they are contiguous (2-3× faster on the CPU than all at once)"
+    f = torch.amax if largest else torch.amin
+    if not x.is_contiguous() or d == x.ndim - 1: return f(x, dim=[k for k in range(x.ndim) if k != d])
+    return f(f(x.flatten(d + 1), d + 1).reshape(-1, x.shape[d]), 0)
 
+def dead_mask(umax:torch.Tensor, umin:torch.Tensor|None=None)->torch.Tensor:
+    "Which units are dead, from their maxima and (after a layer that is not a rectifier) minima; a unit with no finite value is not"
+    seen = umax > -math.inf
+    if umin is None: return seen & (umax <= 0)                      # after a rectifier: never positive
+    r = torch.where(seen, umax - umin, 0)
+    return seen & (r <= DEAD_TOL * r.max())                          # elsewhere: did not vary
+
+# %% ../nbs/03_stats.ipynb #40349491
 def _first_tensor(o):
     "The first tensor in a module's output (`PackedSequence` data included), or `None`"
     if isinstance(o, torch.Tensor): return o
@@ -124,6 +156,12 @@ def _first_tensor(o):
     for v in vals:
         if (t := _first_tensor(v)) is not None: return t
     return None
+
+def _fold(acc:list, i:int, u:torch.Tensor, fill:float, f):
+    "Fold unit extrema `u` into `acc[i]` with `f` (`torch.fmax` or `torch.fmin`, which skip NaN); `False` if the unit count differs"
+    if acc[i] is None: acc[i] = torch.full_like(u, fill)
+    if acc[i].shape != u.shape: return False
+    f(acc[i], u, out=acc[i]); return True
 
 class ActStats:
     "One epoch's activation statistics of `n` layers, accumulated on `device`"
@@ -134,84 +172,113 @@ class ActStats:
         self.acc = torch.zeros(n, 9 + bins + 2, dtype=self.dt, device=device)
         self.mins = torch.full((n,), math.inf, dtype=self.dt, device=device)
         self.maxs = torch.full((n,), -math.inf, dtype=self.dt, device=device)
-        self.units,self.errors,self.step_units = [None]*n,{},{}
-        self.rows,self.idx,self.sizes,self.batches = [],[],[],0
+        self.units,self.umins,self.dims,self.errors,self.step_units = [None]*n,[None]*n,[None]*n,{},{}
+        self.rows,self.idx,self.sizes,self.batches,self.made,self.nonfinite = [],[],[],0,{},None
 
-    def add(self, i:int, m:nn.Module, o):
-        "Reduce output `o` of layer `i` (module `m`); never raises: an unsupported output is noted and skipped"
-        try:
-            x = _first_tensor(o)
-            if x is None or x.numel() == 0 or x.is_complex() or x.is_sparse: return
-            self.rows.append(act_row(x, self.sampler, self.bins, self.lo, self.hi, self.near_zero, self.scratch))
-            self.idx.append(i); self.sizes.append(x.numel())
-            if (d := unit_dim(m, x)) is not None:
-                u = unit_max(x.detach(), d)
-                u = u.float() if u.dtype != torch.float32 else u
-                if self.units[i] is None: self.units[i] = torch.full_like(u, -math.inf)
-                if self.units[i].shape == u.shape: torch.fmax(self.units[i], u, out=self.units[i])
-                else: self.errors[i] = f"unit count changed between calls ({self.units[i].numel()} then {u.numel()})"
-                if self.keep_steps:
-                    su = self.step_units.get(i)
-                    self.step_units[i] = u if su is None else torch.fmax(su, u) if su.shape == u.shape else su
-        except Exception as e: self.errors[i] = f"{type(e).__name__}: {e}"
+# %% ../nbs/03_stats.ipynb #0872896a
+@patch
+def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
+    "Reduce output `o` of layer `i` (module `m`, called on `inp`); never raises: an unsupported output is noted and skipped"
+    try:
+        x = _first_tensor(o)
+        if x is None or x.numel() == 0 or x.is_complex() or x.is_sparse: return
+        row = act_row(x, self.sampler, self.bins, self.lo, self.hi, self.near_zero, self.scratch)
+        self.rows.append(row); self.idx.append(i); self.sizes.append(x.numel())
+        xi = _first_tensor(inp) if inp is not None else None
+        made = self.made.get((xi.data_ptr(), xi.shape)) if xi is not None and xi.shape == x.shape else None
+        if (d := unit_dim(m, x, made)) is None: return
+        self.made[(x.data_ptr(), x.shape)] = self.dims[i] = d
+        x = x.detach() if x.dtype == torch.float32 else x.detach().float()
+        if x.device.type != 'cpu' or row[1] != x.numel():   # NaN and Inf never reach a unit's extrema (a read only on the CPU)
+            fin = torch.isfinite(x)
+            hi,lo = torch.where(fin, x, -math.inf),torch.where(fin, x, math.inf)
+        else: hi = lo = x
+        u = unit_extreme(hi, d)
+        v = None if isinstance(m, RECTIFIERS) else unit_extreme(lo, d, largest=False)
+        ok = _fold(self.units, i, u, -math.inf, torch.fmax) and (v is None or _fold(self.umins, i, v, math.inf, torch.fmin))
+        if not ok: self.errors[i] = f"unit count changed between calls ({self.units[i].numel()} then {u.numel()})"
+        elif self.keep_steps:
+            su = self.step_units.get(i)
+            if su is None: self.step_units[i] = (u, v)
+            elif su[0].shape == u.shape: self.step_units[i] = (torch.fmax(su[0], u), None if v is None else torch.fmin(su[1], v))
+    except Exception as e: self.errors[i] = f"{type(e).__name__}: {e}"
 
-    def flush(self):
-        "Add the rows of the batch just run into the epoch's accumulators; with `steps`, return the batch's own (raw accumulators with extrema, unit maxima)"
-        if not self.rows: return None
-        R = torch.stack(self.rows)
-        idx = torch.tensor(self.idx, device=R.device)
-        n = torch.tensor(self.sizes, dtype=self.dt, device=R.device)
-        nan,nf,sn,nz,s,c,a,mn,mx,m = R[:, :10].unbind(1)
-        m2 = c - (n - nf) * m * m                      # take off the m² each masked element added
-        q = m2 + nf * m * m                            # sum of squares, built from the centred part
-        add = torch.cat([torch.stack([n, nan, nf, sn, nz, s, q, a, torch.ones_like(n)], 1), R[:, 10:]], 1)
-        full = nf == n
-        self.rows,self.idx,self.sizes = [],[],[]
-        self.batches += 1
-        if not self.keep_steps:
-            self.acc.index_add_(0, idx, add)
-            self.mins.scatter_reduce_(0, idx, torch.where(full, mn, math.inf), 'amin')
-            self.maxs.scatter_reduce_(0, idx, torch.where(full, mx, -math.inf), 'amax')
-            return None
-        # this batch alone first, then into the epoch: the same sums, one more addition
-        acc = torch.zeros_like(self.acc).index_add_(0, idx, add)
-        mins = torch.full_like(self.mins, math.inf).scatter_reduce_(0, idx, torch.where(full, mn, math.inf), 'amin')
-        maxs = torch.full_like(self.maxs, -math.inf).scatter_reduce_(0, idx, torch.where(full, mx, -math.inf), 'amax')
-        self.acc += acc; torch.minimum(self.mins, mins, out=self.mins); torch.maximum(self.maxs, maxs, out=self.maxs)
-        units,self.step_units = self.step_units,{}
-        return torch.cat([acc, mins[:, None], maxs[:, None]], 1),units
+# %% ../nbs/03_stats.ipynb #8df953f4
+@patch
+def flush(self:ActStats):
+    "Add the rows of the batch just run into the epoch's accumulators; with `steps`, return the batch's own (raw accumulators with extrema, unit extrema)"
+    self.made,self.nonfinite = {},None
+    if not self.rows: return None
+    R = torch.stack(self.rows)
+    idx = torch.tensor(self.idx, device=R.device)
+    n = torch.tensor(self.sizes, dtype=self.dt, device=R.device)
+    nan,nf,sn,nz,s,c,a,mn,mx,m = R[:, :10].unbind(1)
+    m2 = c - (n - nf) * m * m                      # take off the m² each masked element added
+    q = m2 + nf * m * m                            # sum of squares, built from the centred part
+    add = torch.cat([torch.stack([n, nan, nf, sn, nz, s, q, a, torch.ones_like(n)], 1), R[:, 10:]], 1)
+    full = nf == n
+    self.nonfinite = (~full).any()                 # on the device: whether this batch held NaN or Inf anywhere
+    self.rows,self.idx,self.sizes = [],[],[]
+    self.batches += 1
+    if not self.keep_steps:
+        self.acc.index_add_(0, idx, add)
+        self.mins.scatter_reduce_(0, idx, torch.where(full, mn, math.inf), 'amin')
+        self.maxs.scatter_reduce_(0, idx, torch.where(full, mx, -math.inf), 'amax')
+        return None
+    # this batch alone first, then into the epoch: the same sums, one more addition
+    acc = torch.zeros_like(self.acc).index_add_(0, idx, add)
+    mins = torch.full_like(self.mins, math.inf).scatter_reduce_(0, idx, torch.where(full, mn, math.inf), 'amin')
+    maxs = torch.full_like(self.maxs, -math.inf).scatter_reduce_(0, idx, torch.where(full, mx, -math.inf), 'amax')
+    self.acc += acc; torch.minimum(self.mins, mins, out=self.mins); torch.maximum(self.maxs, maxs, out=self.maxs)
+    units,self.step_units = self.step_units,{}
+    return torch.cat([acc, mins[:, None], maxs[:, None]], 1),units
 
-    def finish(self, i_to_key:list, max_units:int=1024)->dict:
-        "`{key: stats}` for every layer that produced a supported output (one host copy)"
-        acc,mins,maxs = self.acc.cpu().tolist(),self.mins.cpu().tolist(),self.maxs.cpu().tolist()
-        units = [None if u is None else u.cpu() for u in self.units]
-        res = {}
-        for i,key in enumerate(i_to_key):
-            n,nan,nf,sn,nz,s,q,a,calls,below,*hist,above = acc[i]
-            if i in self.errors and not calls: res[key] = {'unsupported': self.errors[i]}; continue
-            if not calls: continue
-            mean = s / nf if nf else None
-            var = (q - s * s / nf) / (nf - 1) if nf > 1 else None
-            st = {'n': int(n), 'nan': int(nan), 'inf': int(n - nf - nan), 'calls': int(calls), 'mean': mean,
-                  'std': math.sqrt(max(var, 0.)) if var is not None else None, 'min': mins[i], 'max': maxs[i],
-                  'abs_mean': a / nf if nf else None, 'near_zero': nz / sn if sn else None,
-                  'hist': [int(h) for h in hist], 'hist_n': int(sn), 'hist_out': [int(below), int(above)]}
-            st['hist'][0] += st['hist_out'][0]; st['hist'][-1] += st['hist_out'][1]   # values outside count in the edge bins
-            if (u := units[i]) is not None:
-                dead = (u <= 0).nonzero().flatten().tolist()
-                st.update(units=u.numel(), dead=len(dead), dead_frac=len(dead) / u.numel(), dead_units=dead[:max_units])
-            if i in self.errors: st['unsupported'] = self.errors[i]
-            res[key] = st
-        return res
+# %% ../nbs/03_stats.ipynb #79ddc3c6
+def _unit_stats(umax:torch.Tensor, umin, dim:int, max_units:int=1024)->dict:
+    "Dead units of one layer, from its units' extrema, and how they were counted"
+    seen = int((umax > -math.inf).sum())
+    dead = dead_mask(umax, umin).nonzero().flatten().tolist()
+    res = dict(units=umax.numel(), unit_dim=dim, dead_rule='never positive' if umin is None else 'constant',
+               dead=len(dead), dead_frac=len(dead) / seen if seen else None, dead_units=dead[:max_units])
+    if seen < umax.numel(): res['units_nonfinite'] = umax.numel() - seen    # never held a finite value: neither dead nor alive
+    return res
+
+@patch
+def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
+    "`{key: stats}` for every layer that produced a supported output (one host copy)"
+    acc,mins,maxs = self.acc.cpu().tolist(),self.mins.cpu().tolist(),self.maxs.cpu().tolist()
+    res = {}
+    for i,key in enumerate(i_to_key):
+        n,nan,nf,sn,nz,s,q,a,calls,below,*hist,above = acc[i]
+        if i in self.errors and not calls: res[key] = {'unsupported': self.errors[i]}; continue
+        if not calls: continue
+        mean = s / nf if nf else None
+        var = (q - s * s / nf) / (nf - 1) if nf > 1 else None
+        st = {'n': int(n), 'nan': int(nan), 'inf': int(n - nf - nan), 'calls': int(calls), 'mean': mean,
+              'std': math.sqrt(max(var, 0.)) if var is not None else None, 'min': mins[i], 'max': maxs[i],
+              'abs_mean': a / nf if nf else None, 'near_zero': nz / sn if sn else None,
+              'hist': [int(h) for h in hist], 'hist_n': int(sn), 'hist_out': [int(below), int(above)]}
+        st['hist'][0] += st['hist_out'][0]; st['hist'][-1] += st['hist_out'][1]   # values outside count in the edge bins
+        if (u := self.units[i]) is not None:
+            v = self.umins[i]
+            st.update(_unit_stats(u.cpu(), None if v is None else v.cpu(), self.dims[i], max_units))
+        if i in self.errors: st['unsupported'] = self.errors[i]
+        res[key] = st
+    return res
 
 # %% ../nbs/03_stats.ipynb #ebe5cc53
+def dead_fraction(umax:torch.Tensor, umin:torch.Tensor|None=None)->torch.Tensor:
+    "The fraction of the units with a finite value that are dead (`dead_mask`), on the device; NaN if there is none"
+    seen = (umax > -math.inf).sum()
+    return torch.where(seen > 0, dead_mask(umax, umin).sum() / seen.clamp(min=1), math.nan)
+
 def step_row(raw:torch.Tensor, units:dict)->torch.Tensor:
     "One batch's statistics per layer from what `ActStats.flush` returns: calls, the `ACT_STATS` (NaN where undefined), then the histogram"
     acc,mins,maxs = raw[:, :-2],raw[:, -2],raw[:, -1]
     silent = torch.full_like(mins, math.nan)
     if units:
         k = torch.tensor(list(units), device=silent.device)
-        silent[k] = torch.stack([(u <= 0).to(silent.dtype).mean() for u in units.values()])
+        silent[k] = torch.stack([dead_fraction(u, v).to(silent.dtype) for u,v in units.values()])
     n,nan,nf,sn,nz,s,q,a,calls = acc[:, :9].unbind(1)
     none,nf1 = torch.full_like(n, math.nan),nf.clamp(min=1)
     std = ((q - s * s / nf1) / (nf - 1).clamp(min=1)).clamp(min=0).sqrt()

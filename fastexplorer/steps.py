@@ -10,7 +10,7 @@ import time
 import numpy as np
 import torch
 import torch.distributed as dist
-from .export import _key
+from .export import _key, group_alerts
 from .stepdb import StepWriter
 from .stats import *
 from .distributed import _distributed, _on_host, _combine_steps
@@ -94,7 +94,7 @@ class LiveAlerts:
     "Alerts found inside an epoch, in the batches about to be written: the first non-finite values, and dead layers after `DEAD_AFTER` batches"
     def __init__(self,
         order:dict,      # `{path: execution order}` of the tree's modules, to name the first layer that held a value
-        dead:float=0.5,  # the fraction of units never positive above which a layer is dead (as for `find_alerts`)
+        dead:float=0.5,  # the fraction of dead units above which a layer is dead (as for `find_alerts`)
     ):
         self.order,self.dead,self.alerts = order,dead,[]
         self.reset()
@@ -116,7 +116,7 @@ class LiveAlerts:
         keys:list,       # the layers' paths, which `act` rows index
         pkeys:list,      # the parameters' paths, which `grad` rows index
         epoch:int,       # the epoch they belong to
-        stats:ActStats,  # the epoch's activation accumulators, whose unit maxima tell dead layers
+        stats:ActStats,  # the epoch's activation accumulators, whose unit extrema tell dead layers
     )->bool:             # whether new alerts were found
         "Look for alerts in the batches about to be written"
         n0,order = len(self.alerts),self.order
@@ -129,16 +129,20 @@ class LiveAlerts:
             r = min(bad[bad[:, 0] == b], key=lambda r: _key(order, names[int(r[1])]))
             m,p = metas[b],names[int(r[1])]
             stat = 'grad' if rows is grad else 'act' if m['split'] == 'train' else 'valid_act'
-            self.add(('nonfinite', stat), kind='nonfinite', layer=p, stat=stat, value=int(r[col] + r[col + 1]), step=m['step'], epoch=epoch,
+            a = dict(kind='nonfinite', layer=p, stat=stat, value=int(r[col] + r[col + 1]), step=m['step'],
                      message=f"first non-finite {what[stat]} in `{p}` at step {m['step']}: {int(r[col])} NaN, {int(r[col + 1])} Inf")
-        nonfinite = any(k[0] == 'nonfinite' for k in self.seen)       # NaN is never positive: no dead alert from it
+            self.add(('nonfinite', stat), epoch=epoch, **group_alerts([a])[0])
+        nonfinite = any(k[0] == 'nonfinite' for k in self.seen)       # a NaN run's alert is that one: no dead alert beside it
         if not self.dead_checked and not nonfinite and stats.batches >= DEAD_AFTER:
             self.dead_checked = True
-            have = [(i, u) for i,u in enumerate(stats.units) if u is not None]
-            frac = torch.stack([(u <= 0).float().mean() for _,u in have]).cpu().tolist() if have else []
-            for (i,u),f in sorted(zip(have, frac), key=lambda o: _key(order, keys[o[0][0]])):
+            bad = (stats.acc[:, 0] > stats.acc[:, 2]).tolist()        # layers with NaN or Inf: their only alert is that one
+            have = [(i, u, stats.umins[i]) for i,u in enumerate(stats.units) if u is not None and not bad[i]]
+            frac = torch.stack([dead_fraction(u, v).float() for _,u,v in have]).cpu().tolist() if have else []
+            found = []
+            for (i,u,v),f in sorted(zip(have, frac), key=lambda o: _key(order, keys[o[0][0]])):
                 if f > self.dead:
-                    p = keys[i]
-                    self.add(('dead', p), kind='dead', layer=p, stat='act', value=f, step=metas[-1]['step'], epoch=epoch,
-                             message=f"{f:.0%} of the {u.numel()} units of `{p}` were never positive in the first {stats.batches} sampled batches")
+                    p,what = keys[i],'were never positive' if v is None else 'did not vary'
+                    found.append(dict(kind='dead', layer=p, stat='act', value=f, rule='never positive' if v is None else 'constant', step=metas[-1]['step'],
+                                      message=f"{f:.0%} of the {u.numel()} units of `{p}` {what} in the first {stats.batches} sampled batches"))
+            for a in group_alerts(found): self.add(('dead',), epoch=epoch, **a)   # one alert, naming the first layer
         return len(self.alerts) > n0

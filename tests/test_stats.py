@@ -124,7 +124,7 @@ def test_grad_norms_equal_pytorch(tmp_path):
         assert math.isclose(run.stats(n, 'grad')[0]['norm'], sum(v) / len(v), rel_tol=1e-5), n
 
 def test_histogram_counts_and_dead_units(tmp_path):
-    "Histogram counts sum to the finite element count; the dead-unit fraction of a hand-built layer is exact"
+    "Histogram counts sum to the finite element count; the dead units of a hand-built layer and of the ReLU after it are exact"
     class DeadChannels(nn.Module):
         "Channels 1 and 3 of 4 are never positive"
         def forward(self, x):
@@ -133,9 +133,11 @@ def test_histogram_counts_and_dead_units(tmp_path):
     learn = learner(model, images(n=8, size=8))
     _fit(learn, 1, cbs=ExplorerCallback(tmp_path/'run', every=1, layers=['1', '2']))
     run = load_run(tmp_path/'run')
-    for layer in ('1', '2'):
+    # after the custom layer (not a rectifier) only the constant channel 3 is dead: channel 1 varies below zero;
+    # after its ReLU, channels 1 and 3 were never positive
+    for layer,want in (('1', (4, 1, 0.25, [3], 'constant')), ('2', (4, 2, 0.5, [1, 3], 'never positive'))):
         a = run.stats(layer)[0]
-        assert (a['units'], a['dead'], a['dead_frac'], a['dead_units']) == (4, 2, 0.5, [1, 3]), layer
+        assert (a['units'], a['dead'], a['dead_frac'], a['dead_units'], a['dead_rule']) == want, layer
         assert sum(a['hist']) == a['hist_n'] == a['n'] - a['nan'] - a['inf'] == 8 * 4 * 8 * 8   # 256 elements a batch: all sampled
 
 def test_histogram_counts_values_outside_its_range(tmp_path):

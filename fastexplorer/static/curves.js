@@ -71,7 +71,7 @@ export function renderCurves() {
 }
 
 const ALERT_HELP = {
-  dead: 'units that were never positive', nonfinite: 'NaN or Inf values', exploding_grad: 'very large gradients',
+  dead: 'units that were dead (never positive, or constant)', nonfinite: 'NaN or Inf values', exploding_grad: 'very large gradients',
   vanishing_grad: 'very small gradients', frozen: 'parameters that do not change',
 };
 
@@ -114,7 +114,8 @@ function alertItem(a, live) {
                       title: (ALERT_HELP[a.kind] || '') + (known ? ' · click to show the layer' : '') },
       h('span', { class: 'alert-kind', text: String(a.kind || 'alert').replace('_', ' ') }),
       h('span', { class: 'alert-layer', text: layer || '(model)' }),
-      h('span', { class: 'alert-msg', text: String(a.message || '') + (live ? ` · raised at step ${a.step} of epoch ${a.epoch} (live)` : '') }));
+      h('span', { class: 'alert-msg', text: String(a.message || '') + (live ? ` · raised at step ${a.step} of epoch ${a.epoch} (live)` : '') }),
+      ...(a.hint ? [h('span', { class: 'alert-hint', text: 'Why, and what to try: ' + String(a.hint) })] : []));
 }
 
 export function onAlertClick(e) {

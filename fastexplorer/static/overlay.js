@@ -3,7 +3,7 @@ import { $, fin, h, fmt, HEAT, lutCss, lutGradient } from './util.js';
 import { S, statsAt, paramChildren, selectedEpoch } from './state.js';
 
 export const OVERLAYS = {
-  dead_frac: { desc: 'fraction of dead units (never positive), training activations', fixed: [0, 1] },
+  dead_frac: { desc: 'fraction of dead units (never positive after a rectifier, constant after any other layer), training activations', fixed: [0, 1] },
   grad_norm: { desc: 'gradient norm (module: max over its parameters)', log: true },
   update_ratio: { desc: 'weight update / weight norm (module: max over its parameters)', log: true },
   nonfinite: { desc: 'NaN/Inf counts in activations and gradients', binary: true },

@@ -92,7 +92,7 @@ export function renderPanel() {
       }
     }
     charts.push(lineChart({ title: 'activation min / max', series: mm, x: dom, marker: e }));
-    charts.push(lineChart({ title: 'dead fraction', series: mk('dead_frac'), x: dom, y: [0, 1], marker: e, tip: 'fraction of units (channels) that were never positive' }));
+    charts.push(lineChart({ title: 'dead fraction', series: mk('dead_frac'), x: dom, y: [0, 1], marker: e, tip: 'fraction of units (channels, features) that were dead: never positive after a rectifier, constant after any other layer' }));
     charts.push(lineChart({ title: 'near-zero fraction', series: mk('near_zero'), x: dom, y: [0, 1], marker: e, tip: 'fraction of activations close to zero' }));
     charts.push(histChart(run, path, 'hist-heatmap', run.name));
     if (cmp) charts.push(histChart(cmp, path, 'hist-heatmap-compare', cmp.name));
@@ -177,6 +177,8 @@ function epochTable(node, params, ep, e) {
     grid.append(h('div', {}, h('h4', { text: k === 'act' ? 'activations (train)' : 'activations (valid)' }), kv([
       ['mean', a.mean], ['std', a.std], ['min', a.min], ['max', a.max], ['abs mean', a.abs_mean], ['near zero', a.near_zero],
       ['dead units', fin(a.dead) ? `${a.dead} / ${a.units ?? '?'}` : null], ['dead unit ids', du],
+      ['units', fin(a.unit_dim) ? `dim ${a.unit_dim} of the output; dead = ${a.dead_rule === 'constant' ? 'did not vary' : 'never positive'}` : null],
+      ['units with no finite value', fin(a.units_nonfinite) ? a.units_nonfinite : null],
       ['NaN / Inf', (fin(a.nan) || fin(a.inf)) ? `${a.nan ?? 0} / ${a.inf ?? 0}` : null], ['batches', a.calls],
     ])));
   }

@@ -116,7 +116,7 @@ export function stepPanel(node, params) {
       };
       out.push(lineChart({ ...o, title: 'activation mean', series: ser('mean', true), tip: 'mean of the outputs per sampled batch; shaded: the min–max of the batches in each point' }));
       out.push(lineChart({ ...o, title: 'activation std', series: ser('std', true) }));
-      out.push(lineChart({ ...o, title: 'silent fraction', series: ser('silent_frac'), y: [0, 1], tip: 'fraction of units (channels) that were never positive in the batch' }));
+      out.push(lineChart({ ...o, title: 'silent fraction', series: ser('silent_frac'), y: [0, 1], tip: 'fraction of units (channels, features) dead on the batch: never positive after a rectifier, constant after any other layer' }));
       out.push(lineChart({ ...o, title: 'near-zero fraction', series: ser('near_zero'), y: [0, 1], tip: 'fraction of activations close to zero' }));
       out.push(stepHist(data[0].ds[2], o.x, o.vlines));
     }

@@ -1,0 +1,94 @@
+"Alerts on real architectures (random weights): units on the layer's own axis, dead by the layer's rule, a NaN run with one alert."
+import math
+import pytest, torch, torchvision
+from torch import nn
+from fastai.callback.core import Callback
+from fastai.callback.progress import *   # noqa: F403  (Learner.no_bar)
+from fastexplorer.all import *
+from zoo import ZOO, learner, images
+
+def _fit(learn, path, n=1, lr=1e-3, **kw):
+    with learn.no_bar(), learn.no_logging(): learn.fit(n, lr, cbs=ExplorerCallback(path, every=1, **kw))
+    return load_run(path)
+
+def convnext(): return learner(torchvision.models.convnext_tiny(num_classes=10), images())
+def swin(): return learner(torchvision.models.swin_t(num_classes=10), images())
+def small_vit(): return learner(torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                                                     hidden_dim=32, mlp_dim=64, num_classes=10), images())
+
+def _expected_units(model:nn.Module, path:str):
+    "The number of units of layer `path`, from its definition alone: the oracle for the unit axis"
+    m = model.get_submodule(path)
+    if isinstance(m, nn.Conv2d): return m.out_channels
+    if isinstance(m, nn.Linear): return m.out_features
+    if isinstance(m, nn.LayerNorm): return m.normalized_shape[-1]           # torchvision's LayerNorm2d (NCHW) too
+    if isinstance(m, nn.GELU):                                               # after the Linear before it, channels last
+        parent,_,i = path.rpartition('.')
+        return model.get_submodule(parent)[int(i) - 1].out_features
+    return None
+
+@pytest.mark.parametrize('make', [convnext, swin])
+def test_units_on_channels_last_layers(make, tmp_path):
+    "ConvNeXt's and Swin's LayerNorm, Linear and GELU run on [B, H, W, C]: every layer counts its channels, as its definition says"
+    learn = make()
+    run = _fit(learn, tmp_path/'run')
+    checked = 0
+    for layer,_ in learn.model.named_modules():
+        if (want := _expected_units(learn.model, layer)) is None: continue
+        if (a := run.stats(layer)[0]) is None: continue         # Swin's attention calls `qkv` and `proj` through F.linear: never run
+        assert a['units'] == want, (layer, a['units'], want, a['unit_dim'])
+        checked += 1
+    assert checked > 40, checked
+
+def test_dead_channels_in_a_channels_last_block(tmp_path):
+    "300 of 384 channels of a ConvNeXt block made constant: counted exactly (against the outputs seen by a hook), and named"
+    learn = convnext()
+    block = learn.model.features[1][0].block
+    with torch.no_grad(): block[3].weight[:300] = 0; block[3].bias[:300] = -100.   # no gradient through GELU(-100): they stay
+    seen = []
+    h = block[4].register_forward_hook(lambda m, i, o: seen.append(o.detach().clone()) if m.training else None)
+    try: run = _fit(learn, tmp_path/'run')
+    finally: h.remove()
+    o = torch.cat([t.reshape(-1, t.shape[-1]) for t in seen])                 # every training output of the GELU, by channel
+    oracle = ((o.amax(0) - o.amin(0)) == 0).nonzero().flatten().tolist()
+    assert len(oracle) == 300
+    for layer in ('features.1.0.block.3', 'features.1.0.block.4'):
+        a = run.stats(layer)[0]
+        assert (a['units'], a['unit_dim'], a['dead_rule'], a['dead_units']) == (384, 3, 'constant', oracle), layer
+    dead = [a for a in run.epochs[0]['alerts'] if a['kind'] == 'dead']
+    assert dead and dead[0]['layer'] == 'features.1.0.block.3' and 'did not vary' in dead[0]['message']
+
+HEALTHY = {'convnext': convnext, 'swin': swin, 'small_vit': small_vit,
+           **{k: ZOO[k] for k in ('resnet18_tv', 'tabular', 'text_classifier', 'language_model', 'unet')}}
+
+@pytest.mark.parametrize('seed', [0, 1])
+@pytest.mark.parametrize('name', HEALTHY)
+def test_no_alerts_on_healthy_training(name, seed, tmp_path):
+    "Real architectures with random weights, 2 epochs at a healthy learning rate: no alert (an LSTM's tanh units that stay negative are not dead)"
+    torch.manual_seed(seed)
+    learn = HEALTHY[name]()
+    run = _fit(learn, tmp_path/'run', n=2)
+    assert [a['message'] for e in run.epochs for a in e['alerts']] == []
+
+class _PoisonAt(Callback):
+    "Put a NaN in weight `name` before training batch `it` of epoch `epoch` (0-based)"
+    order = 0
+    def __init__(self, param, epoch=1, it=0): self.param,self.at_epoch,self.at_iter = param,epoch,it
+    def before_batch(self):
+        if self.training and self.learn.epoch == self.at_epoch and self.learn.iter == self.at_iter:
+            with torch.no_grad(): self.learn.model.get_parameter(self.param).view(-1)[0] = math.nan
+
+def test_nan_run_alerts_once_at_the_first_output(tmp_path):
+    "A ViT whose patch projection turns NaN: the alert names `conv_proj` (not the model, which holds `class_token` and returns last), and nothing else fires"
+    learn = small_vit()
+    learn.add_cb(_PoisonAt('conv_proj.weight'))
+    run = _fit(learn, tmp_path/'run', n=2)
+    assert run.epochs[0]['alerts'] == []
+    alerts = run.epochs[1]['alerts']
+    assert {a['kind'] for a in alerts} == {'nonfinite'}, [a['message'] for a in alerts]
+    act = next(a for a in alerts if a['stat'] == 'act')
+    assert act['layer'] == 'conv_proj', act['message']
+    op = next(a for a in alerts if a['stat'] == 'op')                        # the batch run again: the weight that held it
+    assert op['layer'] == 'conv_proj' and op['param'] == 'conv_proj.weight' and op['hint'], op['message']
+    live = [a for a in run.meta.get('live_alerts', []) if a.get('stat') == 'act']
+    assert live and live[0]['layer'] == 'conv_proj' and live[0]['epoch'] == 2
