@@ -188,7 +188,8 @@ ExplorerCallback._remove_hooks,ExplorerCallback._abort = _remove_hooks,_abort
 def _cb_before_epoch(self:ExplorerCallback):
     if not self.active: return
     dev = model_device(unwrap_model(self.learn.model))
-    kw = dict(bins=self.hist_bins, hist_range=self.hist_range, near_zero=self.near_zero, sample=self.sample)
+    kw = dict(bins=self.hist_bins, hist_range=self.hist_range, near_zero=self.near_zero, sample=self.sample,
+              elementwise=[i for i,m in enumerate(self.mods.values()) if self.layers is None and maybe_elementwise(m)])
     steps = self.record_steps
     self.act = ActStats(len(self.keys), dev, steps=steps, **kw)
     self.vact = ActStats(len(self.keys), dev, steps=steps, **kw) if self.valid else None

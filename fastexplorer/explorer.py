@@ -80,7 +80,7 @@ def step_query(q, hist:bool=False)->dict:
     "The keyword arguments of `step_series` (`step_hist_series` if `hist`) from query parameters `q`; `ValueError` naming a bad one"
     if bad := [k for k in q.keys() if k not in ('layer', 'kind', 'stats', 'start', 'stop', 'points', 'split')]:
         raise ValueError(f"unknown query parameter `{bad[0][:40]}`")
-    res = {'layer': q.get('layer') or None, 'start': _int_arg(q, 'start'), 'stop': _int_arg(q, 'stop'),
+    res = {'layer': q.get('layer'), 'start': _int_arg(q, 'start'), 'stop': _int_arg(q, 'stop'),
            'points': _int_arg(q, 'points', 1, MAX_POINTS)}
     if res['start'] is not None and res['stop'] is not None and res['stop'] < res['start']: raise ValueError("query parameter `stop` must not be below `start`")
     if hist:

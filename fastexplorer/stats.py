@@ -15,19 +15,30 @@ from .core import *
 from .probe import *
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'has_own_params', 'select_layers', 'ElementSampler', 'act_row', 'unit_dim',
-           'unit_extreme', 'dead_mask', 'ActStats', 'dead_fraction', 'step_row']
+__all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'has_own_params', 'maybe_elementwise', 'select_layers', 'ElementSampler',
+           'act_row', 'unit_dim', 'unit_extreme', 'dead_mask', 'ActStats', 'dead_fraction', 'step_row']
 
 # %% ../nbs/03_stats.ipynb #158a8ec1
-# activation modules whose outputs are recorded by default, next to every module that holds parameters
+# activation modules, recorded by default like every module that holds parameters
 ACTIVATIONS = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.RReLU, nn.ELU, nn.SELU, nn.CELU, nn.GELU, nn.SiLU, nn.Mish,
                nn.Sigmoid, nn.Tanh, nn.Softplus, nn.Softsign, nn.Hardswish, nn.Hardsigmoid, nn.Hardtanh, nn.LogSigmoid)
+_P,_PAD = nn.modules.pooling,nn.modules.padding
+# parameter-free leaves that change shapes, or pass their input through: not recorded by default
+_NOT_ELEMENTWISE = (_P._MaxPoolNd, _P._AvgPoolNd, _P._AdaptiveAvgPoolNd, _P._AdaptiveMaxPoolNd, _P._LPPoolNd, _P._MaxUnpoolNd,
+                    _PAD._ConstantPadNd, _PAD._ReflectionPadNd, _PAD._ReplicationPadNd, _PAD._CircularPadNd,
+                    nn.Flatten, nn.Unflatten, nn.Upsample, nn.PixelShuffle, nn.PixelUnshuffle, nn.ChannelShuffle,
+                    nn.Identity, nn.modules.dropout._DropoutNd)
 
 def has_own_params(m:nn.Module)->bool:
     "Whether `m` holds parameters itself (not only through its children)"
     return any(p is not None for p in m._parameters.values())
 
-def _default_layer(path:str, m:nn.Module)->bool: return has_own_params(m) or isinstance(m, ACTIVATIONS)
+def maybe_elementwise(m:nn.Module)->bool:
+    "A parameter-free leaf module, not an activation, that may be element-wise: recorded by default where its output keeps its input's shape"
+    return (not has_own_params(m) and next(m.children(), None) is None and not isinstance(m, ACTIVATIONS + _NOT_ELEMENTWISE))
+
+def _default_layer(path:str, m:nn.Module)->bool:
+    return path == '' or has_own_params(m) or isinstance(m, ACTIVATIONS) or maybe_elementwise(m)
 
 def select_layers(
     model:nn.Module,
@@ -107,7 +118,6 @@ def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., 
 RECTIFIERS = (nn.ReLU, nn.ReLU6, nn.Hardsigmoid)
 DEAD_TOL = 1e-4   # a unit whose range is at most this fraction of its layer's widest is constant
 
-_P = nn.modules.pooling
 _CHANNELS_FIRST = (nn.modules.conv._ConvNd, nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LocalResponseNorm,
                    _P._MaxPoolNd, _P._AvgPoolNd, _P._AdaptiveAvgPoolNd, _P._AdaptiveMaxPoolNd, _P._LPPoolNd,
                    nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.Upsample, nn.PixelShuffle, nn.PixelUnshuffle)
@@ -165,8 +175,10 @@ def _fold(acc:list, i:int, u:torch.Tensor, fill:float, f):
 
 class ActStats:
     "One epoch's activation statistics of `n` layers, accumulated on `device`"
-    def __init__(self, n:int, device, bins:int=40, hist_range=(-10., 10.), near_zero:float=0.05, sample:int=4096, steps:bool=False):
+    def __init__(self, n:int, device, bins:int=40, hist_range=(-10., 10.), near_zero:float=0.05, sample:int=4096, steps:bool=False,
+                 elementwise=()):   # layers whose calls count only when the output keeps the input's shape (`maybe_elementwise`)
         self.n,self.device,self.bins,(self.lo,self.hi),self.near_zero,self.keep_steps = n,device,bins,hist_range,near_zero,steps
+        self.elementwise = set(elementwise)
         self.dt = torch.float32 if torch.device(device).type == 'mps' else torch.float64
         self.sampler,self.scratch = ElementSampler(sample),{}
         self.acc = torch.zeros(n, 9 + bins + 2, dtype=self.dt, device=device)
@@ -182,9 +194,10 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
     try:
         x = _first_tensor(o)
         if x is None or x.numel() == 0 or x.is_complex() or x.is_sparse: return
+        xi = _first_tensor(inp) if inp is not None else None
+        if i in self.elementwise and (xi is None or xi.shape != x.shape): return   # not element-wise after all
         row = act_row(x, self.sampler, self.bins, self.lo, self.hi, self.near_zero, self.scratch)
         self.rows.append(row); self.idx.append(i); self.sizes.append(x.numel())
-        xi = _first_tensor(inp) if inp is not None else None
         made = self.made.get((xi.data_ptr(), xi.shape)) if xi is not None and xi.shape == x.shape else None
         if (d := unit_dim(m, x, made)) is None: return
         self.made[(x.data_ptr(), x.shape)] = self.dims[i] = d

@@ -13,6 +13,12 @@ def _fit(learn, path, n=1, lr=1e-3, **kw):
 
 def convnext(): return learner(torchvision.models.convnext_tiny(num_classes=10), images())
 def swin(): return learner(torchvision.models.swin_t(num_classes=10), images())
+def efficientnet(): return learner(torchvision.models.efficientnet_b0(num_classes=10), images())
+def mobilenet(): return learner(torchvision.models.mobilenet_v3_small(num_classes=10), images())
+def fastai_vision():
+    from fastai.vision.all import vision_learner, resnet18, CrossEntropyLossFlat
+    from zoo import dls_from
+    return vision_learner(dls_from(images(), y=torch.arange(8) % 2), resnet18, pretrained=False, n_out=2, loss_func=CrossEntropyLossFlat())
 def small_vit(): return learner(torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
                                                                      hidden_dim=32, mlp_dim=64, num_classes=10), images())
 
@@ -58,13 +64,14 @@ def test_dead_channels_in_a_channels_last_block(tmp_path):
     dead = [a for a in run.epochs[0]['alerts'] if a['kind'] == 'dead']
     assert dead and dead[0]['layer'] == 'features.1.0.block.3' and 'did not vary' in dead[0]['message']
 
-HEALTHY = {'convnext': convnext, 'swin': swin, 'small_vit': small_vit,
+HEALTHY = {'convnext': convnext, 'swin': swin, 'small_vit': small_vit, 'efficientnet': efficientnet, 'mobilenet': mobilenet,
+           'fastai_vision': fastai_vision,
            **{k: ZOO[k] for k in ('resnet18_tv', 'tabular', 'text_classifier', 'language_model', 'unet')}}
 
 @pytest.mark.parametrize('seed', [0, 1])
 @pytest.mark.parametrize('name', HEALTHY)
 def test_no_alerts_on_healthy_training(name, seed, tmp_path):
-    "Real architectures with random weights, 2 epochs at a healthy learning rate: no alert (an LSTM's tanh units that stay negative are not dead)"
+    "Real architectures with random weights (torchvision, fastai), 2 epochs at a healthy learning rate: no alert (an LSTM's tanh units that stay negative are not dead)"
     torch.manual_seed(seed)
     learn = HEALTHY[name]()
     run = _fit(learn, tmp_path/'run', n=2)

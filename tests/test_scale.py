@@ -66,7 +66,7 @@ def test_ddp_one_set_of_files(ddp_out):
     run = load_run(ddp_out/'run')
     for e in run.epochs: validate(e)
     assert run.meta['status'] == 'finished' and [e['ranks'] for e in run.epochs] == [2, 2]
-    assert {k for k in _stats(run.epochs[0]) if '.' not in k} == {'conv', 'act', 'lin', 'side'}, "paths have no `module.` prefix"
+    assert {k for k in _stats(run.epochs[0]) if '.' not in k} == {'', 'conv', 'act', 'lin', 'side'}, "paths have no `module.` prefix"   # '': the model's output
 
 def test_ddp_equals_one_process_over_the_union(ddp_out, tmp_path):
     "Two ranks' epoch files equal one process's whose batches are the unions of theirs: activations, histograms, dead units, gradients, updates"
@@ -202,7 +202,7 @@ def test_compiled_model_records_every_sampled_batch(tmp_path):
     # (eval mode traces a second graph)
     assert calls['n'] == 1 + 4 + 2, calls
     s0,s1 = _stats(load_run(tmp_path/'ref').epochs[0]),_stats(load_run(tmp_path/'comp').epochs[0])
-    assert set(s1) == set(s0) and {k for k in s1 if '.' not in k} == {'conv', 'act', 'lin', 'side'}, "paths have no `_orig_mod.` prefix"
+    assert set(s1) == set(s0) and {k for k in s1 if '.' not in k} == {'', 'conv', 'act', 'lin', 'side'}, "paths have no `_orig_mod.` prefix"
     for k in ('conv', 'act', 'lin', 'side'): _close(s0[k]['act'], s1[k]['act'], k, 1e-5)
     assert s1['conv']['act']['calls'] == 4
     assert not learn.model._orig_mod.conv._forward_hooks
