@@ -15,8 +15,9 @@ from .core import *
 from .probe import *
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'has_own_params', 'maybe_elementwise', 'select_layers', 'ElementSampler',
-           'act_row', 'unit_dim', 'unit_extreme', 'dead_mask', 'ActStats', 'dead_fraction', 'step_row']
+__all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'has_own_params', 'maybe_elementwise', 'select_layers',
+           'ElementSampler', 'act_row', 'unit_dim', 'unit_extreme', 'dead_mask', 'ActStats', 'dead_fraction',
+           'step_row']
 
 # %% ../nbs/03_stats.ipynb #158a8ec1
 # activation modules, recorded by default like every module that holds parameters
@@ -117,6 +118,7 @@ def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., 
 # outputs never negative by construction: a unit is dead when it was never positive
 RECTIFIERS = (nn.ReLU, nn.ReLU6, nn.Hardsigmoid)
 DEAD_TOL = 1e-4   # a unit whose range is at most this fraction of its layer's widest is constant
+UNIT_SAMPLES = 8  # the samples of each batch (its first, along dimension 0) whose unit extrema tell whether a unit varies
 
 _CHANNELS_FIRST = (nn.modules.conv._ConvNd, nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LocalResponseNorm,
                    _P._MaxPoolNd, _P._AvgPoolNd, _P._AdaptiveAvgPoolNd, _P._AdaptiveMaxPoolNd, _P._LPPoolNd,
@@ -197,17 +199,19 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
         xi = _first_tensor(inp) if inp is not None else None
         if i in self.elementwise and (xi is None or xi.shape != x.shape): return   # not element-wise after all
         row = act_row(x, self.sampler, self.bins, self.lo, self.hi, self.near_zero, self.scratch)
-        self.rows.append(row); self.idx.append(i); self.sizes.append(x.numel())
+        self.rows.append(row); self.idx.append(i); self.sizes.append(row_n := x.numel())
         made = self.made.get((xi.data_ptr(), xi.shape)) if xi is not None and xi.shape == x.shape else None
         if (d := unit_dim(m, x, made)) is None: return
         self.made[(x.data_ptr(), x.shape)] = self.dims[i] = d
         x = x.detach() if x.dtype == torch.float32 else x.detach().float()
-        if x.device.type != 'cpu' or row[1] != x.numel():   # NaN and Inf never reach a unit's extrema (a read only on the CPU)
+        rect = isinstance(m, RECTIFIERS)
+        if not rect: x = x.narrow(0, 0, min(UNIT_SAMPLES, x.shape[0]))   # extrema of the first samples: does a unit vary?
+        if x.device.type != 'cpu' or float(row[1]) != row_n:   # NaN and Inf never reach a unit's extrema (a read only on the CPU)
             fin = torch.isfinite(x)
             hi,lo = torch.where(fin, x, -math.inf),torch.where(fin, x, math.inf)
         else: hi = lo = x
         u = unit_extreme(hi, d)
-        v = None if isinstance(m, RECTIFIERS) else unit_extreme(lo, d, largest=False)
+        v = None if rect else unit_extreme(lo, d, largest=False)
         ok = _fold(self.units, i, u, -math.inf, torch.fmax) and (v is None or _fold(self.umins, i, v, math.inf, torch.fmin))
         if not ok: self.errors[i] = f"unit count changed between calls ({self.units[i].numel()} then {u.numel()})"
         elif self.keep_steps:
