@@ -184,7 +184,7 @@ def find_alerts(
     tree:dict,              # the representation's root node dictionary (for execution order)
     stats:dict,             # `{path: {'act': {...}, 'grad': {...}, 'weight': {...}}}`
     dead:float=0.5,         # fraction of dead units above which a layer is flagged
-    grad_ratio:float=1e3,   # first-to-last gradient norm ratio beyond which gradients explode or vanish
+    grad_ratio:float=1e4,   # first-to-last gradient norm ratio beyond which gradients explode or vanish
 )->list:
     "Alerts for one epoch's statistics, one per kind, each naming the first layer that shows it (`group_alerts`)"
     order,done,res = _order(tree),_done_order(tree),[]
