@@ -59,23 +59,29 @@ QUIET_S = 3
 LONG_TASKS = """window.__lt = [];
 new PerformanceObserver((l) => { for (const e of l.getEntries()) window.__lt.push(e.startTime + e.duration); }).observe({type: 'longtask', buffered: true});"""
 
-def long_task_tti(root:Path, rounds:int, run:str='big')->list:
-    "Seconds from navigation to the end of the page's last long task (>= 50 ms) after its first draw, untouched for `QUIET_S` s"
+def _pages(root:Path, rounds:int, run:str, init:str, measure)->list:
+    "`measure(page)` of `rounds` fresh pages of run `run`, each loaded with init script `init`, served from `root`"
     from playwright.sync_api import sync_playwright
     res = []
     with serve(root, port=0) as srv, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path='/usr/bin/chromium', args=CHROMIUM_ARGS)
         for _ in range(rounds):
             page = browser.new_page()
-            page.add_init_script(LONG_TASKS)
+            page.add_init_script(init)
             page.goto(srv.url + f'?run={run}')
-            page.wait_for_selector('#tree .node .label')
-            page.wait_for_timeout(QUIET_S * 1000)
-            drawn = page.evaluate("() => performance.getEntriesByName('fx:drawn')[0].startTime")
-            res.append(max([drawn] + page.evaluate("() => window.__lt")) / 1000)
+            res.append(measure(page))
             page.close()
         browser.close()
     return res
+
+def long_task_tti(root:Path, rounds:int, run:str='big')->list:
+    "Seconds from navigation to the end of the page's last long task (>= 50 ms) after its first draw, untouched for `QUIET_S` s"
+    def measure(page):
+        page.wait_for_selector('#tree .node .label')
+        page.wait_for_timeout(QUIET_S * 1000)
+        drawn = page.evaluate("() => performance.getEntriesByName('fx:drawn')[0].startTime")
+        return max([drawn] + page.evaluate("() => window.__lt")) / 1000
+    return _pages(root, rounds, run, LONG_TASKS, measure)
 
 CLICK_AT_ONCE = """window.__tti = null;
 new MutationObserver((_, obs) => {
@@ -90,19 +96,10 @@ new MutationObserver((_, obs) => {
 
 def click_at_once_tti(root:Path, rounds:int, run:str='big')->list:
     "Seconds from navigation until a click on a tree row, made from inside the page as soon as the row exists, has filled the panel"
-    from playwright.sync_api import sync_playwright
-    res = []
-    with serve(root, port=0) as srv, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path='/usr/bin/chromium', args=CHROMIUM_ARGS)
-        for _ in range(rounds):
-            page = browser.new_page()
-            page.add_init_script(CLICK_AT_ONCE)
-            page.goto(srv.url + f'?run={run}')
-            page.wait_for_function("() => window.__tti !== null")
-            res.append(page.evaluate("() => window.__tti") / 1000)
-            page.close()
-        browser.close()
-    return res
+    def measure(page):
+        page.wait_for_function("() => window.__tti !== null")
+        return page.evaluate("() => window.__tti") / 1000
+    return _pages(root, rounds, run, CLICK_AT_ONCE, measure)
 
 def reveal(page, path:str):
     "Type `path` in the page's search box, which opens the tree down to the nodes that match"

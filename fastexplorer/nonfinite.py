@@ -56,9 +56,5 @@ def find_nonfinite(
             with mode: model(*xb)
     finally:
         for h in hooks: h.remove()
-        state.restore()
-        # a buffer the re-run changed in place (a BatchNorm's running statistics): its values back through `.data`, which
-        # leaves its version counter alone, since the batch's own backward has saved it and checks that version
-        for b,_,saved in state.bufs.values():
-            if not torch.equal(b, saved): b.data.copy_(saved)
+        state.restore(keep_versions=True)   # the batch's own backward has saved its BatchNorms' running statistics
     return mode.found

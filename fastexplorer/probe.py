@@ -59,7 +59,7 @@ class ModelState:
         self.bufs = {id(b): (b, b._version, b.clone()) for m in self.mods for b in m._buffers.values()
                      if b is not None and not _is_lazy(b)}
 
-    def restore(self, check_params:bool=True):
+    def restore(self, check_params:bool=True, keep_versions:bool=False):
         "Put back every module's attributes, registered tensors and buffer values; raise if a parameter changed in place (if `check_params`)"
         for m,d,regs in zip(self.mods, self.dicts, self.regs):
             if not _same(m.__dict__, d): m.__dict__.clear(); m.__dict__.update(d)
@@ -67,7 +67,11 @@ class ModelState:
                 if not _same(cur, saved): cur.clear(); cur.update(saved)
         with torch.no_grad():
             for b,v,saved in self.bufs.values():
-                if b._version != v: b.copy_(saved)
+                # `keep_versions`: compare values, and write through `.data`, which leaves the version counter alone, for a
+                # buffer that a pending backward has saved (a BatchNorm's running statistics, changed in place by a re-run)
+                if keep_versions:
+                    if not torch.equal(b, saved): b.data.copy_(saved)
+                elif b._version != v: b.copy_(saved)
         changed = [p for p,v in self.params.values() if p._version != v] if check_params else []
         if changed:
             names = {id(p): n for m in self.mods[:1] for n,p in m.named_parameters(remove_duplicate=False)}

@@ -24,8 +24,9 @@ __all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'has_own_par
 ACTIVATIONS = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.RReLU, nn.ELU, nn.SELU, nn.CELU, nn.GELU, nn.SiLU, nn.Mish,
                nn.Sigmoid, nn.Tanh, nn.Softplus, nn.Softsign, nn.Hardswish, nn.Hardsigmoid, nn.Hardtanh, nn.LogSigmoid)
 _P,_PAD = nn.modules.pooling,nn.modules.padding
+_POOLS = (_P._MaxPoolNd, _P._AvgPoolNd, _P._AdaptiveAvgPoolNd, _P._AdaptiveMaxPoolNd, _P._LPPoolNd)
 # parameter-free leaves that change shapes, or pass their input through: not recorded by default
-_NOT_ELEMENTWISE = (_P._MaxPoolNd, _P._AvgPoolNd, _P._AdaptiveAvgPoolNd, _P._AdaptiveMaxPoolNd, _P._LPPoolNd, _P._MaxUnpoolNd,
+_NOT_ELEMENTWISE = (*_POOLS, _P._MaxUnpoolNd,
                     _PAD._ConstantPadNd, _PAD._ReflectionPadNd, _PAD._ReplicationPadNd, _PAD._CircularPadNd,
                     nn.Flatten, nn.Unflatten, nn.Upsample, nn.PixelShuffle, nn.PixelUnshuffle, nn.ChannelShuffle,
                     nn.Identity, nn.modules.dropout._DropoutNd)
@@ -121,7 +122,7 @@ DEAD_TOL = 1e-4   # a unit whose range is at most this fraction of its layer's w
 UNIT_SAMPLES = 8  # the samples of each batch (its first, along dimension 0) whose unit extrema tell whether a unit varies
 
 _CHANNELS_FIRST = (nn.modules.conv._ConvNd, nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LocalResponseNorm,
-                   _P._MaxPoolNd, _P._AvgPoolNd, _P._AdaptiveAvgPoolNd, _P._AdaptiveMaxPoolNd, _P._LPPoolNd,
+                   *_POOLS,
                    nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.Upsample, nn.PixelShuffle, nn.PixelUnshuffle)
 _FEATURES_LAST = (nn.Linear, nn.Bilinear, nn.Embedding, nn.EmbeddingBag, nn.modules.rnn.RNNBase, nn.MultiheadAttention)
 
