@@ -405,7 +405,11 @@ def test_histogram_fits_the_values_and_marks_values_outside(runs, page, tmp_path
         top = max(_act(tmp_path/'older', e, '1.2')['max'] for e in (1, 2, 3))
         expect(page.locator('#panel .hist-out')).to_contain_text(f"values at or above 10 (max {float(f'{top:.3g}'):g})")
         expect(page.locator('#panel .hist-out')).to_contain_text('how many these files do not record')
-        hist.screenshot(path=str(SHOTS/'hist-out.png'))
+        for i in range(3):      # the panel is drawn again when the older epochs arrive: take the picture of the settled one
+            try: hist.screenshot(path=str(SHOTS/'hist-out.png')); break
+            except Exception:
+                if i == 2: raise
+                page.wait_for_timeout(300)
         page.goto(srv.url + '?run=unsampled')
         expect(page.locator('#epoch-count')).to_have_text('3')
         page.locator('#tree .node[data-path="1.2"] .label').first.click()
