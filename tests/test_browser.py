@@ -1,5 +1,6 @@
 "The explorer page in a real browser: headless Chromium (Debian's) driven by Playwright, against the real server."
 import json, os, shutil, time
+from contextlib import contextmanager
 from pathlib import Path
 import pytest
 from fastai.callback.progress import *   # noqa: F403
@@ -41,12 +42,19 @@ def page(browser):
     yield p
     p.close()
 
+@contextmanager
+def serving(page, path):
+    "`serve(path)` on any free port for `page`, which leaves for `about:blank` before the server stops: a request the page still had in flight (an older epoch, a step series) ends with the page, not as a refused connection that Chromium logs as an error"
+    with serve(path, port=0) as srv:
+        try: yield srv
+        finally: page.goto('about:blank')
+
 def _n_nodes(run): return len(list(Representation.load(Path(run)/'representation.json')))
 
 def test_page_loads_shows_tree_and_charts(runs, page):
     "The page loads without console errors, shows the run's node count, and a click on a node shows its charts"
     SHOTS.mkdir(exist_ok=True)
-    with serve(runs, port=0) as srv:
+    with serving(page, runs) as srv:
         page.goto(srv.url + '?run=toohigh')
         page.wait_for_selector('#tree .node .label')
         assert page.locator('#node-count').inner_text().strip() == str(_n_nodes(runs/'toohigh'))
@@ -65,7 +73,7 @@ def test_page_loads_shows_tree_and_charts(runs, page):
 
 def test_alert_links_to_layer(runs, page):
     "Clicking an alert selects its layer"
-    with serve(runs, port=0) as srv:
+    with serving(page, runs) as srv:
         page.goto(srv.url + '?run=toohigh')
         page.wait_for_selector('#alerts .alert')
         a = page.locator('#alerts .alert').first
@@ -76,7 +84,7 @@ def test_alert_links_to_layer(runs, page):
 
 def test_compare_two_runs(runs, page):
     "Two runs side by side: the page shows both without errors"
-    with serve(runs, port=0) as srv:
+    with serving(page, runs) as srv:
         page.goto(srv.url + '?run=good&compare=toohigh')
         page.wait_for_selector('#tree .node .label')
         expect(page.locator('#epoch-count')).to_have_text('3')
@@ -94,13 +102,13 @@ def test_amp_skipped_steps_and_ranks_shown(runs, page, tmp_path):
         doc.update(ranks=2, amp={'dtype': 'float16', 'skipped_steps': skipped, 'loss_scale': 1024.})
         validate(doc); save_json(doc, f)
     build_history(tmp_path/'scaled', [f'epoch_{e:04d}.json' for e in (1, 2, 3)])   # the files changed: index them again
-    with serve(tmp_path, port=0) as srv:
+    with serving(page, tmp_path) as srv:
         page.goto(srv.url + '?run=scaled')
         expect(page.locator('#epoch-count')).to_have_text('3')
         expect(page.locator('#curves')).to_contain_text('steps skipped by the loss scaler')
         expect(page.locator('#ranks-note')).to_have_text('Statistics combined over 2 processes (DistributedDataParallel).')
         expect(page.locator('#alerts')).not_to_contain_text('Loading')   # the latest epoch's file read before this server stops
-    with serve(runs, port=0) as srv:
+    with serving(page, runs) as srv:
         page.goto(srv.url + '?run=good')
         expect(page.locator('#epoch-count')).to_have_text('3')
         expect(page.locator('#curves')).not_to_contain_text('steps skipped')
@@ -111,7 +119,7 @@ def test_amp_skipped_steps_and_ranks_shown(runs, page, tmp_path):
 def test_new_epoch_appears_within_2s(runs, page, tmp_path):
     "An epoch file written while the page is open shows up on it by itself within 2 seconds"
     shutil.copytree(runs/'good', tmp_path/'live')
-    with serve(tmp_path, port=0) as srv:
+    with serving(page, tmp_path) as srv:
         page.goto(srv.url + '?run=live')
         expect(page.locator('#epoch-count')).to_have_text('3')
         time.sleep(0.6)                                    # let the event stream settle
@@ -138,7 +146,7 @@ def test_report_from_file_shows_same_tree(runs, page, tmp_path):
 
 def test_single_run_folder_and_heatmaps(runs, page):
     "A run folder served by itself (as `learn.explore()` does) works, and the activation maps show beside the images"
-    with serve(runs/'good', port=0) as srv:
+    with serving(page, runs/'good') as srv:
         page.goto(srv.url)
         page.wait_for_selector('#tree .node .label')
         expect(page.locator('#epoch-count')).to_have_text('3')
@@ -155,7 +163,7 @@ def test_landscape_panel(runs, page, tmp_path):
     save_json({'schema': 'fastexplorer/landscape', 'version': 1, 'x': xs, 'y': xs,
                'loss': [[1 + x * x + 2 * y * y for x in xs] for y in xs], 'metric': None,
                'trajectory': [[0.5 * math.cos(t / 3), 0.5 * math.sin(t / 3)] for t in range(5)]}, tmp_path/'land'/'landscape.json')
-    with serve(tmp_path, port=0) as srv:
+    with serving(page, tmp_path) as srv:
         page.goto(srv.url + '?run=land')
         expect(page.locator('#landscape-canvas')).to_be_visible()
         expect(page.locator('#landscape-surface')).to_be_visible()
@@ -171,7 +179,7 @@ def test_custom_stats_and_depth_idx(page, tmp_path):
     cb = ExplorerCallback(tmp_path/'custom', every=2, custom={'zero_frac': zero_frac}).add_stat(lambda g: g.abs().mean(), on='grad', name='gabs')
     learn = digits_learner(cbs=cb)
     with learn.no_bar(), learn.no_logging(): learn.fit(2, 1e-2)
-    with serve(tmp_path, port=0) as srv:
+    with serving(page, tmp_path) as srv:
         page.goto(srv.url + '?run=custom')
         expect(page.locator('#epoch-count')).to_have_text('2')
         expect(page.locator('#tree .node[data-path="0.2"] .didx').first).to_have_text('2-3')
@@ -195,7 +203,7 @@ def test_page_modules_and_worker(runs, page):
     seen, workers = [], []
     page.on('response', lambda r: seen.append((r.url.rsplit('/static/', 1)[-1], r.status, r.headers.get('content-type', ''))) if '/static/' in r.url else None)
     page.on('worker', lambda w: workers.append(w.url))
-    with serve(runs, port=0) as srv:
+    with serving(page, runs) as srv:
         page.goto(srv.url + '?run=toohigh')
         expect(page.locator('#epoch-count')).to_have_text('3')
         mods = {n for n,st,ct in seen if n.endswith('.js') and st == 200 and ct.startswith('text/javascript')}
@@ -213,7 +221,7 @@ def test_page_reads_what_it_shows(runs, page):
     "With the run's epoch history, the page reads the latest epoch's file and a layer's history in one request, not every epoch file; an older epoch's file is read when it is selected"
     urls = []
     page.on('request', lambda r: urls.append(r.url))
-    with serve(runs, port=0) as srv:
+    with serving(page, runs) as srv:
         page.goto(srv.url + '?run=good')
         expect(page.locator('#epoch-count')).to_have_text('3')
         page.locator('#tree .node[data-path="1.2"] .label').first.click()
@@ -239,7 +247,7 @@ def test_many_alerts_show_the_first_50_and_a_button(runs, page, tmp_path):
     doc['alerts'] = [{'kind': 'dead', 'layer': '1.2', 'stat': 'dead_frac', 'value': 1.0, 'message': f'alert {i}'} for i in range(120)]
     validate(doc); save_json(doc, f)
     build_history(tmp_path/'many', [f'epoch_{e:04d}.json' for e in (1, 2, 3)])
-    with serve(tmp_path, port=0) as srv:
+    with serving(page, tmp_path) as srv:
         page.goto(srv.url + '?run=many')
         expect(page.locator('#alerts .alert')).to_have_count(50)
         expect(page.locator('#alerts .alerts-more')).to_have_text('Show all 120 alerts (70 more)')
@@ -258,7 +266,7 @@ def _one_epoch(src:Path, dst:Path)->Path:
 
 def test_served_run_folder_is_named_by_its_folder(runs, page, tmp_path):
     "A run folder served by itself (the run `~`) is called by its folder's name in the header, the title and the report"
-    with serve(runs/'good', port=0) as srv:
+    with serving(page, runs/'good') as srv:
         page.goto(srv.url)
         expect(page.locator('#epoch-count')).to_have_text('3')
         expect(page.locator('#run-id')).to_have_text('good')
@@ -272,7 +280,7 @@ def test_served_run_folder_is_named_by_its_folder(runs, page, tmp_path):
 
 def test_unknown_run_offers_the_runs(runs, page):
     "A run id that is not there (`?run=nope`) is an error listing the runs there are as links, with no console error"
-    with serve(runs, port=0) as srv:
+    with serving(page, runs) as srv:
         page.goto(srv.url + '?run=nope')
         expect(page.locator('#message')).to_contain_text('no run "nope"')
         links = page.locator('#message a')
@@ -291,12 +299,12 @@ def test_unknown_run_offers_the_runs(runs, page):
 def test_counts_are_singular_for_one(runs, page, tmp_path):
     "The header says `1 epoch`, and `3 epochs`: plural only when the count is not one"
     _one_epoch(runs/'good', tmp_path/'one')
-    with serve(tmp_path, port=0) as srv:
+    with serving(page, tmp_path) as srv:
         page.goto(srv.url + '?run=one')
         expect(page.locator('#header .count').first).to_have_text('1 epoch')
         expect(page.locator('#header .count').nth(1)).to_have_text(f"{_n_nodes(runs/'good')} nodes")
         expect(page.locator('#curves .step-block[data-drawn]')).to_have_count(1)   # loading done before this server stops
-    with serve(runs, port=0) as srv:
+    with serving(page, runs) as srv:
         page.goto(srv.url + '?run=good')
         expect(page.locator('#header .count').first).to_have_text('3 epochs')
         expect(page.locator('#curves .step-block[data-drawn]')).to_have_count(1)
@@ -304,7 +312,7 @@ def test_counts_are_singular_for_one(runs, page, tmp_path):
 
 def test_sidebar_runs_the_full_height(runs, page):
     "On a page longer than the window the sidebar's background reaches the bottom, and its tools stay in view as it scrolls"
-    with serve(runs, port=0) as srv:
+    with serving(page, runs) as srv:
         page.goto(srv.url + '?run=toohigh')
         expect(page.locator('#epoch-count')).to_have_text('3')
         page.locator('#tree .node[data-path="1.2"] .label').first.click()
@@ -327,7 +335,7 @@ def _yticks(page, title:str, where='#panel')->list:
 
 def test_fractions_on_0_1_and_bands_within_min_max(runs, page):
     "A fraction is drawn on [0, 1]; a ReLU's mean ± std band stays within its observed min and max, so never below 0"
-    with serve(runs, port=0) as srv:
+    with serving(page, runs) as srv:
         for run in ('good', 'toohigh'):
             page.goto(srv.url + f'?run={run}')
             expect(page.locator('#epoch-count')).to_have_text('3')
@@ -344,7 +352,7 @@ def test_flat_activation_maps(runs, page):
     "A flat map (1×1 after `AdaptiveAvgPool2d`) is one colour, not black, labelled with its single value"
     import io
     from PIL import Image
-    with serve(runs, port=0) as srv:
+    with serving(page, runs) as srv:
         page.goto(srv.url + '?run=good')
         expect(page.locator('#epoch-count')).to_have_text('3')
         page.locator('#tree .node[data-path="2"] .label').first.click()
@@ -383,7 +391,7 @@ def test_histogram_fits_the_values_and_marks_values_outside(runs, page, tmp_path
     _edit_stats(tmp_path/'unsampled', lambda a: a.update(hist_out=[0, 0]))  # the max beyond the range, but no sampled value
     shutil.copytree(runs/'good', tmp_path/'good')
     hist = page.locator('#hist-heatmap')
-    with serve(tmp_path, port=0) as srv:
+    with serving(page, tmp_path) as srv:
         page.goto(srv.url + '?run=good')
         expect(page.locator('#epoch-count')).to_have_text('3')
         page.locator('#tree .node[data-path="0.0"] .label').first.click()   # values in about -3..2.6, recorded over -10..10
@@ -425,7 +433,7 @@ def test_landscape_says_what_its_directions_are(runs, page, tmp_path):
                        ('pca', dict(directions='pca', seed=None, trajectory=[[0.8, 0.6], [0.3, 0.2], [0., 0.]]))]:
         shutil.copytree(runs/'good', tmp_path/name)
         doc = {**grid, **extra}; validate(doc); save_json(doc, tmp_path/name/'landscape.json')
-    with serve(tmp_path, port=0) as srv:
+    with serving(page, tmp_path) as srv:
         page.goto(srv.url + '?run=random')
         expect(page.locator('#landscape h2 .sub')).to_have_text('around the final weights, along two random filter-normalised directions (seed 7)')
         expect(page.locator('#landscape-legend')).to_have_text('loss1 … 4')
@@ -440,7 +448,7 @@ def test_landscape_says_what_its_directions_are(runs, page, tmp_path):
 def test_compare_gives_each_run_its_own_loss_scale(runs, page):
     "In compare mode each run's loss has a chart and a y scale of its own, so the smaller loss is not flattened"
     losses = {r: [m for e in load_run(runs/r).epochs for k,m in e['recorder'].items() if k.endswith('loss')] for r in ('good', 'toohigh')}
-    with serve(runs, port=0) as srv:
+    with serving(page, runs) as srv:
         page.goto(srv.url + '?run=good&compare=toohigh')
         expect(page.locator('#compare-info')).to_contain_text('vs toohigh')
         expect(page.locator('#curves .chart[data-run]')).to_have_count(2)

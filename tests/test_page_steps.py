@@ -7,7 +7,7 @@ from fastexplorer.all import *
 from fastexplorer.stepdb import StepWriter, ACT_STATS, GRAD_STATS, step_info
 from playwright.sync_api import expect
 
-from test_browser import browser, page, runs, SHOTS   # noqa: F401  (the browser fixtures, and its skip without chromium)
+from test_browser import browser, page, runs, serving, SHOTS   # noqa: F401  (the browser fixtures, and its skip without chromium)
 
 def _step_chart(page, title:str, where='#panel'):
     return page.locator(f'{where} .step-charts .chart').filter(has=page.locator('.chart-title', has_text=title)).first
@@ -32,7 +32,7 @@ def _open(page, url:str, path:str):
 def test_step_charts_for_a_layer_a_parameter_and_training(runs, page):
     "A layer's step charts (mean, std, silent and near-zero fractions on [0, 1], histogram), a parameter's, the loss and lr, with epoch boundaries"
     info = step_info(runs/'toohigh')
-    with serve(runs, port=0) as srv:
+    with serving(page, runs) as srv:
         _open(page, srv.url + '?run=toohigh', '0.2')
         assert _titles(page) == ['activation mean', 'activation std', 'silent fraction', 'near-zero fraction', 'activation histogram']
         assert _range(page) == (0, info['last_step'])
@@ -57,7 +57,7 @@ def test_drag_zooms_every_step_chart_and_requeries(runs, page):
     "A drag across a step chart narrows every step chart of the panel to that range, asking the server for it; a double-click resets"
     asked = []
     page.on('request', lambda r: asked.append(r.url) if '/steps/' in r.url else None)
-    with serve(runs, port=0) as srv:
+    with serving(page, runs) as srv:
         _open(page, srv.url + '?run=good', '1.2')
         full = _range(page)
         box = _step_chart(page, 'activation std').locator('.plot-box').bounding_box()
@@ -92,7 +92,7 @@ def test_new_steps_and_live_alert_appear_without_reload(runs, page, tmp_path):
     "Steps written while the page is open reach every step chart within 2 s; a live alert shows, raised at its step, before its epoch file exists"
     shutil.copytree(runs/'good', tmp_path/'live')
     last = step_info(tmp_path/'live')['last_step']
-    with serve(tmp_path, port=0) as srv:
+    with serving(page, tmp_path) as srv:
         _open(page, srv.url + '?run=live', '1.2')
         assert _range(page) == (0, last)
         time.sleep(0.6)                                              # let the event stream settle
@@ -117,7 +117,7 @@ def test_new_steps_and_live_alert_appear_without_reload(runs, page, tmp_path):
 
 def test_compare_draws_the_other_runs_steps_dashed(runs, page):
     "In compare mode the compared run's step series are drawn dashed on the same charts"
-    with serve(runs, port=0) as srv:
+    with serving(page, runs) as srv:
         page.goto(srv.url + '?run=good&compare=toohigh')
         expect(page.locator('#compare-info')).to_contain_text('vs toohigh')
         page.locator('#tree .node[data-path="1.2"] .label').first.click()
