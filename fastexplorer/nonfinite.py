@@ -24,6 +24,11 @@ class FirstNonFinite(TorchDispatchMode):
     def __init__(self, stack:list, params:dict):
         super().__init__()
         self.stack,self.params,self.found = stack,params,None   # `params`: `{id(tensor): name}` of the model's parameters
+    # torch wraps a mode's `__torch_dispatch__` to keep `torch.compile` out of it, and that wrapper imports dynamo on its
+    # first call: 2.6 s before the first NaN could be named (torch 2.15, 2 cores). The batch runs again eagerly (a
+    # compiled model is run through its original module), so there is nothing to keep out
+    @classmethod
+    def _should_skip_dynamo(cls): return False
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if self.found is None and not _finite(_floats(out)):
