@@ -100,6 +100,7 @@ def _cb_before_fit(self:ExplorerCallback):
         self.opened = True
     self.mods = select_layers(model, self.layers)
     self.keys = list(self.mods)
+    self.sites = CallSites(self.keys)         # a row per call of each layer in a forward: `path`, then `path#2`…
     self.ids = {id(m): i for i,m in enumerate(self.mods.values())}
     seen,self.pkeys,ps = set(),[],[]
     for path,m in self.mods.items():
@@ -110,7 +111,7 @@ def _cb_before_fit(self:ExplorerCallback):
     sw = StepWriter(self.writer.path, self.hist_bins, self.hist_range) if self.writer is not None and self.steps else None
     if sw is not None: self.writer.manifest['steps'] = sw.fname.name
     self.record_steps = self.steps and (sw is not None or _distributed())   # every rank records, rank 0 writes
-    self.queue = StepQueue(sw, self.keys, self.pkeys, on_write=self._live_alerts) if self.record_steps else None
+    self.queue = StepQueue(sw, self.sites.keys, self.pkeys, on_write=self._live_alerts) if self.record_steps else None
     self.n_fits += 1
     allp = list({id(p): p for p in model.parameters()}.values())
     if self.writer is not None:
@@ -191,8 +192,8 @@ def _cb_before_epoch(self:ExplorerCallback):
     kw = dict(bins=self.hist_bins, hist_range=self.hist_range, near_zero=self.near_zero, sample=self.sample,
               elementwise=[i for i,m in enumerate(self.mods.values()) if self.layers is None and maybe_elementwise(m)])
     steps = self.record_steps
-    self.act = ActStats(len(self.keys), dev, steps=steps, **kw)
-    self.vact = ActStats(len(self.keys), dev, steps=steps, **kw) if self.valid else None
+    self.act = ActStats(len(self.keys), dev, steps=steps, sites=self.sites, **kw)
+    self.vact = ActStats(len(self.keys), dev, steps=steps, sites=self.sites, **kw) if self.valid else None
     self.pstats = ParamStats(self.ps, steps=steps)
     self.cstats = CustomStats()
     self.epoch_started,self.partial,self.sampled,self.step_cancelled = True,False,False,False
@@ -347,7 +348,7 @@ ExplorerCallback.after_batch,ExplorerCallback._flush_steps,ExplorerCallback._clo
 # %% ../nbs/03f_callback.ipynb #307425f2
 def _live_alerts(self:ExplorerCallback, metas:list, act, grad):
     "Look for alerts in the batches just handed to the step database, and put new ones in `run.json` at once"
-    if self.live.check(metas, act, grad, self.keys, self.pkeys, self.n_epochs + 1, self.act) and self.writer is not None:
+    if self.live.check(metas, act, grad, self.sites.keys, self.pkeys, self.n_epochs + 1, self.act) and self.writer is not None:
         self.writer.write_manifest(live_alerts=self.live.alerts)
 
 ExplorerCallback._live_alerts = _live_alerts
@@ -443,7 +444,7 @@ def _cb_after_cancel_batch(self:ExplorerCallback):
     "A batch cancelled before `after_pred`: its hooks come off, and its unflushed rows are dropped"
     self._remove_hooks()
     for st in (getattr(self, 'act', None), getattr(self, 'vact', None)):
-        if isinstance(st, ActStats): st.rows,st.idx,st.sizes = [],[],[]
+        if isinstance(st, ActStats): st.rows,st.idx,st.sizes,st.ncalls = [],[],[],{}
 
 ExplorerCallback._eager,ExplorerCallback._compiled_again = _eager,_compiled_again
 ExplorerCallback.after_cancel_batch = _cb_after_cancel_batch

@@ -16,7 +16,7 @@ from fastcore.basics import patch, ifnone
 
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader', 'load_schema', 'validate',
-           'Node', 'depth_idx_labels', 'Representation', 'select_modules']
+           'Node', 'depth_idx_labels', 'Representation', 'select_modules', 'site_key', 'site_of']
 
 # %% ../nbs/00_core.ipynb #07a3e183
 def _json_key(k):
@@ -346,3 +346,14 @@ def select_modules(
         return cache
     sel = _select(mods, layers, labels, alias)
     return {p: m for p,m in mods.items() if p in sel}
+
+# %% ../nbs/00_core.ipynb #75f4c367
+def site_key(path:str, call:int)->str:
+    "The name of call `call` (from 1) of the module at `path`: its path for the first call, `path#call` after"
+    return path if call <= 1 else f"{path}#{call}"
+
+def site_of(key:str)->tuple:
+    "`(path, call)` of a call site's name (`site_key` backwards); a plain path is call 1"
+    path,sep,c = key.rpartition('#')
+    return (path, int(c)) if sep and c.isdigit() and int(c) > 1 else (key, 1)
+

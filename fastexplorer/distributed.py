@@ -38,6 +38,7 @@ def all_reduce_stats(
 )->dict:
     "Combine every rank's `acts` in place into the statistics of all their batches, and return `counts` combined: a collective"
     acts,counts = [a for a in acts if a is not None],dict(counts or {})
+    for a in acts: a._grow()   # a row for every call site the fit has seen, whichever split saw it (the same on every rank)
     mine = {'units': [[None if u is None else u.numel() for u in a.units] for a in acts], 'errors': [a.errors for a in acts],
             'minima': [[v is not None for v in a.umins] for a in acts], 'dims': [a.dims for a in acts]}
     every = [None] * dist.get_world_size(group)

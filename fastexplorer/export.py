@@ -100,26 +100,35 @@ class RunWriter:
 # %% ../nbs/02_export.ipynb #e03cd7af
 _SKIP = {'inputs', 'outputs'}
 
-def _node_copy(d:dict, stats:dict)->dict:
+def _node_copy(d:dict, stats:dict, calls:dict)->dict:
     res = {k: v for k,v in d.items() if k not in ('nodes', 'xtra')}
     xtra = {k: v for k,v in d.get('xtra', {}).items() if k not in _SKIP}
     key = xtra.get('shared_with', d.get('path'))
     if key in stats: xtra['stats'] = stats[key]
     if xtra: res['xtra'] = xtra
-    if 'nodes' in d: res['nodes'] = [_node_copy(o, stats) for o in d['nodes']]
+    kids = [_node_copy(o, stats, calls) for o in d.get('nodes', [])]
+    for c in calls.get(key, ()):          # a further call of this module: a node of its own, with that call's statistics
+        kids.append({'name': f"call {c}", 'type': 'Call', 'index': len(kids), 'path': site_key(d['path'], c),
+                     'xtra': {'call': c, 'stats': stats[site_key(key, c)]}})
+    if kids: res['nodes'] = kids
     return res
 
 def epoch_doc(
     tree:dict,              # the representation's root node dictionary
     epoch:int,              # the epoch number, counting from 1 over all fits
-    stats:dict,             # `{path: {'act': {...}, 'grad': {...}, ...}}`
+    stats:dict,             # `{path: {'act': {...}, 'grad': {...}, ...}}`, with `path#2`… for further calls of a module
     recorder:dict|None=None,# the epoch's row of fastai's `Recorder`
     alerts:list|None=None,  # alerts found in `stats`
     **info,                 # more top-level keys: `fit`, `partial`, `sampled`, `hist`
 )->dict:
-    "The document of one epoch: the tree with each node's statistics, the recorder's row and the alerts"
+    "The document of one epoch: the tree with each node's statistics (a `Call` node under a module for each of its further calls), the recorder's row and the alerts"
+    calls = {}
+    for k in stats:
+        if (s := site_of(k))[1] > 1: calls.setdefault(s[0], []).append(s[1])
+    calls = {p: sorted(cs) for p,cs in calls.items()}
     return {'schema': 'fastexplorer/epoch', 'version': SCHEMA_VERSION, 'epoch': epoch, 'partial': False, **info,
-            'recorder': recorder or {}, 'alerts': alerts or [], 'tree': _node_copy(tree, stats)}
+            'recorder': recorder or {}, 'alerts': alerts or [], 'tree': _node_copy(tree, stats, calls)}
+
 
 # %% ../nbs/02_export.ipynb #d102e683
 def _order(tree:dict)->dict:
@@ -147,7 +156,17 @@ def _done_order(tree:dict)->dict:
     walk(tree)
     return res
 
-def _key(order, p): o = order.get(p); return (o is None, o if o is not None else 0, p)
+def _key(order, p):
+    "Sort key of layer `p` by `order`: layers without one last; a module's further calls (`p#2`…) just after its first"
+    base,c = site_of(p) if isinstance(p, str) else (p, 1)
+    o = order.get(base)
+    return (o is None, o if o is not None else 0, c, p or '')
+
+def _site_name(p:str, st:dict|None=None)->str:
+    "How an alert names layer `p`, saying which call it was for a module called several times (`st`: its statistics)"
+    base,c = site_of(p)
+    if c > 1: return f"call {c} of `{base}`"
+    return f"`{p}`" + (" (its first call)" if (st or {}).get('call') == 1 else '')
 
 # %% ../nbs/02_export.ipynb #bcf4eb9b
 HINTS = {   # why an alert usually happens, and what to try
@@ -196,15 +215,17 @@ def find_alerts(
             s = stats[p][kind]
             what = {'act': 'activations', 'valid_act': 'validation activations', 'grad': 'gradients'}[kind]
             res.append({'kind': 'nonfinite', 'layer': p, 'stat': kind, 'value': s['nan'] + s['inf'],
-                        'message': f"first non-finite {what} in `{p}`: {s['nan']} NaN, {s['inf']} Inf"})
+                        'message': f"first non-finite {what} in {_site_name(p, s)}: {s['nan']} NaN, {s['inf']} Inf"})
     for p,s in sorted(stats.items(), key=lambda o: _key(order, o[0])):
         a = s.get('act') or {}
         if (a.get('dead_frac') or 0) > dead and not nonfinite(p, 'act'):        # NaN is never positive, nor does it vary
             what = 'did not vary' if a.get('dead_rule') == 'constant' else 'were never positive'
             res.append({'kind': 'dead', 'layer': p, 'stat': 'act', 'value': a['dead_frac'], 'rule': a.get('dead_rule', 'never positive'),
-                        'message': f"{a['dead_frac']:.0%} of the {a['units']} units of `{p}` {what}"})
+                        'message': f"{a['dead_frac']:.0%} of the {a['units']} units of {_site_name(p, a)} {what}"})
         g,w = s.get('grad') or {},s.get('weight') or {}
-        if w.get('requires_grad') and g.get('steps') and w.get('update_steps') and w.get('update_max') == 0 and not nonfinite(p, 'grad'):
+        # frozen: a gradient that is not zero, and still no change; a zero gradient (behind dead units, say) is another story
+        if (w.get('requires_grad') and g.get('steps') and g.get('max_abs') and w.get('update_steps') and w.get('update_max') == 0
+            and not nonfinite(p, 'grad')):
             res.append({'kind': 'frozen', 'layer': p, 'stat': 'weight', 'value': 0,
                         'message': f"`{p}` did not change in {w['update_steps']} sampled steps although it requires grad"})
     norms = [(p, s['grad']['norm']) for p,s in sorted(stats.items(), key=lambda o: _key(order, o[0]))

@@ -15,9 +15,9 @@ from .core import *
 from .probe import *
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'has_own_params', 'maybe_elementwise', 'select_layers',
-           'ElementSampler', 'act_row', 'unit_dim', 'unit_extreme', 'dead_mask', 'ActStats', 'dead_fraction',
-           'step_row']
+__all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'CALL_SITES', 'has_own_params', 'maybe_elementwise',
+           'select_layers', 'ElementSampler', 'act_row', 'unit_dim', 'unit_extreme', 'dead_mask', 'CallSites',
+           'ActStats', 'dead_fraction', 'step_row']
 
 # %% ../nbs/03_stats.ipynb #158a8ec1
 # activation modules, recorded by default like every module that holds parameters
@@ -176,34 +176,71 @@ def _fold(acc:list, i:int, u:torch.Tensor, fill:float, f):
     if acc[i].shape != u.shape: return False
     f(acc[i], u, out=acc[i]); return True
 
+CALL_SITES = 16   # calls of one module in a forward that get a row each; from the 16th on, calls share the 16th's row
+
+class CallSites:
+    "The rows of `n` layers' statistics: row `i` is layer `i`'s first call in a forward, and each further call gets a row of its own when first seen"
+    def __init__(self, keys:list): self.keys,self.n,self.extra = list(keys),len(keys),{}   # extra: `{(layer, call): row}`
+    def __len__(self): return len(self.keys)
+
+    def row(self, i:int, c:int)->int:
+        "The row of call `c` (from 0, within one forward) of layer `i`"
+        if c == 0: return i
+        c = min(c, CALL_SITES - 1)
+        if (j := self.extra.get((i, c))) is None:
+            j = self.extra[(i, c)] = len(self.keys)
+            self.keys.append(site_key(self.keys[i], c + 1))
+        return j
+
+    def call(self, j:int)->int|None:
+        "The call (from 1) that row `j` holds, where its layer has several; `None` for a layer called once"
+        if j >= self.n: return next(c + 1 for (i,c),r in self.extra.items() if r == j)
+        return 1 if any(i == j for i,_ in self.extra) else None
+
 class ActStats:
-    "One epoch's activation statistics of `n` layers, accumulated on `device`"
+    "One epoch's activation statistics of `n` layers (a row per call site: `sites`), accumulated on `device`"
     def __init__(self, n:int, device, bins:int=40, hist_range=(-10., 10.), near_zero:float=0.05, sample:int=4096, steps:bool=False,
-                 elementwise=()):   # layers whose calls count only when the output keeps the input's shape (`maybe_elementwise`)
-        self.n,self.device,self.bins,(self.lo,self.hi),self.near_zero,self.keep_steps = n,device,bins,hist_range,near_zero,steps
+                 elementwise=(),   # layers whose calls count only when the output keeps the input's shape (`maybe_elementwise`)
+                 sites:CallSites|None=None): # the fit's call sites, shared by its epochs and splits (default: new ones)
+        self.device,self.bins,(self.lo,self.hi),self.near_zero,self.keep_steps = device,bins,hist_range,near_zero,steps
+        self.sites = sites if sites is not None else CallSites(list(map(str, range(n))))
         self.elementwise = set(elementwise)
         self.dt = torch.float32 if torch.device(device).type == 'mps' else torch.float64
         self.sampler,self.scratch = ElementSampler(sample),{}
-        self.acc = torch.zeros(n, 9 + bins + 2, dtype=self.dt, device=device)
-        self.mins = torch.full((n,), math.inf, dtype=self.dt, device=device)
-        self.maxs = torch.full((n,), -math.inf, dtype=self.dt, device=device)
-        self.units,self.umins,self.dims,self.errors,self.step_units = [None]*n,[None]*n,[None]*n,{},{}
-        self.rows,self.idx,self.sizes,self.batches,self.made,self.nonfinite = [],[],[],0,{},None
+        self.n = 0
+        self.acc = torch.zeros(0, 9 + bins + 2, dtype=self.dt, device=device)
+        self.mins,self.maxs = torch.zeros(0, dtype=self.dt, device=device),torch.zeros(0, dtype=self.dt, device=device)
+        self.units,self.umins,self.dims,self.errors,self.step_units = [],[],[],{},{}
+        self.rows,self.idx,self.sizes,self.batches,self.made,self.nonfinite,self.ncalls = [],[],[],0,{},None,{}
+        self._grow()
+
+    def _grow(self):
+        "Rows for the call sites seen since the accumulators were made (a new one is rare: the first batch finds them all)"
+        k = len(self.sites) - self.n
+        if k <= 0: return
+        z = lambda fill, *s: torch.full((k, *s), fill, dtype=self.dt, device=self.device)
+        self.acc = torch.cat([self.acc, z(0., self.acc.shape[1])])
+        self.mins,self.maxs = torch.cat([self.mins, z(math.inf)]),torch.cat([self.maxs, z(-math.inf)])
+        self.units += [None] * k; self.umins += [None] * k; self.dims += [None] * k
+        self.n = len(self.sites)
 
 # %% ../nbs/03_stats.ipynb #0872896a
 @patch
 def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
-    "Reduce output `o` of layer `i` (module `m`, called on `inp`); never raises: an unsupported output is noted and skipped"
+    "Reduce output `o` of layer `i` (module `m`, called on `inp`) into the row of this call's site; never raises: an unsupported output is noted and skipped"
+    c = self.ncalls[i] = self.ncalls.get(i, -1) + 1         # calls of layer `i` in this forward, before this one
+    j = self.sites.row(i, c)
     try:
+        if j >= self.n: self._grow()
         x = _first_tensor(o)
         if x is None or x.numel() == 0 or x.is_complex() or x.is_sparse: return
         xi = _first_tensor(inp) if inp is not None else None
         if i in self.elementwise and (xi is None or xi.shape != x.shape): return   # not element-wise after all
         row = act_row(x, self.sampler, self.bins, self.lo, self.hi, self.near_zero, self.scratch)
-        self.rows.append(row); self.idx.append(i); self.sizes.append(row_n := x.numel())
+        self.rows.append(row); self.idx.append(j); self.sizes.append(row_n := x.numel())
         made = self.made.get((xi.data_ptr(), xi.shape)) if xi is not None and xi.shape == x.shape else None
         if (d := unit_dim(m, x, made)) is None: return
-        self.made[(x.data_ptr(), x.shape)] = self.dims[i] = d
+        self.made[(x.data_ptr(), x.shape)] = self.dims[j] = d
         x = x.detach() if x.dtype == torch.float32 else x.detach().float()
         rect = isinstance(m, RECTIFIERS)
         if not rect: x = x.narrow(0, 0, min(UNIT_SAMPLES, x.shape[0]))   # extrema of the first samples: does a unit vary?
@@ -213,19 +250,20 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
         else: hi = lo = x
         u = unit_extreme(hi, d)
         v = None if rect else unit_extreme(lo, d, largest=False)
-        ok = _fold(self.units, i, u, -math.inf, torch.fmax) and (v is None or _fold(self.umins, i, v, math.inf, torch.fmin))
-        if not ok: self.errors[i] = f"unit count changed between calls ({self.units[i].numel()} then {u.numel()})"
+        ok = _fold(self.units, j, u, -math.inf, torch.fmax) and (v is None or _fold(self.umins, j, v, math.inf, torch.fmin))
+        if not ok: self.errors[j] = f"unit count changed between batches ({self.units[j].numel()} then {u.numel()})"
         elif self.keep_steps:
-            su = self.step_units.get(i)
-            if su is None: self.step_units[i] = (u, v)
-            elif su[0].shape == u.shape: self.step_units[i] = (torch.fmax(su[0], u), None if v is None else torch.fmin(su[1], v))
-    except Exception as e: self.errors[i] = f"{type(e).__name__}: {e}"
+            su = self.step_units.get(j)
+            if su is None: self.step_units[j] = (u, v)
+            elif su[0].shape == u.shape: self.step_units[j] = (torch.fmax(su[0], u), None if v is None else torch.fmin(su[1], v))
+    except Exception as e: self.errors[j] = f"{type(e).__name__}: {e}"
+
 
 # %% ../nbs/03_stats.ipynb #8df953f4
 @patch
 def flush(self:ActStats):
     "Add the rows of the batch just run into the epoch's accumulators; with `steps`, return the batch's own (raw accumulators with extrema, unit extrema)"
-    self.made,self.nonfinite = {},None
+    self.made,self.nonfinite,self.ncalls = {},None,{}
     if not self.rows: return None
     R = torch.stack(self.rows)
     idx = torch.tensor(self.idx, device=R.device)
@@ -263,10 +301,13 @@ def _unit_stats(umax:torch.Tensor, umin, dim:int, max_units:int=1024)->dict:
 
 @patch
 def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
-    "`{key: stats}` for every layer that produced a supported output (one host copy)"
+    "`{key: stats}` for every call site that produced a supported output (one host copy); `i_to_key` names the layers, and a further call of layer `p` is `p#2`, `p#3`…"
+    self._grow()
     acc,mins,maxs = self.acc.cpu().tolist(),self.mins.cpu().tolist(),self.maxs.cpu().tolist()
+    keys = list(i_to_key)[:self.sites.n]
+    keys += [site_key(keys[i], c + 1) for i,c in self.sites.extra]   # in row order: rows are numbered as sites are found
     res = {}
-    for i,key in enumerate(i_to_key):
+    for i,key in enumerate(keys):
         n,nan,nf,sn,nz,s,q,a,calls,below,*hist,above = acc[i]
         if i in self.errors and not calls: res[key] = {'unsupported': self.errors[i]}; continue
         if not calls: continue
@@ -281,6 +322,7 @@ def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
             v = self.umins[i]
             st.update(_unit_stats(u.cpu(), None if v is None else v.cpu(), self.dims[i], max_units))
         if i in self.errors: st['unsupported'] = self.errors[i]
+        if (c := self.sites.call(i)) is not None: st['call'] = c   # a layer called several times: which call this row is
         res[key] = st
     return res
 

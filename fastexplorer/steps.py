@@ -6,11 +6,11 @@ Docs: https://fastexplorer.github.io/fastexplorer/steps.html.md"""
 
 # %% ../nbs/03e_steps.ipynb #b03b5b4b
 from __future__ import annotations
-import time
+import math, time
 import numpy as np
 import torch
 import torch.distributed as dist
-from .export import _key, group_alerts
+from .export import _key, _site_name, group_alerts
 from .stepdb import StepWriter
 from .stats import *
 from .distributed import _distributed, _on_host, _combine_steps
@@ -25,9 +25,11 @@ def _scalar_of(t): return t.detach().reshape(-1)[:1].float() if isinstance(t, to
 
 def _rows(pend:list, k:int, keep)->tuple:
     "Stack item `k` of the queued batches that have one: an array of rows (batch index, row index, values…) where `keep`"
-    have = [(i, p[k]) for i,p in enumerate(pend) if p[k] is not None]
+    have = [(i, torch.as_tensor(p[k])) for i,p in enumerate(pend) if p[k] is not None]
     if not have: return None
-    A = torch.stack([torch.as_tensor(t) for _,t in have]).cpu().numpy()      # one device-to-host copy
+    n = max(len(t) for _,t in have)        # a call site first seen in a later batch adds a row: earlier batches' is NaN
+    A = torch.stack([t if len(t) == n else torch.cat([t, t.new_full((n - len(t), *t.shape[1:]), math.nan)]) for _,t in have])
+    A = A.cpu().numpy()                                                      # one device-to-host copy
     bi,ri = np.nonzero(keep(A))
     return np.column_stack([np.array([i for i,_ in have])[bi], ri, A[bi, ri]])
 
@@ -130,7 +132,7 @@ class LiveAlerts:
             m,p = metas[b],names[int(r[1])]
             stat = 'grad' if rows is grad else 'act' if m['split'] == 'train' else 'valid_act'
             a = dict(kind='nonfinite', layer=p, stat=stat, value=int(r[col] + r[col + 1]), step=m['step'],
-                     message=f"first non-finite {what[stat]} in `{p}` at step {m['step']}: {int(r[col])} NaN, {int(r[col + 1])} Inf")
+                     message=f"first non-finite {what[stat]} in {_site_name(p)} at step {m['step']}: {int(r[col])} NaN, {int(r[col + 1])} Inf")
             self.add(('nonfinite', stat), epoch=epoch, **group_alerts([a])[0])
         nonfinite = any(k[0] == 'nonfinite' for k in self.seen)       # a NaN run's alert is that one: no dead alert beside it
         if not self.dead_checked and not nonfinite and stats.batches >= DEAD_AFTER:
@@ -143,6 +145,6 @@ class LiveAlerts:
                 if f > self.dead:
                     p,what = keys[i],'were never positive' if v is None else 'did not vary'
                     found.append(dict(kind='dead', layer=p, stat='act', value=f, rule='never positive' if v is None else 'constant', step=metas[-1]['step'],
-                                      message=f"{f:.0%} of the {u.numel()} units of `{p}` {what} in the first {stats.batches} sampled batches"))
+                                      message=f"{f:.0%} of the {u.numel()} units of {_site_name(p, {'call': stats.sites.call(i)})} {what} in the first {stats.batches} sampled batches"))
             for a in group_alerts(found): self.add(('dead',), epoch=epoch, **a)   # one alert, naming the first layer
         return len(self.alerts) > n0

@@ -99,3 +99,41 @@ def test_nan_run_alerts_once_at_the_first_output(tmp_path):
     assert op['layer'] == 'conv_proj' and op['param'] == 'conv_proj.weight' and op['hint'], op['message']
     live = [a for a in run.meta.get('live_alerts', []) if a.get('stat') == 'act']
     assert live and live[0]['layer'] == 'conv_proj' and live[0]['epoch'] == 2
+
+def test_each_call_of_a_module_is_its_own_layer(tmp_path):
+    "torchvision's `BasicBlock.relu` runs twice: with `layer2.0.bn1.bias = -100` its first call is dead and named first, its second alive, each on its own row in the epoch file, the tree, the steps and the history"
+    learn = ZOO['resnet18_tv']()
+    with torch.no_grad(): learn.model.layer2[0].bn1.bias.fill_(-100.)
+    run = _fit(learn, tmp_path/'run')
+    first,second = run.stats('layer2.0.relu')[0],run.stats('layer2.0.relu#2')[0]
+    assert (first['call'], first['dead_frac'], second['call'], second['dead_frac']) == (1, 1.0, 2, 0.0), (first, second)
+    assert first['calls'] == second['calls'] == len(learn.dls.train), (first['calls'], second['calls'])   # one call each a batch
+    alerts = run.epochs[0]['alerts']
+    assert (alerts[0]['kind'], alerts[0]['layer']) == ('dead', 'layer2.0.relu'), [a['message'] for a in alerts]
+    assert '(its first call)' in alerts[0]['message'] and 'frozen' not in {a['kind'] for a in alerts}   # bn1's zero gradient is not a frozen layer
+    node = next(n for n in _nodes(run.epochs[0]['tree']) if n.get('path') == 'layer2.0.relu')
+    assert [(c['type'], c['name'], c['path']) for c in node['nodes']] == [('Call', 'call 2', 'layer2.0.relu#2')]
+    steps = run.query_steps(layers='layer2.0.relu#2', stats='silent_frac', kinds='act')
+    assert len(steps) == len(learn.dls.train) and (steps.value == 0).all(), steps
+    assert (run.query_steps(layers='layer2.0.relu', stats='silent_frac', kinds='act').value == 1).all()
+    (epoch,st), = node_history(run.path, ['layer2.0.relu#2'])['layer2.0.relu#2']
+    assert (epoch, st['act']['dead_frac']) == (1, 0.0), st
+
+def _nodes(d):
+    yield d
+    for c in d.get('nodes', []): yield from _nodes(c)
+
+def test_calls_with_different_units(tmp_path):
+    "fastai's tabular model shares one ReLU between blocks of 20 and 10 features: each call counts its own units (a hook's oracle), with no 'unit count changed'"
+    learn = ZOO['tabular']()
+    relu = learn.model.layers[0][1]
+    assert relu is learn.model.layers[1][1]
+    seen = []
+    h = relu.register_forward_hook(lambda m, i, o: seen.append(o.shape[-1]))
+    try: run = _fit(learn, tmp_path/'run')
+    finally: h.remove()
+    k = len(seen) // (len(learn.dls.train) + len(learn.dls.valid))   # calls a forward
+    assert k == 2, seen
+    sts = [run.stats(p)[0] for p in ('layers.0.1', 'layers.0.1#2')]
+    assert [(s['units'], s['call']) for s in sts] == [(seen[0], 1), (seen[1], 2)] and not any('unsupported' in s for s in sts), sts
+    assert [a['message'] for a in run.epochs[0]['alerts']] == []

@@ -4,6 +4,8 @@ from contextlib import contextmanager
 from pathlib import Path
 import pytest
 from fastai.callback.progress import *   # noqa: F403
+from torch import nn
+from fastai.learner import Learner
 from fastexplorer.all import *
 from playwright.sync_api import expect   # locator assertions: no eval in the page, which our CSP forbids
 
@@ -460,4 +462,29 @@ def test_compare_gives_each_run_its_own_loss_scale(runs, page):
             lo, hi = min(losses[r]), max(losses[r])
             assert ys[0] <= lo and hi <= ys[-1] and ys[-1] - ys[0] < 3 * (hi - lo), (r, ys, lo, hi)   # fitted to this run's losses
         page.screenshot(path=str(SHOTS/'compare-losses.png'))
+    assert page.problems == []
+
+class _TwiceReLU(nn.Module):
+    "One `ReLU` called twice in each forward: on the flattened image (64 features), then on the hidden layer (16)"
+    def __init__(self):
+        super().__init__()
+        self.lin1,self.relu,self.lin2 = nn.Linear(64, 16),nn.ReLU(),nn.Linear(16, 10)
+    def forward(self, x): return self.lin2(self.relu(self.lin1(self.relu(x.flatten(1)))))
+
+def test_each_call_of_a_module_has_its_row(page, tmp_path):
+    "A module called twice shows a row for its second call (`relu#2`) under its own, whose panel has that call's statistics, step charts included"
+    learn = Learner(digits_dls(), _TwiceReLU(), loss_func=nn.CrossEntropyLoss(), cbs=ExplorerCallback(tmp_path/'twice', every=4))
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-2)
+    with serving(page, tmp_path) as srv:
+        page.goto(srv.url + '?run=twice')
+        row = page.locator('#tree .node[data-path="relu#2"]')
+        expect(row).to_have_attribute('data-type', 'Call')
+        expect(row.locator('.name').first).to_have_text('call 2')
+        expect(page.locator('#node-count')).to_have_text(str(_n_nodes(tmp_path/'twice')))   # the representation's nodes
+        row.locator('.label').first.click()
+        expect(page.locator('#panel-title')).to_contain_text('relu#2')
+        expect(page.locator('#panel')).to_contain_text('2 of 2 of relu')
+        expect(page.locator('#panel .step-block[data-drawn]').first).to_be_visible()
+        expect(page.locator('#panel .charts[data-history="all"]')).to_have_count(1)
+        page.screenshot(path=str(SHOTS/'calls.png'), full_page=True)
     assert page.problems == []

@@ -35,7 +35,7 @@ export function renderHeader() {
   st.className = 'status st-' + (run.status || 'unknown');
   if (run.meta && run.meta.error) st.title = String(run.meta.error);
   else if (run.meta && run.meta.versions) st.title = Object.entries(run.meta.versions).map(([k, v]) => `${k} ${v}`).join(', ');
-  const nodes = S.tree ? S.tree.nodes.length : 0;
+  const nodes = S.tree ? S.tree.nodes.filter((n) => n.type !== 'Call').length : 0;   // the representation's nodes: calls are rows, not nodes
   $('#epoch-count').textContent = String(run.epochs.size);
   $('#epoch-word').textContent = run.epochs.size === 1 ? 'epoch' : 'epochs';
   $('#node-count').textContent = String(nodes);

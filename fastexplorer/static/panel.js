@@ -44,6 +44,7 @@ export function renderPanel() {
     ['params', fin(x.params) ? fmtInt(x.params) : null], ['trainable', fin(x.trainable) && x.trainable !== x.params ? fmtInt(x.trainable) : null],
     ['numel', fin(x.numel) ? fmtInt(x.numel) : null], ['requires_grad', x.requires_grad === undefined ? null : String(x.requires_grad)],
     ['calls', fin(x.calls) && x.calls > 1 ? x.calls : null, 'times called per forward pass'], ['shared with', x.shared_with],
+    ['call', fin(x.call) && node.parent ? `${x.call} of ${node.parent.xtra.calls} of ${node.parent.path || '(model)'}` : null, 'a further call of its module in one forward pass: its statistics are its own'],
     ['depth-idx', typeof x.depth_idx === 'string' ? x.depth_idx : null, 'torchinfo/scio label: depth below the model - rank at that depth'],
   ]);
   out.push(info);
@@ -126,7 +127,7 @@ export function renderPanel() {
     if (params.length) ['weight norm', 'update ratio', 'gradient norm', 'gradient max |g|'].forEach((t) => charts.push(sk(t)));
     out.push(h('div', { class: 'charts' }, ...charts));
   } else if (!hasAct && !hasParam && !hasCustom) {
-    const container = node.children.some((c) => c.type !== 'Parameter');
+    const container = node.children.some((c) => c.type !== 'Parameter' && c.type !== 'Call');
     const why = !run.epochs.size ? 'No statistics yet: no epoch has been loaded.'
       : 'No statistics were recorded for this node.' + (container ? ' It is a container: open it and pick a layer inside.' : '');
     out.push(h('div', { class: 'note no-stats', text: why }));

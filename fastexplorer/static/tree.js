@@ -5,6 +5,9 @@ import { OVERLAYS } from './overlay.js';
 import { renderPanel } from './panel.js';
 import { renderHeatmaps } from './heatmaps.js';
 
+/* Calls of one module in a forward that have rows of their own (the statistics' `CALL_SITES`): later ones share the last. */
+const CALL_SITES = 16;
+
 export function initTree(rep) {
   const nodes = [], byPath = new Map();
   let model = null;
@@ -18,6 +21,14 @@ export function initTree(rep) {
     if (node.path !== null && !byPath.has(node.path)) byPath.set(node.path, node);
     if (!model && node.path === '') model = node;
     if (Array.isArray(n.nodes)) for (const c of n.nodes) if (c && typeof c === 'object') node.children.push(add(c, node, depth + 1));
+    // a layer called several times in a forward: a row for each further call, whose statistics are its own (`path#2`…)
+    const calls = Number(x.calls) || 0;
+    if (node.path !== null && calls > 1 && node.type !== 'Parameter' && node.children.every((c) => c.type === 'Parameter'))
+      for (let c = 2; c <= Math.min(calls, CALL_SITES); c++) {
+        const o = Array.isArray(x.outputs) ? x.outputs[c - 1] : null;
+        node.children.push(add({ name: `call ${c}`, type: 'Call', path: `${node.path}#${c}`,
+                                 xtra: { class: 'Call', call: c, shape: o && o.shape, dtype: o && o.dtype } }, node, depth + 1));
+      }
     return node;
   };
   const root = add(rep, null, 0);
