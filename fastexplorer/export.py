@@ -204,7 +204,9 @@ def find_alerts(
             res.append({'kind': 'dead', 'layer': p, 'stat': 'act', 'value': a['dead_frac'], 'rule': a.get('dead_rule', 'never positive'),
                         'message': f"{a['dead_frac']:.0%} of the {a['units']} units of `{p}` {what}"})
         g,w = s.get('grad') or {},s.get('weight') or {}
-        if w.get('requires_grad') and g.get('steps') and w.get('update_steps') and w.get('update_max') == 0 and not nonfinite(p, 'grad'):
+        # a gradient that is exactly zero (behind dead units) moves no weight: that is not the optimiser's doing
+        if (w.get('requires_grad') and g.get('steps') and g.get('max_abs') and w.get('update_steps') and w.get('update_max') == 0
+            and not nonfinite(p, 'grad')):
             res.append({'kind': 'frozen', 'layer': p, 'stat': 'weight', 'value': 0,
                         'message': f"`{p}` did not change in {w['update_steps']} sampled steps although it requires grad"})
     norms = [(p, s['grad']['norm']) for p,s in sorted(stats.items(), key=lambda o: _key(order, o[0]))
