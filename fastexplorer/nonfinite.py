@@ -19,6 +19,10 @@ __all__ = ['FirstNonFinite', 'find_nonfinite']
 def _floats(o)->list: return [t for t in tree_leaves(o) if isinstance(t, torch.Tensor) and t.is_floating_point()]
 def _finite(ts:list)->bool: return all(bool(torch.isfinite(t).all()) for t in ts)
 
+# operations that return memory they did not write: what it holds (NaN under `torch.use_deterministic_algorithms`) is no result
+_UNINITIALISED = {'aten::empty', 'aten::empty_like', 'aten::empty_strided', 'aten::empty_permuted', 'aten::new_empty',
+                  'aten::new_empty_strided'}
+
 class FirstNonFinite(TorchDispatchMode):
     "A dispatch mode that notes the first operation returning a non-finite value, inside the module on top of `stack`"
     def __init__(self, stack:list, params:dict):
@@ -31,7 +35,7 @@ class FirstNonFinite(TorchDispatchMode):
     def _should_skip_dynamo(cls): return False
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if self.found is None and not _finite(_floats(out)):
+        if self.found is None and func._schema.name not in _UNINITIALISED and not _finite(_floats(out)):
             ins = _floats((args, kwargs))
             bad = [self.params[id(t)] for t in ins if id(t) in self.params and not bool(torch.isfinite(t).all())]
             self.found = {'module': self.stack[-1] if self.stack else '', 'op': func._schema.name,
