@@ -28,6 +28,7 @@ class FirstNonFinite(TorchDispatchMode):
     def __init__(self, stack:list, params:dict):
         super().__init__()
         self.stack,self.params,self.found = stack,params,None   # `params`: `{id(tensor): name}` of the model's parameters
+        self.nodes = None   # in the backward pass: `{autograd node: path of the module whose forward made it}`
     # torch wraps a mode's `__torch_dispatch__` to keep `torch.compile` out of it, and that wrapper imports dynamo on its
     # first call: 2.6 s before the first NaN could be named (torch 2.15, 2 cores). The batch runs again eagerly (a
     # compiled model is run through its original module), so there is nothing to keep out
@@ -39,31 +40,54 @@ class FirstNonFinite(TorchDispatchMode):
             ins = _floats((args, kwargs))
             bad = [self.params[id(t)] for t in ins if id(t) in self.params and not bool(torch.isfinite(t).all())]
             self.found = {'module': self.stack[-1] if self.stack else '', 'op': func._schema.name,
-                          'inputs_finite': _finite(ins), 'param': bad[0] if bad else None}
+                          'inputs_finite': _finite(ins), 'param': bad[0] if bad else None, 'phase': 'forward'}
+            if self.nodes is not None:                  # the backward: the node being run, made by a module's forward
+                node = torch._C._current_autograd_node()
+                self.found.update(module=self.nodes.get(node, ''), phase='backward', node=type(node).__name__ if node is not None else None)
         return out
 
 # %% ../nbs/03g_nonfinite.ipynb #18823059
+def _node_owners(o, owner:str, nodes:dict):
+    "Map the autograd nodes that made `o` and are not mapped yet (the ops of a module, after its children's) to module path `owner`"
+    todo = [t.grad_fn for t in tree_leaves(o) if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    while todo:
+        n = todo.pop()
+        if n is None or n in nodes: continue
+        nodes[n] = owner
+        todo += [f for f,_ in n.next_functions]
+
 def find_nonfinite(
     model:nn.Module,
     xb:tuple,          # the batch's inputs
     rng=None,          # torch's CPU random state before the batch (`torch.get_rng_state()`), to draw the same dropout masks
     cuda_rng=None,     # the CUDA random state of the model's device before the batch, for a model on a GPU
-)->dict|None:          # `{'module', 'op', 'inputs_finite', 'param'}` of the first operation that returned a non-finite value
-    "Run `model(*xb)` once more without gradients and name the module and ATen operation that first returned NaN or Inf"
-    stack,hooks = [],[]
+    loss=None,         # `f(output)`, the batch's loss: then the backward pass is looked at too, when the forward made no NaN
+)->dict|None:          # `{'module', 'op', 'inputs_finite', 'param', 'phase'}` of the first operation that returned a non-finite value
+    "Run `model(*xb)` once more (and, with `loss`, its backward) and name the module and ATen operation that first returned NaN or Inf"
+    stack,hooks,nodes = [],[],{}
     params = {id(p): n for n,p in model.named_parameters(remove_duplicate=False)}
     state = ModelState(model)
     try:
         def enter(p): return lambda m, a: stack.append(p)
-        def leave(m, a, o): stack.pop()                     # returns `None`: the output is left as it is
+        def leave(m, a, o):                                 # returns `None`: the output is left as it is
+            p = stack.pop()
+            if loss is not None: _node_owners(o, p, nodes)
         for path,m in model.named_modules():
             hooks += [m.register_forward_pre_hook(enter(path)), m.register_forward_hook(leave)]
-        with preserved_rng(model_device(model)), torch.no_grad():
+        with preserved_rng(model_device(model)), torch.set_grad_enabled(loss is not None):
             if rng is not None: torch.set_rng_state(rng)
             if cuda_rng is not None: torch.cuda.set_rng_state(cuda_rng, model_device(model))
             mode = FirstNonFinite(stack, params)
-            with mode: model(*xb)
+            with mode: out = model(*xb)
+            if mode.found is None and loss is not None:
+                for h in hooks: h.remove()
+                hooks,l = [],loss(out)
+                ws = [p for p in dict.fromkeys(model.parameters()) if p.requires_grad]
+                if ws and l.requires_grad:
+                    mode.nodes = nodes                      # the backward: each operation named with the module whose forward made its node
+                    with mode: torch.autograd.grad(l, ws, allow_unused=True)   # into new tensors: the batch's own `.grad` stay
     finally:
         for h in hooks: h.remove()
         state.restore(keep_versions=True)   # the batch's own backward has saved its BatchNorms' running statistics
     return mode.found
+
