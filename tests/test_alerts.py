@@ -7,8 +7,8 @@ from fastai.callback.progress import *   # noqa: F403  (Learner.no_bar)
 from fastexplorer.all import *
 from zoo import ZOO, VOCAB, learner, images, tokens
 
-def _fit(learn, path, n=1, lr=1e-3, **kw):
-    with learn.no_bar(), learn.no_logging(): learn.fit(n, lr, cbs=ExplorerCallback(path, every=1, **kw))
+def _fit(learn, path, n=1, lr=1e-3, every=1, **kw):
+    with learn.no_bar(), learn.no_logging(): learn.fit(n, lr, cbs=ExplorerCallback(path, every=every, **kw))
     return load_run(path)
 
 def convnext(): return learner(torchvision.models.convnext_tiny(num_classes=10), images())
@@ -103,6 +103,23 @@ def test_no_alerts_on_healthy_training(name, seed, tmp_path):
     torch.manual_seed(seed)
     learn = HEALTHY[name]()
     run = _fit(learn, tmp_path/'run', n=2)
+    assert [a['message'] for e in run.epochs for a in e['alerts']] == []
+
+FIRST_ONLY = {'timm_resnet': ('layer1.0.bn2', 'layer1.0.bn1.weight'), 'small_vit': ('heads.head', 'encoder.ln.weight'),
+              'bert': ('model.bert.embeddings.token_type_embeddings', None)}
+
+@pytest.mark.parametrize('name', FIRST_ONLY)
+def test_no_alerts_when_each_epoch_samples_one_batch(name, tmp_path):
+    "Epochs of 2 batches with `every=2` (as the default 10 samples an epoch of 10 or fewer): the first step behind a zero-initialised layer, and BERT's token type within one batch, raise nothing"
+    torch.manual_seed(0)
+    learn = HEALTHY[name]()
+    run = _fit(learn, tmp_path/'run', n=2, every=2)
+    layer,param = FIRST_ONLY[name]
+    a = run.stats(layer)[0]                                  # what the rules saw: wholly constant in its only call
+    assert (a['calls'], a['dead_rule'], a['dead_frac']) == (1, 'constant', 1.), a
+    if param:                                                # no gradient reached it yet, so it did not move
+        g,w = run.stats(param, 'grad')[0],run.stats(param, 'weight')[0]
+        assert (g['norm'], w['update_max'], w['requires_grad']) == (0, 0, True), (g, w)
     assert [a['message'] for e in run.epochs for a in e['alerts']] == []
 
 class _PoisonAt(Callback):
