@@ -218,7 +218,9 @@ def find_alerts(
                         'message': f"first non-finite {what} in {_site_name(p, s)}: {s['nan']} NaN, {s['inf']} Inf"})
     for p,s in sorted(stats.items(), key=lambda o: _key(order, o[0])):
         a = s.get('act') or {}
-        if (a.get('dead_frac') or 0) > dead and not nonfinite(p, 'act'):        # NaN is never positive, nor does it vary
+        # wholly constant in its only call: perhaps not trained yet (a zero-initialised layer before its first update)
+        once = a.get('dead_rule') == 'constant' and a.get('dead_frac') == 1 and a.get('calls', 2) < 2
+        if (a.get('dead_frac') or 0) > dead and not nonfinite(p, 'act') and not once:   # NaN is never positive, nor does it vary
             what = 'did not vary' if a.get('dead_rule') == 'constant' else 'were never positive'
             res.append({'kind': 'dead', 'layer': p, 'stat': 'act', 'value': a['dead_frac'], 'rule': a.get('dead_rule', 'never positive'),
                         'message': f"{a['dead_frac']:.0%} of the {a['units']} units of {_site_name(p, a)} {what}"})

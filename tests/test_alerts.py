@@ -5,10 +5,10 @@ from torch import nn
 from fastai.callback.core import Callback
 from fastai.callback.progress import *   # noqa: F403  (Learner.no_bar)
 from fastexplorer.all import *
-from zoo import ZOO, learner, images
+from zoo import ZOO, VOCAB, learner, images, tokens
 
-def _fit(learn, path, n=1, lr=1e-3, **kw):
-    with learn.no_bar(), learn.no_logging(): learn.fit(n, lr, cbs=ExplorerCallback(path, every=1, **kw))
+def _fit(learn, path, n=1, lr=1e-3, every=1, **kw):
+    with learn.no_bar(), learn.no_logging(): learn.fit(n, lr, cbs=ExplorerCallback(path, every=every, **kw))
     return load_run(path)
 
 def convnext(): return learner(torchvision.models.convnext_tiny(num_classes=10), images())
@@ -22,20 +22,48 @@ def fastai_vision():
 def small_vit(): return learner(torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
                                                                      hidden_dim=32, mlp_dim=64, num_classes=10), images())
 
+def timm_resnet():
+    timm = pytest.importorskip('timm')
+    return learner(timm.create_model('resnet18', pretrained=False, num_classes=10), images())
+def timm_vit():
+    timm = pytest.importorskip('timm')
+    return learner(timm.create_model('vit_tiny_patch16_224', pretrained=False, img_size=32, patch_size=8, embed_dim=64,
+                                     num_heads=2, depth=2, num_classes=10), images())
+
+class Logits(nn.Module):
+    "A Hugging Face model returning its `ModelOutput`'s `logits`, as a fastai loss wants them"
+    def __init__(self, model): super().__init__(); self.model = model
+    def forward(self, x): return self.model(x).logits
+
+def bert():
+    tf = pytest.importorskip('transformers')
+    cfg = tf.BertConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+                        max_position_embeddings=16, num_labels=2)
+    return learner(Logits(tf.BertForSequenceClassification(cfg)), tokens(), y=torch.arange(8) % 2)
+def gpt2():
+    "GPT-2 as a language model: each position predicts the next token"
+    tf = pytest.importorskip('transformers')
+    cfg = tf.GPT2Config(vocab_size=VOCAB, n_positions=16, n_embd=64, n_layer=2, n_head=2, bos_token_id=1, eos_token_id=1)
+    t = tokens(seq=13)
+    return learner(Logits(tf.GPT2LMHeadModel(cfg)), t[:, :-1], y=t[:, 1:])
+
 def _expected_units(model:nn.Module, path:str):
     "The number of units of layer `path`, from its definition alone: the oracle for the unit axis"
     m = model.get_submodule(path)
     if isinstance(m, nn.Conv2d): return m.out_channels
     if isinstance(m, nn.Linear): return m.out_features
     if isinstance(m, nn.LayerNorm): return m.normalized_shape[-1]           # torchvision's LayerNorm2d (NCHW) too
-    if isinstance(m, nn.GELU):                                               # after the Linear before it, channels last
+    if type(m).__name__ == 'Conv1D': return m.nf                             # Hugging Face's GPT-2 linear layer (weight [in, out])
+    if isinstance(m, nn.GELU) or type(m).__name__.endswith('GELUActivation'):   # after the layer that feeds it, channels last
         parent,_,i = path.rpartition('.')
-        return model.get_submodule(parent)[int(i) - 1].out_features
+        up = model.get_submodule(parent)                                     # a Sequential; timm's Mlp, BERT's intermediate, GPT-2's MLP
+        prev = up[int(i) - 1] if i.isdigit() else next(getattr(up, k) for k in ('fc1', 'dense', 'c_fc') if hasattr(up, k))
+        return prev.nf if type(prev).__name__ == 'Conv1D' else prev.out_features
     return None
 
-@pytest.mark.parametrize('make', [convnext, swin])
-def test_units_on_channels_last_layers(make, tmp_path):
-    "ConvNeXt's and Swin's LayerNorm, Linear and GELU run on [B, H, W, C]: every layer counts its channels, as its definition says"
+@pytest.mark.parametrize('make,at_least', [(convnext, 40), (swin, 40), (timm_vit, 17), (bert, 21), (gpt2, 16)])
+def test_units_on_channels_last_layers(make, at_least, tmp_path):
+    "ConvNeXt's and Swin's LayerNorm, Linear and GELU run on [B, H, W, C], a timm ViT's, BERT's and GPT-2's on [B, T, C]: every layer counts its channels, as its definition says"
     learn = make()
     run = _fit(learn, tmp_path/'run')
     checked = 0
@@ -44,7 +72,7 @@ def test_units_on_channels_last_layers(make, tmp_path):
         if (a := run.stats(layer)[0]) is None: continue         # Swin's attention calls `qkv` and `proj` through F.linear: never run
         assert a['units'] == want, (layer, a['units'], want, a['unit_dim'])
         checked += 1
-    assert checked > 40, checked
+    assert checked >= at_least, checked
 
 def test_dead_channels_in_a_channels_last_block(tmp_path):
     "300 of 384 channels of a ConvNeXt block made constant: counted exactly (against the outputs seen by a hook), and named"
@@ -65,16 +93,33 @@ def test_dead_channels_in_a_channels_last_block(tmp_path):
     assert dead and dead[0]['layer'] == 'features.1.0.block.3' and 'did not vary' in dead[0]['message']
 
 HEALTHY = {'convnext': convnext, 'swin': swin, 'small_vit': small_vit, 'efficientnet': efficientnet, 'mobilenet': mobilenet,
-           'fastai_vision': fastai_vision,
+           'fastai_vision': fastai_vision, 'timm_resnet': timm_resnet, 'timm_vit': timm_vit, 'bert': bert, 'gpt2': gpt2,
            **{k: ZOO[k] for k in ('resnet18_tv', 'tabular', 'text_classifier', 'language_model', 'unet')}}
 
 @pytest.mark.parametrize('seed', [0, 1])
 @pytest.mark.parametrize('name', HEALTHY)
 def test_no_alerts_on_healthy_training(name, seed, tmp_path):
-    "Real architectures with random weights (torchvision, fastai), 2 epochs at a healthy learning rate: no alert (an LSTM's tanh units that stay negative are not dead)"
+    "Real architectures with random weights (torchvision, timm, Hugging Face, fastai), 2 epochs at a healthy learning rate: no alert (an LSTM's tanh units that stay negative are not dead)"
     torch.manual_seed(seed)
     learn = HEALTHY[name]()
     run = _fit(learn, tmp_path/'run', n=2)
+    assert [a['message'] for e in run.epochs for a in e['alerts']] == []
+
+FIRST_ONLY = {'timm_resnet': ('layer1.0.bn2', 'layer1.0.bn1.weight'), 'small_vit': ('heads.head', 'encoder.ln.weight'),
+              'bert': ('model.bert.embeddings.token_type_embeddings', None)}
+
+@pytest.mark.parametrize('name', FIRST_ONLY)
+def test_no_alerts_when_each_epoch_samples_one_batch(name, tmp_path):
+    "Epochs of 2 batches with `every=2` (as the default 10 samples an epoch of 10 or fewer): the first step behind a zero-initialised layer, and BERT's token type within one batch, raise nothing"
+    torch.manual_seed(0)
+    learn = HEALTHY[name]()
+    run = _fit(learn, tmp_path/'run', n=2, every=2)
+    layer,param = FIRST_ONLY[name]
+    a = run.stats(layer)[0]                                  # what the rules saw: wholly constant in its only call
+    assert (a['calls'], a['dead_rule'], a['dead_frac']) == (1, 'constant', 1.), a
+    if param:                                                # no gradient reached it yet, so it did not move
+        g,w = run.stats(param, 'grad')[0],run.stats(param, 'weight')[0]
+        assert (g['norm'], w['update_max'], w['requires_grad']) == (0, 0, True), (g, w)
     assert [a['message'] for e in run.epochs for a in e['alerts']] == []
 
 class _PoisonAt(Callback):
