@@ -241,6 +241,9 @@ def _cb_after_backward(self:ExplorerCallback):
     if self.grads:
         self._pending = self.pstats.state() if sc != 1. else None   # taken back if the loss scaler skips the step
         self.pstats.grads(sc)
+        # gradients broke with finite activations (NaN in these was traced in `after_pred`): the backward is traced, once;
+        # not under a loss scaler, whose overflowing steps are skipped by design
+        if not self.traced and sc == 1. and self.pstats.nonfinite: self._trace_nonfinite(backward=True)
     if self.customs: custom_params(self.cstats, self.customs, self.pkeys, self.ps, sc)
     if self.updates: self.pstats.snapshot()
     self.step_cancelled = False
@@ -361,21 +364,30 @@ def _rng_states(model:nn.Module)->tuple:
 
 def _origin_message(found:dict)->str:
     where = f"`{found['module']}`" if found['module'] else 'the model itself'
+    if found.get('phase') == 'backward':
+        src = 'from finite inputs' if found['inputs_finite'] else 'from gradients that were not finite'
+        return f"the first non-finite gradient was made by `{found['op']}` in the backward of {where} (`{found['node']}`), {src}"
     if found['inputs_finite']: return f"the first non-finite value was made by `{found['op']}` in {where}, from finite inputs"
     held = f": `{found['param']}` held NaN or Inf" if found['param'] else ''
     return f"the first non-finite value came into {where} from outside its operations{held} (first seen in `{found['op']}`)"
 
+def _loss_of(learn):
+    "The batch's loss as a function of the model's output, as fastai computed it (a part of a tuple a callback took, as `RNNCallback` does)"
+    one = not isinstance(learn.pred, (tuple, list))
+    def f(out): return learn.loss_func(out[0] if one and isinstance(out, (tuple, list)) else out, *learn.yb)
+    return f
+
 @patch
-def _trace_nonfinite(self:ExplorerCallback):
-    "Run the batch just run again to name the module and operation that made its first non-finite value; an alert at once"
+def _trace_nonfinite(self:ExplorerCallback, backward:bool=False):
+    "Run the batch just run again (with `backward`, its backward pass too) to name the module and operation that made its first non-finite value; an alert at once"
     self.traced = True
-    try: found = find_nonfinite(unwrap_model(self.learn.model), self.learn.xb, *self._rng)
+    try: found = find_nonfinite(unwrap_model(self.learn.model), self.learn.xb, *self._rng, loss=_loss_of(self.learn) if backward else None)
     except Exception as e:                 # never break a fit over a diagnosis
         warnings.warn(f"fastexplorer could not trace the first non-finite value: {type(e).__name__}: {e}"); return
     if found is None: return
     step = self.n_steps if self.training else max(self.n_steps - 1, 0)
     self.origin = {'kind': 'nonfinite', 'layer': found['module'], 'stat': 'op', 'op': found['op'], 'param': found['param'],
-                   'inputs_finite': found['inputs_finite'], 'step': step, 'epoch': self.n_epochs + 1,
+                   'inputs_finite': found['inputs_finite'], 'phase': found['phase'], 'step': step, 'epoch': self.n_epochs + 1,
                    'message': f"{_origin_message(found)}, at step {step}"}
     if self.live is not None:
         self.live.add(('nonfinite', 'op'), **group_alerts([self.origin])[0])

@@ -28,7 +28,7 @@ class FirstNonFinite(TorchDispatchMode):
     def __init__(self, stack:list, params:dict):
         super().__init__()
         self.stack,self.params,self.found = stack,params,None   # `params`: `{id(tensor): name}` of the model's parameters
-        self.nodes = None   # in the backward pass: `{autograd node: path of the module whose forward made it}`
+        self.nodes,self.ops = None,{}   # in the backward pass: `{autograd node: path of the module whose forward made it}`, `{node: its first non-finite op}`
     # torch wraps a mode's `__torch_dispatch__` to keep `torch.compile` out of it, and that wrapper imports dynamo on its
     # first call: 2.6 s before the first NaN could be named (torch 2.15, 2 cores). The batch runs again eagerly (a
     # compiled model is run through its original module), so there is nothing to keep out
@@ -41,9 +41,9 @@ class FirstNonFinite(TorchDispatchMode):
             bad = [self.params[id(t)] for t in ins if id(t) in self.params and not bool(torch.isfinite(t).all())]
             self.found = {'module': self.stack[-1] if self.stack else '', 'op': func._schema.name,
                           'inputs_finite': _finite(ins), 'param': bad[0] if bad else None, 'phase': 'forward'}
-            if self.nodes is not None:                  # the backward: the node being run, made by a module's forward
-                node = torch._C._current_autograd_node()
-                self.found.update(module=self.nodes.get(node, ''), phase='backward', node=type(node).__name__ if node is not None else None)
+            if self.nodes is not None:   # the backward: noted per autograd node, whose own outputs decide (one may mask a NaN it made)
+                self.ops.setdefault(torch._C._current_autograd_node(), self.found)
+                self.found = None
         return out
 
 # %% ../nbs/03g_nonfinite.ipynb #18823059
@@ -83,11 +83,27 @@ def find_nonfinite(
                 for h in hooks: h.remove()
                 hooks,l = [],loss(out)
                 ws = [p for p in dict.fromkeys(model.parameters()) if p.requires_grad]
-                if ws and l.requires_grad:
-                    mode.nodes = nodes                      # the backward: each operation named with the module whose forward made its node
-                    with mode: torch.autograd.grad(l, ws, allow_unused=True)   # into new tensors: the batch's own `.grad` stay
+                if ws and l.requires_grad: mode.found = _backward(mode, nodes, l, ws)
     finally:
         for h in hooks: h.remove()
         state.restore(keep_versions=True)   # the batch's own backward has saved its BatchNorms' running statistics
     return mode.found
+
+def _backward(mode:FirstNonFinite, nodes:dict, l:torch.Tensor, ws:list)->dict|None:
+    "Run the backward of loss `l` into new tensors (the batch's own `.grad` stay), and name the first autograd node whose gradients came out non-finite from finite ones"
+    first,handles = [],[]
+    def check(n):
+        def hook(grads_in, grads_out):   # `grads_in`: what the node computed, for its forward's inputs
+            if not first and not _finite(_floats(grads_in)) and _finite(_floats(grads_out)): first.append(n)
+        return hook
+    try:
+        handles = [n.register_hook(check(n)) for n in nodes]
+        mode.nodes = nodes
+        with mode: torch.autograd.grad(l, ws, allow_unused=True)
+    finally:
+        for h in handles: h.remove()
+    if not first: return None
+    n = first[0]
+    op = mode.ops.get(n) or {'op': None, 'inputs_finite': True, 'param': None}
+    return {**op, 'module': nodes[n], 'phase': 'backward', 'node': type(n).__name__}
 

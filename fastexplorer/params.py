@@ -63,7 +63,7 @@ class ParamStats:
         self.usum = torch.zeros(n, dtype=self.dt, device=dev); self.umax = torch.zeros(n, dtype=self.dt, device=dev)
         self.usteps = 0
         self.ucount = torch.zeros(n, dtype=self.dt, device=dev)   # steps with a ratio, per parameter
-        self.w0 = None
+        self.w0,self.nonfinite = None,False   # `nonfinite`: whether the last `grads` saw NaN or Inf
 
     def grads(self, scale:float=1.):
         "Add the statistics of the current gradients (divided by `scale`, the loss scale under mixed precision)"
@@ -73,7 +73,8 @@ class ParamStats:
         nan0,inf0 = list(self.nan),list(self.inf)
         G = grad_rows([self.ps[i] for i in live]).to(self.dt)
         counts = [self.ps[i].numel() for i in live]
-        if not bool(torch.isfinite(G).all()):             # the one synchronisation of a sampled batch
+        self.nonfinite = not bool(torch.isfinite(G).all())   # the one synchronisation of a sampled batch
+        if self.nonfinite:
             for j,i in enumerate(live):
                 if torch.isfinite(G[j]).all(): continue
                 nan,inf,row,nf = _finite_grad(self.ps[i])

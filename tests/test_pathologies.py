@@ -71,6 +71,31 @@ def test_nan_from_a_parameter_free_module(name, tmp_path):
     assert (a['stat'], a['op'], a['inputs_finite'], a['param'], a['step']) == ('op', 'aten::log', True, None, 0), a['message']
     _only_nonfinite(run)
 
+# ---- NaN born in the backward pass ----
+
+class Spread(nn.Module):
+    "Adds the spread of a difference that is zero here (a standard deviation of a constant): 0 going forward, but the derivative of its square root there is 0 · ∞"
+    def forward(self, x): return x + (x - x).pow(2).mean().sqrt()
+
+def _distance_after_resnet_bn(learn): return _after(learn.model, 'layer1.0.bn1', Spread())
+def _distance_after_tabular_bn(learn): learn.model.layers[0].append(Spread()); return 'layers.0.3'
+
+DISTANCE = {'resnet18_tv': (resnet18_tv, _distance_after_resnet_bn), 'tabular': (tabular, _distance_after_tabular_bn)}
+
+@pytest.mark.parametrize('name', DISTANCE)
+def test_nan_born_in_the_backward_pass(name, tmp_path):
+    "`Spread` after a BatchNorm: every activation is finite, the gradients are not; the batch is run again with its backward, and the first alert names `Spread` and the backward's `aten::div` of the square root, from finite inputs"
+    make,inject = DISTANCE[name]
+    learn = make()
+    layer = inject(learn)
+    run = _fit(learn, tmp_path/'run')
+    a = _named_first(run, 'nonfinite', layer)
+    assert (a['stat'], a['phase'], a['op'], a['inputs_finite'], a['step']) == ('op', 'backward', 'aten::div', True, 0), a['message']
+    assert 'SqrtBackward0' in a['message'] and 'gradient' in a['message'], a['message']
+    nan = run.query_steps(layers=layer, stats='nan', kinds='act').set_index('step').value
+    assert nan.loc[0] == 0, nan            # finite on the batch whose gradients broke: the NaN reached activations through the weights
+    _only_nonfinite(run)
+
 # ---- NaN from too high a learning rate ----
 
 def _first_made_nonfinite(learn)->tuple:
