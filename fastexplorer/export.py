@@ -210,8 +210,11 @@ def find_alerts(
     nonfinite = lambda p, kind: (stats[p].get(kind) or {}).get('nan', 0) + (stats[p].get(kind) or {}).get('inf', 0) > 0
     for kind in ('act', 'valid_act', 'grad'):
         bad = [p for p in stats if nonfinite(p, kind)]
-        if bad:     # the first output to hold one: a model holding parameters itself returns last, not first
-            p = min(bad, key=lambda p: _key(order if kind == 'grad' else done, p))
+        if bad:     # the first output to hold one, in the first batch that held one: a model holding parameters returns last
+            rank = lambda p: (stats[p][kind].get('nonfinite_batch', 0),   # the first batch to hold one, then the first output in it:
+                              stats[p][kind].get('out_order', math.inf),   # its rank in the forward, a further call's included
+                              _key(order if kind == 'grad' else done, p))
+            p = min(bad, key=rank)
             s = stats[p][kind]
             what = {'act': 'activations', 'valid_act': 'validation activations', 'grad': 'gradients'}[kind]
             res.append({'kind': 'nonfinite', 'layer': p, 'stat': kind, 'value': s['nan'] + s['inf'],

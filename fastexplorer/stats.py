@@ -210,8 +210,10 @@ class ActStats:
         self.n = 0
         self.acc = torch.zeros(0, 9 + bins + 2, dtype=self.dt, device=device)
         self.mins,self.maxs = torch.zeros(0, dtype=self.dt, device=device),torch.zeros(0, dtype=self.dt, device=device)
+        self.first_bad = torch.zeros(0, dtype=self.dt, device=device)
         self.units,self.umins,self.dims,self.errors,self.step_units = [],[],[],{},{}
         self.rows,self.idx,self.sizes,self.batches,self.made,self.nonfinite,self.ncalls = [],[],[],0,{},None,{}
+        self.seq = {}   # `{row: rank}` in the order outputs first appeared (hooks run as each call returns): calls included
         self._grow()
 
     def _grow(self):
@@ -221,6 +223,7 @@ class ActStats:
         z = lambda fill, *s: torch.full((k, *s), fill, dtype=self.dt, device=self.device)
         self.acc = torch.cat([self.acc, z(0., self.acc.shape[1])])
         self.mins,self.maxs = torch.cat([self.mins, z(math.inf)]),torch.cat([self.maxs, z(-math.inf)])
+        self.first_bad = torch.cat([self.first_bad, z(math.inf)])   # the sampled batch in which each row first held NaN or Inf
         self.units += [None] * k; self.umins += [None] * k; self.dims += [None] * k
         self.n = len(self.sites)
 
@@ -230,6 +233,7 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
     "Reduce output `o` of layer `i` (module `m`, called on `inp`) into the row of this call's site; never raises: an unsupported output is noted and skipped"
     c = self.ncalls[i] = self.ncalls.get(i, -1) + 1         # calls of layer `i` in this forward, before this one
     j = self.sites.row(i, c)
+    self.seq.setdefault(j, len(self.seq))
     try:
         if j >= self.n: self._grow()
         x = _first_tensor(o)
@@ -275,6 +279,7 @@ def flush(self:ActStats):
     full = nf == n
     self.nonfinite = (~full).any()                 # on the device: whether this batch held NaN or Inf anywhere
     self.rows,self.idx,self.sizes = [],[],[]
+    self.first_bad.scatter_reduce_(0, idx, torch.where(full, math.inf, float(self.batches)).to(self.dt), 'amin')
     self.batches += 1
     if not self.keep_steps:
         self.acc.index_add_(0, idx, add)
@@ -303,7 +308,7 @@ def _unit_stats(umax:torch.Tensor, umin, dim:int, max_units:int=1024)->dict:
 def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
     "`{key: stats}` for every call site that produced a supported output (one host copy); `i_to_key` names the layers, and a further call of layer `p` is `p#2`, `p#3`…"
     self._grow()
-    acc,mins,maxs = self.acc.cpu().tolist(),self.mins.cpu().tolist(),self.maxs.cpu().tolist()
+    acc,mins,maxs,bad = self.acc.cpu().tolist(),self.mins.cpu().tolist(),self.maxs.cpu().tolist(),self.first_bad.cpu().tolist()
     keys = list(i_to_key)[:self.sites.n]
     keys += [site_key(keys[i], c + 1) for i,c in self.sites.extra]   # in row order: rows are numbered as sites are found
     res = {}
@@ -318,6 +323,8 @@ def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
               'abs_mean': a / nf if nf else None, 'near_zero': nz / sn if sn else None,
               'hist': [int(h) for h in hist], 'hist_n': int(sn), 'hist_out': [int(below), int(above)]}
         st['hist'][0] += st['hist_out'][0]; st['hist'][-1] += st['hist_out'][1]   # values outside count in the edge bins
+        if nf < n and math.isfinite(bad[i]):   # the epoch's sampled batch (from 0) where it first held one, and its output's rank in it
+            st.update(nonfinite_batch=int(bad[i]), out_order=self.seq.get(i))
         if (u := self.units[i]) is not None:
             v = self.umins[i]
             st.update(_unit_stats(u.cpu(), None if v is None else v.cpu(), self.dims[i], max_units))

@@ -128,7 +128,8 @@ class LiveAlerts:
             bad = rows[rows[:, col] + rows[:, col + 1] > 0]
             if not len(bad): continue
             b = int(bad[:, 0].min())
-            r = min(bad[bad[:, 0] == b], key=lambda r: _key(order, names[int(r[1])]))
+            rank = stats.seq if rows is act else {}   # the order outputs appeared in, calls included; parameters by the tree
+            r = min(bad[bad[:, 0] == b], key=lambda r: (rank.get(int(r[1]), math.inf), _key(order, names[int(r[1])])))
             m,p = metas[b],names[int(r[1])]
             stat = 'grad' if rows is grad else 'act' if m['split'] == 'train' else 'valid_act'
             a = dict(kind='nonfinite', layer=p, stat=stat, value=int(r[col] + r[col + 1]), step=m['step'],

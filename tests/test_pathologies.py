@@ -69,6 +69,8 @@ def test_nan_from_a_parameter_free_module(name, tmp_path):
     finally: torch.use_deterministic_algorithms(was)
     a = _named_first(run, 'nonfinite', layer)
     assert (a['stat'], a['op'], a['inputs_finite'], a['param'], a['step']) == ('op', 'aten::log', True, None, 0), a['message']
+    act = next(a for a in run.epochs[0]['alerts'] if a['stat'] == 'act')   # the statistics' alert: the first batch's first layer to hold one
+    assert act['layer'] == layer, act['message']
     _only_nonfinite(run)
 
 # ---- NaN born in the backward pass ----
