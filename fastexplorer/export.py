@@ -229,8 +229,9 @@ def find_alerts(
                         'message': f"{a['dead_frac']:.0%} of the {a['units']} units of {_site_name(p, a)} {what}"})
         g,w = s.get('grad') or {},s.get('weight') or {}
         # frozen: a gradient that is not zero, and still no change; a zero gradient (behind dead units, say) is another story
+        # nor is a weight at 0 that moved on a step where no ratio could be taken (`update_moved`), then got zero gradients
         if (w.get('requires_grad') and g.get('steps') and g.get('max_abs') and w.get('update_steps') and w.get('update_max') == 0
-            and not nonfinite(p, 'grad')):
+            and not w.get('update_moved') and not nonfinite(p, 'grad')):
             res.append({'kind': 'frozen', 'layer': p, 'stat': 'weight', 'value': 0,
                         'message': f"`{p}` did not change in {w['update_steps']} sampled steps although it requires grad"})
     norms = [(p, s['grad']['norm']) for p,s in sorted(stats.items(), key=lambda o: _key(order, o[0]))

@@ -63,6 +63,7 @@ class ParamStats:
         self.usum = torch.zeros(n, dtype=self.dt, device=dev); self.umax = torch.zeros(n, dtype=self.dt, device=dev)
         self.usteps = 0
         self.ucount = torch.zeros(n, dtype=self.dt, device=dev)   # steps with a ratio, per parameter
+        self.umoved = torch.zeros(n, dtype=self.dt, device=dev)   # steps that changed it at all, with a ratio or not (a weight at 0)
         self.w0,self.nonfinite = None,False   # `nonfinite`: whether the last `grads` saw NaN or Inf
 
     def grads(self, scale:float=1.):
@@ -104,7 +105,7 @@ class ParamStats:
         d = torch.stack([torch.dot(w, w) for w in self.w0]).sqrt().to(self.dt)
         ok = n > 0
         r = torch.where(ok, d / torch.where(ok, n, 1), 0)
-        self.usum += r; self.ucount += ok; torch.maximum(self.umax, r, out=self.umax)
+        self.usum += r; self.ucount += ok; torch.maximum(self.umax, r, out=self.umax); self.umoved += d > 0
         self.usteps += 1
         self.w0 = None
         if self.step is not None: self.step[:, 4] = torch.where(ok, r, math.nan)
@@ -117,7 +118,7 @@ class ParamStats:
     def finish(self, keys:list)->dict:
         "`{key: {'weight': {...}, 'grad': {...}}}` with one host copy of the accumulators"
         gsum,gmax,usum,umax = self.gsum.cpu().tolist(),self.gmax.cpu().tolist(),self.usum.cpu().tolist(),self.umax.cpu().tolist()
-        ucount = self.ucount.cpu().tolist()
+        ucount,moved = self.ucount.cpu().tolist(),self.umoved.cpu().tolist()
         res = {}
         for i,(key,p) in enumerate(zip(keys, self.ps)):
             k = self.gsteps[i]
@@ -125,7 +126,8 @@ class ParamStats:
                                        'max_abs': gmax[i], 'frac_zero': gsum[i][3]/k, 'nan': self.nan[i], 'inf': self.inf[i],
                                        'ndim': p.ndim}
             w = {**weight_stats(p), 'requires_grad': p.requires_grad, 'update_steps': self.usteps,
-                 'update_ratio': usum[i]/ucount[i] if ucount[i] else None, 'update_max': umax[i] if ucount[i] else None}
+                 'update_ratio': usum[i]/ucount[i] if ucount[i] else None, 'update_max': umax[i] if ucount[i] else None,
+                 'update_moved': int(moved[i])}
             res[key] = {'weight': w, 'grad': grad}
         return res
 

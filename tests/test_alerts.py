@@ -3,6 +3,8 @@ import math
 import pytest, torch, torchvision
 from torch import nn
 from fastai.callback.core import Callback
+from fastai.learner import Learner
+from fastai.optimizer import SGD
 from fastai.callback.progress import *   # noqa: F403  (Learner.no_bar)
 from fastexplorer.all import *
 from zoo import ZOO, VOCAB, learner, images, tokens
@@ -182,3 +184,25 @@ def test_calls_with_different_units(tmp_path):
     sts = [run.stats(p)[0] for p in ('layers.0.1', 'layers.0.1#2')]
     assert [(s['units'], s['call']) for s in sts] == [(seen[0], 1), (seen[1], 2)] and not any('unsupported' in s for s in sts), sts
     assert [a['message'] for a in run.epochs[0]['alerts']] == []
+
+class _FirstStepTo(Callback):
+    "After the first training step, before the explorer reads it, set parameter `param` to `value`: a step that sent it far away"
+    order = 0
+    def __init__(self, param, value): self.param,self.value,self.done = param,value,False
+    def after_step(self):
+        if self.done: return
+        with torch.no_grad(): self.learn.model.get_parameter(self.param).fill_(self.value)
+        self.done = True
+
+def test_a_bias_at_zero_that_moved_once_is_not_frozen(tmp_path):
+    "A Linear's bias starts at 0 and its first step sends it to -10,000, killing the ReLU after it: that step has no update ratio (|w| was 0) and every later gradient is 0, so the bias is not 'frozen' in epoch 1; in epoch 2 the dead ReLU is named"
+    learn = Learner(digits_dls(), nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10)),
+                    loss_func=nn.CrossEntropyLoss(), opt_func=SGD, cbs=_FirstStepTo('1.bias', -1e4))   # no momentum: a zero gradient moves nothing
+    nn.init.zeros_(learn.model[1].bias)
+    run = _fit(learn, tmp_path/'run', n=2)
+    w,g = run.stats('1.bias', 'weight')[0],run.stats('1.bias', 'grad')[0]
+    assert (w['update_max'], w['update_moved']) == (0, 1) and g['max_abs'] > 0, (w, g)   # measured: no change; but it moved once
+    assert [a['message'] for a in run.epochs[0]['alerts']] == []
+    alerts = run.epochs[1]['alerts']
+    assert (alerts[0]['kind'], alerts[0]['layer'], alerts[0]['value']) == ('dead', '2', 1.0), [a['message'] for a in alerts]
+    assert 'frozen' not in {a['kind'] for a in alerts}, [a['message'] for a in alerts]
