@@ -79,15 +79,15 @@ class Spread(nn.Module):
     "Adds the spread of a difference that is zero here (a standard deviation of a constant): 0 going forward, but the derivative of its square root there is 0 · ∞"
     def forward(self, x): return x + (x - x).pow(2).mean().sqrt()
 
-def _distance_after_resnet_bn(learn): return _after(learn.model, 'layer1.0.bn1', Spread())
-def _distance_after_tabular_bn(learn): learn.model.layers[0].append(Spread()); return 'layers.0.3'
+def _spread_after_resnet_bn(learn): return _after(learn.model, 'layer1.0.bn1', Spread())
+def _spread_after_tabular_bn(learn): learn.model.layers[0].append(Spread()); return 'layers.0.3'
 
-DISTANCE = {'resnet18_tv': (resnet18_tv, _distance_after_resnet_bn), 'tabular': (tabular, _distance_after_tabular_bn)}
+SPREAD = {'resnet18_tv': (resnet18_tv, _spread_after_resnet_bn), 'tabular': (tabular, _spread_after_tabular_bn)}
 
-@pytest.mark.parametrize('name', DISTANCE)
+@pytest.mark.parametrize('name', SPREAD)
 def test_nan_born_in_the_backward_pass(name, tmp_path):
     "`Spread` after a BatchNorm: every activation is finite, the gradients are not; the batch is run again with its backward, and the first alert names `Spread` and the backward's `aten::div` of the square root, from finite inputs"
-    make,inject = DISTANCE[name]
+    make,inject = SPREAD[name]
     learn = make()
     layer = inject(learn)
     run = _fit(learn, tmp_path/'run')

@@ -27,7 +27,7 @@ export function initTree(rep) {
       for (let c = 2; c <= Math.min(calls, CALL_SITES); c++) {
         const o = Array.isArray(x.outputs) ? x.outputs[c - 1] : null;
         node.children.push(add({ name: `call ${c}`, type: 'Call', path: `${node.path}#${c}`,
-                                 xtra: { class: 'Call', call: c, shape: o && o.shape, dtype: o && o.dtype } }, node, depth + 1));
+                                 xtra: { class: node.cls, call: c, shape: o && o.shape, dtype: o && o.dtype } }, node, depth + 1));
       }
     return node;
   };
