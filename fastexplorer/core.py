@@ -167,6 +167,7 @@ def _line(self:Node)->str:
     if x.get('params'): res += f"  params {x['params']:,}" + (f" (trainable {x['trainable']:,})" if x.get('trainable') != x['params'] else '')
     if x.get('calls', 1) > 1: res += f"  calls {x['calls']}"
     if 'shared_with' in x: res += f"  same as {x['shared_with'] or 'the root'}"
+    if x.get('scripted'): res += "  TorchScript: shapes not recorded"
     return res
 
 @patch
@@ -182,6 +183,10 @@ def _kind(m:nn.Module)->str: return 'Sequential' if isinstance(m, nn.Sequential)
 def _join(path:str, name:str)->str: return f"{path}.{name}" if path else name
 def _is_lazy(t)->bool: return isinstance(t, nn.parameter.UninitializedTensorMixin)
 def _nbytes(t)->int: return t.numel() * t.element_size()
+def _class_name(m:nn.Module)->str:
+    "The class of `m` as its author wrote it: a TorchScript module's original class (`Conv2d`), not `RecursiveScriptModule`"
+    if isinstance(m, torch.jit.ScriptModule): return getattr(m, 'original_name', None) or type(m).__name__
+    return type(m).__name__
 
 def _param_node(p:nn.Parameter, name:str, idx:int, path:str, seen:dict)->Node:
     xtra = {'class': 'Parameter', 'shape': None if _is_lazy(p) else list(p.shape), 'dtype': _dtype_name(p.dtype),
@@ -208,7 +213,7 @@ def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:
     for b in m._buffers.values():
         if b is not None and not _is_lazy(b): bs[id(b)] = (b.numel(), _nbytes(b), False)
     pv,bv = ps.values(),bs.values()
-    xtra = {'class': type(m).__name__, **ifnone(xtra, {}),
+    xtra = {'class': _class_name(m), **ifnone(xtra, {}),
             'params': sum(o[0] for o in pv), 'trainable': sum(o[0] for o in pv if o[2]),
             'buffers': sum(o[0] for o in bv), 'bytes': sum(o[1] for o in pv) + sum(o[1] for o in bv)}
     if lazy or any(n.xtra.get('lazy') for n in nodes): xtra['lazy'] = True
@@ -248,7 +253,7 @@ def to_representation(self:nn.Module,
     xtra:dict|None=None, # extra information for the root node
 )->Node:
     "The structural `Node` tree of this module, its submodules and parameters, built without running it"
-    return _label_depths(_module_node(self, ifnone(name, type(self).__name__), idx, ifnone(path, ''), xtra, {})[0])
+    return _label_depths(_module_node(self, ifnone(name, _class_name(self)), idx, ifnone(path, ''), xtra, {})[0])
 
 # %% ../nbs/00_core.ipynb #76d67df9
 class Representation:

@@ -44,7 +44,8 @@ def activation_maps(
     state = ModelState(model)
     try:
         model.eval()
-        for p,m in mods.items(): handles.append(m.register_forward_hook(partial(_map_hook, res, p, size)))
+        for p,m in mods.items():
+            if not scripted(m): handles.append(m.register_forward_hook(partial(_map_hook, res, p, size)))   # TorchScript takes no hooks
         with torch.no_grad(), preserved_rng(model_device(model)): model(*xb)
     finally:
         for h in handles: h.remove()

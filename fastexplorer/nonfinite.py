@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
-from .probe import ModelState, preserved_rng, model_device
+from .probe import ModelState, preserved_rng, model_device, scripted
 
 # %% auto #0
 __all__ = ['FirstNonFinite', 'find_nonfinite']
@@ -73,6 +73,7 @@ def find_nonfinite(
             p = stack.pop()
             if loss is not None: _node_owners(o, p, nodes)
         for path,m in model.named_modules():
+            if scripted(m): continue    # TorchScript takes no hooks: its operations count as its eager parent's
             hooks += [m.register_forward_pre_hook(enter(path)), m.register_forward_hook(leave)]
         with preserved_rng(model_device(model)), torch.set_grad_enabled(loss is not None):
             if rng is not None: torch.set_rng_state(rng)

@@ -18,8 +18,8 @@ from .core import *
 from .core import _dtypes, _dtype_name, _is_lazy
 
 # %% auto #0
-__all__ = ['describe', 'first_shape', 'ModelState', 'preserved_rng', 'model_device', 'unwrap_model', 'probe', 'kept_dl_rng',
-           'unwrap_dl', 'split_batch']
+__all__ = ['describe', 'first_shape', 'scripted', 'ModelState', 'preserved_rng', 'model_device', 'unwrap_model', 'probe',
+           'kept_dl_rng', 'unwrap_dl', 'split_batch']
 
 # %% ../nbs/01_probe.ipynb #afca51c0
 _MAX_ITEMS = 64
@@ -49,19 +49,27 @@ def _same(a:dict, b:dict)->bool:
     "Do `a` and `b` hold the very same objects under the same keys?"
     return len(a) == len(b) and all(map(operator.is_, a.values(), b.values())) and a.keys() == b.keys()
 
+def scripted(m:nn.Module)->bool:
+    "Is `m` a TorchScript module (scripted or traced)? Its attributes and registries live in C++, and it takes no Python hooks"
+    return isinstance(m, torch.jit.ScriptModule)
+
 class ModelState:
     "Snapshot of what a forward can change in `model`; `restore` puts it back"
     def __init__(self, model:nn.Module, mods:list|None=None):
         self.mods = ifnone(mods, list(model.modules()))
-        self.dicts = [dict(m.__dict__) for m in self.mods]
-        self.regs = [(dict(m._parameters), dict(m._buffers), dict(m._modules)) for m in self.mods]
+        self.modes = [m.training for m in self.mods]   # a ScriptModule keeps its flag in C++, not in `__dict__`
+        self.dicts = [None if scripted(m) else dict(m.__dict__) for m in self.mods]
+        self.regs = [None if scripted(m) else (dict(m._parameters), dict(m._buffers), dict(m._modules)) for m in self.mods]
         self.params = {id(p): (p, p._version) for m in self.mods for p in m._parameters.values() if p is not None}
         self.bufs = {id(b): (b, b._version, b.clone()) for m in self.mods for b in m._buffers.values()
                      if b is not None and not _is_lazy(b)}
 
     def restore(self, check_params:bool=True, keep_versions:bool=False):
-        "Put back every module's attributes, registered tensors and buffer values; raise if a parameter changed in place (if `check_params`)"
+        "Put back every module's mode, attributes, registered tensors and buffer values; raise if a parameter changed in place (if `check_params`)"
+        for m,t in zip(self.mods, self.modes):        # first, and on its own: nothing below can leave a mode changed
+            if m.training != t: m.training = t
         for m,d,regs in zip(self.mods, self.dicts, self.regs):
+            if d is None: continue                    # TorchScript: a Python forward cannot rebind what its C++ module holds
             if not _same(m.__dict__, d): m.__dict__.clear(); m.__dict__.update(d)
             for cur,saved in zip((m._parameters, m._buffers, m._modules), regs):
                 if not _same(cur, saved): cur.clear(); cur.update(saved)
@@ -102,6 +110,7 @@ class _Recorder:
         self.handles = []
         try:
             for m in self.mods.values():
+                if scripted(m): continue          # TorchScript takes no Python hooks: its nodes say "scripted" instead
                 if m._modules: self.handles.append(m.register_forward_pre_hook(self.enter))
                 self.handles.append(m.register_forward_hook(self.exit, with_kwargs=True))
         except BaseException: self.remove(); raise
@@ -250,6 +259,8 @@ def _annotate(node:Node, recs:dict, callees:dict):
         if n.type == 'Parameter': continue
         r = recs.get(id(n.obj))
         if r is None: continue
+        if scripted(n.obj):                   # no hook could run there: nothing is known of its calls and shapes
+            n.xtra.update(scripted=True, note='TorchScript: shapes not recorded'); continue
         out = r['outputs'][0] if r['outputs'] else None
         n.xtra.update(calls=r['calls'], order=r['order'], enter=r['enter'], exit=r['exit'], shape=first_shape(out),
                       dtype=(out or {}).get('dtype') if isinstance(out, dict) else None, inputs=r['inputs'], outputs=r['outputs'])

@@ -40,6 +40,7 @@ def maybe_elementwise(m:nn.Module)->bool:
     return (not has_own_params(m) and next(m.children(), None) is None and not isinstance(m, ACTIVATIONS + _NOT_ELEMENTWISE))
 
 def _default_layer(path:str, m:nn.Module)->bool:
+    if scripted(m): return False    # TorchScript takes no Python hooks
     return path == '' or has_own_params(m) or isinstance(m, ACTIVATIONS) or maybe_elementwise(m)
 
 def select_layers(

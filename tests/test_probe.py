@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest, torch
 from torch import nn
 from fastai.callback.hook import layer_info
+from fastai.callback.progress import *   # noqa: F401,F403  (Learner.no_bar)
 from fastexplorer.all import *
 from zoo import ZOO, RAISES
 from untouched import Untouched
@@ -219,3 +220,47 @@ def test_data_parallel_paths_unprefixed():
     assert r.find('').name == 'ResNet' and r.find('layer1.0.conv1').xtra['calls'] == 1
     assert not any((n.path or '').startswith('module') for n in r)
     u.check()
+
+# ---- TorchScript ----
+
+def _seq(): return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 10))
+
+class _ScriptedBody(nn.Module):
+    "An eager model whose body is scripted and whose head is not"
+    def __init__(self):
+        super().__init__()
+        self.body = torch.jit.script(nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()))
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 10))
+    def forward(self, x): return self.head(self.body(x))
+
+SCRIPTED = {'scripted': lambda: torch.jit.script(_seq()), 'traced': lambda: torch.jit.trace(_seq().eval(), torch.randn(2, 3, 32, 32)),
+            'scripted_body': _ScriptedBody}
+
+@pytest.mark.parametrize('name', SCRIPTED)
+def test_torchscript_is_walked_not_hooked(name):
+    "TorchScript takes no Python hooks: a scripted, a traced, and an eager model with a scripted body are probed where they can be, counted from their structure, marked 'shapes not recorded', and left in their modes (training, with one BatchNorm in eval)"
+    from zoo import learner, images
+    model = SCRIPTED[name]()
+    model.train()
+    bn = next(m for m in model.modules() if 'BatchNorm' in getattr(m, 'original_name', type(m).__name__))
+    bn.training = False
+    learn = learner(model, images())
+    u = Untouched(model)
+    r = learn.to_representation()
+    u.check()                                                        # the probe runs in eval: every flag put back, ScriptModules too
+    validate(_strict(r.to_json()))
+    assert r.find('').xtra['params'] == _oracle(model)
+    marked = [n for n in r if n.xtra.get('scripted')]
+    assert marked and all(n.xtra.get('shape') is None and 'calls' not in n.xtra for n in marked), [n.path for n in marked]
+    assert {n.xtra['class'] for n in marked} >= {'Conv2d', 'BatchNorm2d'}                 # their own classes, not RecursiveScriptModule
+    assert r.data.nodes[2].xtra['shape'] == [4, 10]                                      # the output is known all the same
+    if name == 'scripted_body': assert r.find('head.2').xtra['shape'] == [4, 10] and r.find('head.2').xtra['calls'] == 1
+
+def test_torchscript_body_trains_with_the_callback(tmp_path):
+    "A fit with `ExplorerCallback` on an eager model with a scripted body: the eager layers are recorded, the scripted ones left out by default (no hooks there), and the modes kept"
+    from zoo import learner, images
+    learn = learner(_ScriptedBody(), images())
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3, cbs=ExplorerCallback(tmp_path/'run', every=1))
+    run = load_run(tmp_path/'run')
+    assert run.stats('head.2')[0]['calls'] == len(learn.dls.train) and run.stats('body.0')[0] is None
+    assert run.meta['status'] == 'finished'
