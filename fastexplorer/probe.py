@@ -19,7 +19,7 @@ from .core import _dtypes, _dtype_name, _is_lazy
 
 # %% auto #0
 __all__ = ['describe', 'first_shape', 'scripted', 'ModelState', 'preserved_rng', 'model_device', 'unwrap_model', 'probe',
-           'kept_dl_rng', 'unwrap_dl', 'split_batch']
+           'kept_dl_rng', 'unwrap_dl', 'to_model_device', 'split_batch']
 
 # %% ../nbs/01_probe.ipynb #afca51c0
 _MAX_ITEMS = 64
@@ -246,6 +246,15 @@ def _default_batch(dls):
         if dl is not None and len(dl): return _dl_batch(dl)
     raise ValueError("the Learner's DataLoaders have no batch to probe with: pass one as `b`")
 
+def to_model_device(o, device):
+    "`o` with every tensor it holds on `device`, its containers rebuilt as they were: a namedtuple from its fields (fastai's `to_device` passes them as one argument)"
+    if isinstance(o, tuple) and hasattr(o, '_fields'): return type(o)(*(to_model_device(v, device) for v in o))
+    if isinstance(o, (list, tuple, dict)):
+        items = {k: to_model_device(v, device) for k,v in o.items()} if isinstance(o, dict) else [to_model_device(v, device) for v in o]
+        try: return type(o)(items)
+        except TypeError: return items if isinstance(o, (dict, list)) else tuple(items)   # a container built otherwise (`defaultdict`)
+    return to_device(o, device)
+
 def split_batch(dls, b)->tuple:
     "The inputs of batch `b`, split as `Learner` does with `dls.n_inp`"
     if isinstance(b, torch.Tensor): return (b,)
@@ -276,7 +285,7 @@ def to_representation(self:Learner,
     device = model_device(model)
     with preserved_rng(device):
         if b is None: b = _default_batch(self.dls)
-        xb = to_device(split_batch(self.dls, b), device)
+        xb = to_model_device(split_batch(self.dls, b), device)
         recs,callees,out = probe(model, xb)
     mnode = model.to_representation(xtra={'open': True})
     _annotate(mnode, recs, callees)
