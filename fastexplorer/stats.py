@@ -52,7 +52,7 @@ def select_layers(
     return select_modules(model, layers)
 
 # %% ../nbs/03_stats.ipynb #4d7ed576
-_ROW = ('nan', 'finite', 'sample_n', 'near_zero', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b')
+_ROW = ('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero')
 
 class ElementSampler:
     "Fixed random element indices, one set per tensor size and device, from a private generator (the global RNG is untouched)"
@@ -69,23 +69,48 @@ def _scratch(scratch:dict|None, xf:torch.Tensor):
     if (buf := scratch.get(xf.numel())) is None: buf = scratch[xf.numel()] = torch.empty_like(xf)
     return buf
 
-def _hist(xs:torch.Tensor, bins:int, lo:float, hi:float)->torch.Tensor:
-    "`bins`+2 counts of the finite sampled values `xs`: one bin more each side counts those below `lo` and from `hi` up"
-    w = (hi - lo) / bins
-    return torch.histc(xs.clamp(lo - w, hi + w), bins + 2, lo - w, hi + w)
+_BUCKETS = {}
 
-def _row_finite(xf, xs, seen, bins, lo, hi, near_zero, buf)->torch.Tensor:
+def _buckets(bins:int, lo:float, hi:float, near_zero:float, device, dt)->tuple:
+    "Sorted edges that split the line where a histogram bin or the near-zero band begins or ends, and the 0/1 matrix from each bucket between them to (near zero, `bins`+2 bins)"
+    k = (bins, lo, hi, near_zero, str(device), dt)
+    if (b := _BUCKETS.get(k)) is not None: return b
+    f32 = lambda v: torch.tensor(v, dtype=torch.float32)
+    w = (hi - lo) / bins
+    inner = f32([lo + i * w for i in range(bins + 1)])              # lo … hi, as float32 values compare with them
+    z0,z1 = f32([-near_zero]),torch.nextafter(f32([near_zero]), f32([math.inf]))   # |x| <= near_zero  <=>  z0 <= x < z1
+    edges = torch.unique(torch.cat([inner, z0, z1]))                 # sorted
+    low = torch.cat([f32([-math.inf]), edges])                       # bucket k (`bucketize(right=True)`): edges[k-1] <= x < edges[k]
+    M = torch.zeros(len(low), bins + 3, dtype=torch.float64)
+    M[:, 0] = ((low >= z0) & (low < z1)).double()                    # buckets never straddle an edge: a lower bound says where
+    M[torch.arange(len(low)), 1 + (inner[None] <= low[:, None]).sum(1)] = 1   # bin 0: below lo; bin bins+1: from hi up
+    b = _BUCKETS[k] = (edges.to(device), M.to(device, dt))
+    return b
+
+def _near_hist(xs:torch.Tensor, buckets:tuple, fin:torch.Tensor|None=None)->torch.Tensor:
+    "The near-zero count, then `bins`+2 histogram counts, of the sampled values `xs` (those where `fin` is true): one bin more each side counts those below `lo` and from `hi` up"
+    edges,M = buckets
+    k = torch.bucketize(xs, edges, right=True)                       # one pass for both: `histc` and `abs`/`le`/`sum` took two
+    if fin is None: n = torch.bincount(k, minlength=len(M)).to(M.dtype)
+    else: n = torch.zeros(len(M), dtype=M.dtype, device=xs.device).index_add_(0, k, fin.to(M.dtype))   # no device sync, unlike `bincount`
+    return n @ M
+
+def _row_finite(xf, xs, seen, buckets, buf)->torch.Tensor:
     "`act_row` of a CPU tensor without NaN or Inf, whose sum, min and max `seen` are already read: no masking, scalars as Python floats"
     s,mn,mx = seen
     n = xf.numel()
     m = s / n
-    c = torch.square(torch.sub(xf, m, out=buf), out=buf).sum().item()
-    a = s if mn >= 0 else torch.abs(xf, out=buf).sum().item()    # a rectifier's output: its sum is the sum of |x|
-    nz = (xs.abs() <= near_zero).sum().item()
-    head = torch.tensor([0, n, xs.numel(), nz, s, c, a, mn, mx, m], dtype=torch.float64)
-    return torch.cat([head, _hist(xs, bins, lo, hi).double()])
+    if mn >= 0: a,q = s,torch.square(xf, out=buf).sum().item()     # a rectifier's output: its sum is the sum of |x|
+    else:
+        b = torch.abs(xf, out=buf)
+        a,q = b.sum().item(),torch.square(b, out=b).sum().item()    # |x|, then its square: x²
+    c = q - s * m                                                    # the centred sum of squares, from the plain one…
+    # …where the mean's part is at most half of it, so that at most one bit cancels; else centre first (one pass more)
+    if not s * m <= q / 2: c = torch.square(torch.sub(xf, m, out=buf), out=buf).sum().item()
+    head = torch.tensor([0, n, xs.numel(), s, c, a, mn, mx, m], dtype=torch.float64)
+    return torch.cat([head, _near_hist(xs, buckets)])
 
-def _row_masked(xf, xs, bins, lo, hi, near_zero, buf)->torch.Tensor:
+def _row_masked(xf, xs, buckets, buf)->torch.Tensor:
     "`act_row` with NaN and Inf masked out, on any device and without reading a value back (no device synchronisation)"
     fin = torch.isfinite(xf)
     nan,nf = torch.isnan(xf).sum(),fin.sum()
@@ -98,10 +123,8 @@ def _row_masked(xf, xs, bins, lo, hi, near_zero, buf)->torch.Tensor:
     c = torch.square(torch.sub(xz, m, out=buf), out=buf).sum()
     a = torch.abs(xz, out=buf).sum()
     sfin = torch.isfinite(xs)
-    hist = _hist(torch.where(sfin, xs, float('nan')), bins, lo, hi)
-    counts = torch.stack([nan, nf, sfin.sum(), (xs.abs() <= near_zero).sum()])
-    dt = torch.float32 if xf.device.type == 'mps' else torch.float64
-    return torch.cat([counts.to(dt), torch.stack([s, c, a, mn, mx, m]).to(dt), hist.to(dt)])
+    dt = buckets[1].dtype
+    return torch.cat([torch.stack([nan, nf, sfin.sum()]).to(dt), torch.stack([s, c, a, mn, mx, m]).to(dt), _near_hist(xs, buckets, sfin)])
 
 def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., hi:float=10., near_zero:float=0.05, scratch:dict|None=None):
     "Statistics of activation `x` as one float64 tensor on its device: the `_ROW` columns, then `bins`+2 histogram counts (the outer two: below `lo`, from `hi` up)"
@@ -110,11 +133,12 @@ def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., 
     idx = sampler(xf.numel(), xf.device)
     xs = xf if idx is None else xf.index_select(0, idx)
     buf = _scratch(scratch, xf)
+    buckets = _buckets(bins, lo, hi, near_zero, xf.device, torch.float32 if xf.device.type == 'mps' else torch.float64)
     if xf.device.type == 'cpu':
         # reading a scalar costs no device synchronisation here: NaN or Inf make the sum or an extremum non-finite
         seen = torch.stack([xf.sum(), *torch.aminmax(xf)]).tolist()
-        if all(map(math.isfinite, seen)): return _row_finite(xf, xs, seen, bins, lo, hi, near_zero, buf)
-    return _row_masked(xf, xs, bins, lo, hi, near_zero, buf)
+        if all(map(math.isfinite, seen)): return _row_finite(xf, xs, seen, buckets, buf)
+    return _row_masked(xf, xs, buckets, buf)
 
 # %% ../nbs/03_stats.ipynb #d53395d5
 # outputs never negative by construction: a unit is dead when it was never positive
@@ -273,7 +297,7 @@ def flush(self:ActStats):
     R = torch.stack(self.rows)
     idx = torch.tensor(self.idx, device=R.device)
     n = torch.tensor(self.sizes, dtype=self.dt, device=R.device)
-    nan,nf,sn,nz,s,c,a,mn,mx,m = R[:, :10].unbind(1)
+    nan,nf,sn,s,c,a,mn,mx,m,nz = R[:, :10].unbind(1)
     m2 = c - (n - nf) * m * m                      # take off the m² each masked element added
     q = m2 + nf * m * m                            # sum of squares, built from the centred part
     add = torch.cat([torch.stack([n, nan, nf, sn, nz, s, q, a, torch.ones_like(n)], 1), R[:, 10:]], 1)

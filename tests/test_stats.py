@@ -245,15 +245,16 @@ def test_load_run_roundtrip(tmp_path):
 
 def test_act_row_layouts_and_dtypes():
     "Channels-last, non-contiguous, bfloat16, int and bool tensors reduce like their float32 contiguous selves"
-    from fastexplorer.stats import act_row, ElementSampler
+    from fastexplorer.stats import act_row, ElementSampler, _ROW
+    SUM = _ROW.index('sum')
     x = torch.randn(4, 3, 8, 8, generator=torch.Generator().manual_seed(0))
     ref = act_row(x, ElementSampler())
     assert torch.allclose(act_row(x.to(memory_format=torch.channels_last), ElementSampler()), ref)
     assert torch.allclose(act_row(x.transpose(2, 3), ElementSampler())[:4], ref[:4])
     bf = act_row(x.bfloat16(), ElementSampler())
     assert torch.allclose(bf[4:10], act_row(x.bfloat16().float(), ElementSampler())[4:10])
-    assert act_row(torch.tensor([True, False, True]), ElementSampler())[4] == 2       # sum of a bool output
-    assert act_row(torch.arange(5), ElementSampler())[4] == 10
+    assert act_row(torch.tensor([True, False, True]), ElementSampler())[SUM] == 2    # sum of a bool output
+    assert act_row(torch.arange(5), ElementSampler())[SUM] == 10
 
 def test_unsupported_outputs_never_raise():
     "Empty, one-element, complex, `None` and string outputs are skipped or reduced without raising"
