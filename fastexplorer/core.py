@@ -101,11 +101,11 @@ def validate(doc:dict, name:str|None=None):
 
 # %% ../nbs/00_core.ipynb #a1543540
 class Node:
-    "A module, parameter or pseudo-node (`Learner`, `Input`, `Output`) of a `Representation` tree"
+    "A module, parameter or pseudo-node (`Learner` or `Probe`, `Input`, `Output`) of a `Representation` tree"
     def __init__(self,
         name:str,              # display name: the attribute name, or the class name for a root
         index:int=0,           # position among its siblings, which `links` refer to
-        type:str='Module',     # kind of node: `Module`, `Sequential`, `Parameter`, `Learner`, `Input` or `Output`
+        type:str='Module',     # kind of node: `Module`, `Sequential`, `Parameter`, `Learner` or `Probe` (the root), `Input` or `Output`
         obj=None,              # the live module or parameter, never serialised
         nodes:list|None=None,  # child nodes
         links:list|None=None,  # `{'source': i, 'target': j}` edges between children, by `index`

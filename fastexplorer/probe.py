@@ -6,7 +6,8 @@ Docs: https://fastexplorer.github.io/fastexplorer/probe.html.md"""
 
 # %% ../nbs/01_probe.ipynb #a3ae2f28
 from __future__ import annotations
-import copy, operator, random, sys
+import copy, dataclasses, operator, random, sys
+from collections import OrderedDict, defaultdict
 from contextlib import contextmanager
 import numpy as np, torch
 from torch import nn
@@ -19,20 +20,37 @@ from .core import _dtypes, _dtype_name, _is_lazy
 
 # %% auto #0
 __all__ = ['describe', 'first_shape', 'scripted', 'ModelState', 'preserved_rng', 'model_device', 'unwrap_model', 'probe',
-           'kept_dl_rng', 'unwrap_dl', 'to_model_device', 'split_batch']
+           'kept_dl_rng', 'unwrap_dl', 'to_model_device', 'split_batch', 'represent']
 
 # %% ../nbs/01_probe.ipynb #afca51c0
-_MAX_ITEMS = 64
+_MAX_ITEMS,_MAX_DEPTH = 64,8
+_PLAIN_DICTS = (dict, OrderedDict, defaultdict)
 
-def describe(o):
-    "Shape and dtype of every tensor in `o`, keeping its tuples, lists, dicts and `None`s"
+def _holds_tensor(v)->bool:
+    return isinstance(v, (torch.Tensor, PackedSequence)) or (isinstance(v, (list, tuple)) and any(isinstance(t, torch.Tensor) for t in v[:_MAX_ITEMS]))
+
+def _fields(o)->dict|None:
+    "The named fields of a namedtuple, a dataclass, a dict subclass (Hugging Face's `ModelOutput`), or an object holding tensors in its attributes (torchvision's `ImageList`); `None` for anything else"
+    if isinstance(o, tuple) and hasattr(o, '_fields'): return dict(zip(o._fields, o))
+    if isinstance(o, dict): return None if type(o) in _PLAIN_DICTS else o
+    if dataclasses.is_dataclass(o) and not isinstance(o, type): return {f.name: getattr(o, f.name, None) for f in dataclasses.fields(o)}
+    d = getattr(o, '__dict__', None)
+    if isinstance(o, nn.Module) or not isinstance(d, dict) or not any(map(_holds_tensor, d.values())): return None
+    return {k: v for k,v in d.items() if not k.startswith('_')}
+
+def describe(o, depth:int=0):
+    "Shape and dtype of every tensor in `o`, keeping its tuples, lists, dicts and `None`s; a container with named fields is `{'type', 'fields'}`"
     if isinstance(o, torch.Tensor): return {'shape': list(o.shape), 'dtype': _dtypes[o.dtype]}
     if isinstance(o, PackedSequence):
         return {'shape': list(o.data.shape), 'dtype': _dtypes[o.data.dtype], 'packed': True, 'batch_size': int(o.batch_sizes[0])}
     if o is None: return None
-    if isinstance(o, (tuple, list)): return [describe(v) for v in o[:_MAX_ITEMS]]
-    if isinstance(o, dict): return {str(k): describe(v) for k,v in list(o.items())[:_MAX_ITEMS]}
+    if depth >= _MAX_DEPTH: return {'type': type(o).__name__}
+    if (f := _fields(o)) is not None:
+        return {'type': type(o).__name__, 'fields': {str(k): describe(v, depth + 1) for k,v in list(f.items())[:_MAX_ITEMS]}}
+    if isinstance(o, (tuple, list)): return [describe(v, depth + 1) for v in o[:_MAX_ITEMS]]
+    if isinstance(o, dict): return {str(k): describe(v, depth + 1) for k,v in list(o.items())[:_MAX_ITEMS]}
     return {'type': type(o).__name__}
+
 
 # %% ../nbs/01_probe.ipynb #d36905f4
 def first_shape(spec):
@@ -189,8 +207,18 @@ def _has_lazy(mods:list)->bool:
 def _path_of(model:nn.Module)->dict: return {id(m): p for p,m in model.named_modules()}
 
 # %% ../nbs/01_probe.ipynb #32666f2d
-def probe(model:nn.Module, xb:tuple)->tuple:
-    "Run `model(*xb)` once and return `(records, callees, output)`; the model is left exactly as it was"
+def _materialised(model:nn.Module, run:nn.Module)->dict:
+    "`{id: count}` of each module of `model` holding lazy parameters: its parameters once `run` (a probed copy) materialised them"
+    res = {}
+    for (_,o),(_,c) in zip(model.named_modules(remove_duplicate=False), run.named_modules(remove_duplicate=False)):
+        if id(o) in res or not any(_is_lazy(p) for p in o.parameters()): continue
+        ps = {id(p): p for p in c.parameters()}.values()
+        if not any(_is_lazy(p) for p in ps): res[id(o)] = sum(p.numel() for p in ps)   # some never ran: not known
+    return res
+
+def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
+    "Run `model(*xb, **kw)` once and return `(records, callees, output)`; the model is left exactly as it was"
+    kw = kw or {}
     mods = list(model.modules())
     run = copy.deepcopy(model) if _has_lazy(mods) else model
     ids = ({id(c): id(o) for (_,o),(_,c) in zip(model.named_modules(remove_duplicate=False), run.named_modules(remove_duplicate=False))}
@@ -201,7 +229,7 @@ def probe(model:nn.Module, xb:tuple)->tuple:
         run.eval()
         rec = _Recorder(mods if run is model else list(run.modules()))
         try:
-            with torch.no_grad(): out = run(*xb)
+            with torch.no_grad(): out = run(*xb, **kw)
         except Exception as e:
             paths = _path_of(run)
             def _nm(k): return f"`{paths.get(k, '?') or '(the model itself)'}` ({type(rec.mods[k]).__name__})"
@@ -217,7 +245,9 @@ def probe(model:nn.Module, xb:tuple)->tuple:
     if ids is not None:
         recs = {ids[k]: v for k,v in recs.items()}
         callees = {ids.get(k): [ids[c] for c in v] for k,v in callees.items()}
+        for k,n in _materialised(model, run).items(): recs[k]['materialised'] = n
     return recs,callees,out
+
 
 # %% ../nbs/01_probe.ipynb #89273b4b
 @contextmanager
@@ -263,6 +293,9 @@ def split_batch(dls, b)->tuple:
     return b[:i]
 
 # %% ../nbs/01_probe.ipynb #84d65e75
+_NOT_RUN = {True: "not called by the probe, which runs in eval mode: a branch run only in training (an auxiliary head) runs then",
+            False: "not called by the forward on the probe's input"}
+
 def _annotate(node:Node, recs:dict, callees:dict):
     for n in node:
         if n.type == 'Parameter': continue
@@ -273,9 +306,29 @@ def _annotate(node:Node, recs:dict, callees:dict):
         out = r['outputs'][0] if r['outputs'] else None
         n.xtra.update(calls=r['calls'], order=r['order'], enter=r['enter'], exit=r['exit'], shape=first_shape(out),
                       dtype=(out or {}).get('dtype') if isinstance(out, dict) else None, inputs=r['inputs'], outputs=r['outputs'])
+        if 'materialised' in r: n.xtra['materialised'] = r['materialised']
+        # never called, nor anything inside it (a `ModuleList`'s modules are called directly): say why it may not have run,
+        # from the mode it was in (and is in again)
+        if not r['calls'] and not any(recs.get(id(m), {}).get('calls') for m in n.obj.modules()): n.xtra['note'] = _NOT_RUN[n.obj.training]
         if r['calls'] and (links := _exec_links(n, callees.get(id(n.obj), []))): n.links = links
 
+
 # %% ../nbs/01_probe.ipynb #03974e73
+def _tree(model:nn.Module, xb:tuple, kw:dict, found:tuple, device, name:str, obj, cls:str)->Representation:
+    "`name` → `Input` → the model's nodes annotated with what the probe `found` → `Output`"
+    recs,callees,out = found
+    mnode = model.to_representation(xtra={'open': True})
+    _annotate(mnode, recs, callees)
+    given = (*xb, kw) if kw else xb                   # as a module's inputs are recorded: positional, then the keywords
+    inp = Node('Input', 0, 'Input', xtra={'class': 'Input', 'shape': first_shape(describe(given)), 'inputs': [describe(list(given))]})
+    mnode.index = 1
+    outn = Node('Output', 2, 'Output', xtra={'class': 'Output', 'shape': first_shape(out), 'outputs': [out]})
+    x = mnode.xtra
+    root = Node(name, 0, name, obj, [inp, mnode, outn], [{'source': 0, 'target': 1}, {'source': 1, 'target': 2}],
+                {'class': cls, 'open': True, 'params': x['params'], 'trainable': x['trainable'],
+                 'buffers': x['buffers'], 'bytes': x['bytes'], 'device': str(device), 'n_inp': len(xb)} | ({'kwargs': list(kw)} if kw else {}))
+    return Representation(root)
+
 @patch
 def to_representation(self:Learner,
     b=None,  # batch to probe with (a tuple as `dls.one_batch()` returns, or an input tensor); default the first validation batch
@@ -286,14 +339,44 @@ def to_representation(self:Learner,
     with preserved_rng(device):
         if b is None: b = _default_batch(self.dls)
         xb = to_model_device(split_batch(self.dls, b), device)
-        recs,callees,out = probe(model, xb)
-    mnode = model.to_representation(xtra={'open': True})
-    _annotate(mnode, recs, callees)
-    inp = Node('Input', 0, 'Input', xtra={'class': 'Input', 'shape': first_shape(describe(xb)), 'inputs': [describe(list(xb))]})
-    mnode.index = 1
-    outn = Node('Output', 2, 'Output', xtra={'class': 'Output', 'shape': first_shape(out), 'outputs': [out]})
-    x = mnode.xtra
-    root = Node('Learner', 0, 'Learner', self, [inp, mnode, outn], [{'source': 0, 'target': 1}, {'source': 1, 'target': 2}],
-                {'class': type(self).__name__, 'open': True, 'params': x['params'], 'trainable': x['trainable'],
-                 'buffers': x['buffers'], 'bytes': x['bytes'], 'device': str(device), 'n_inp': len(xb)})
-    return Representation(root)
+        found = probe(model, xb)
+    return _tree(model, xb, {}, found, device, 'Learner', self, type(self).__name__)
+
+
+# %% ../nbs/01_probe.ipynb #f39f4eaf
+def _is_dim(d)->bool: return isinstance(d, int) and not isinstance(d, bool) and d >= 0
+
+def _example_inputs(input_size, dtypes, device)->tuple:
+    "Inputs of `input_size` (one shape, or a list of shapes) and `dtypes` on `device`: normal floats, zeros for integers and booleans"
+    shape = lambda s: isinstance(s, (tuple, list, torch.Size)) and all(map(_is_dim, s))
+    if shape(input_size): sizes = [tuple(input_size)]
+    elif isinstance(input_size, (tuple, list)) and input_size and all(map(shape, input_size)): sizes = [tuple(s) for s in input_size]
+    else: raise ValueError(f"`input_size` must be one shape, such as (1, 3, 224, 224), or a list of shapes, one per input: got {input_size!r}")
+    dts = [torch.float32] * len(sizes) if dtypes is None else list(dtypes) if isinstance(dtypes, (tuple, list)) else [dtypes]
+    if len(dts) != len(sizes) or not all(isinstance(d, torch.dtype) for d in dts):
+        raise ValueError(f"`dtypes` must be one torch dtype per input ({len(sizes)} in `input_size`): got {dtypes!r}")
+    g = torch.Generator().manual_seed(0)
+    return tuple(torch.randn(s, generator=g).to(device, d) if d.is_floating_point else torch.zeros(s, dtype=d, device=device)
+                 for s,d in zip(sizes, dts))
+
+def represent(
+    model:nn.Module,   # any module: eager, scripted in part or whole, with lazy layers, in `DataParallel`/DDP, or compiled
+    *args,             # its positional inputs, as `model(*args, **kwargs)` takes them
+    input_size=None,   # instead of inputs: one shape or a list of shapes, batch dimension included (as torchinfo's `summary`)
+    dtypes=None,       # with `input_size`: one dtype per input (default float32)
+    **kwargs,          # its keyword inputs
+)->Representation:
+    "The `Representation` of `model`, annotated by one call `model(*args, **kwargs)` on its own device; the model is left untouched"
+    if not isinstance(model, nn.Module): raise TypeError(f"`represent` takes an nn.Module as `model`, not {type(model).__name__}")
+    if input_size is not None and args: raise ValueError("pass `represent` the model's inputs or an `input_size`, not both")
+    if input_size is None and dtypes is not None: raise ValueError("`dtypes` goes with `input_size`: inputs given have their own")
+    if input_size is None and not args and not kwargs:
+        raise ValueError("`represent` runs the model once and needs its inputs: `represent(model, x)`, keyword inputs, or `input_size=(1, 3, 224, 224)`")
+    model = unwrap_model(model)
+    device = model_device(model)
+    with preserved_rng(device):
+        xb = _example_inputs(input_size, dtypes, device) if input_size is not None else to_model_device(args, device)
+        kw = to_model_device(kwargs, device)
+        found = probe(model, xb, kw)
+    return _tree(model, xb, kw, found, device, 'Probe', None, 'Probe')
+

@@ -2,7 +2,7 @@
 import json, os, shutil, time
 from contextlib import contextmanager
 from pathlib import Path
-import pytest
+import pytest, torch
 from fastai.callback.progress import *   # noqa: F403
 from torch import nn
 from fastai.learner import Learner
@@ -487,4 +487,27 @@ def test_each_call_of_a_module_has_its_row(page, tmp_path):
         expect(page.locator('#panel .step-block[data-drawn]').first).to_be_visible()
         expect(page.locator('#panel .charts[data-history="all"]')).to_have_count(1)
         page.screenshot(path=str(SHOTS/'calls.png'), full_page=True)
+    assert page.problems == []
+
+class _AuxScripted(nn.Module):
+    "A scripted body, and an auxiliary head that runs only in training (as googlenet's and inception's)"
+    def __init__(self):
+        super().__init__()
+        self.body = torch.jit.script(nn.Sequential(nn.Linear(64, 16), nn.ReLU()))
+        self.head,self.aux = nn.Linear(16, 10),nn.Linear(16, 10)
+    def forward(self, x):
+        h = self.body(x.flatten(1))
+        return self.head(h) + 0 * self.aux(h) if self.training else self.head(h)
+
+def test_panel_says_why_a_node_has_no_shape(page, tmp_path):
+    "A node the probe could not see into says so in its panel: a scripted module (no hooks) and a head run only in training (the probe runs in eval mode)"
+    learn = Learner(digits_dls(), _AuxScripted(), loss_func=nn.CrossEntropyLoss(), cbs=ExplorerCallback(tmp_path/'aux', every=4))
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-2)
+    with serving(page, tmp_path) as srv:
+        page.goto(srv.url + '?run=aux')
+        for path,says in [('aux', 'runs in eval mode'), ('body', 'TorchScript: shapes not recorded')]:
+            page.locator(f'#tree .node[data-path="{path}"] .label').first.click()
+            expect(page.locator('#panel-title')).to_contain_text(path)
+            expect(page.locator('#panel .kv').first).to_contain_text(says)
+        page.screenshot(path=str(SHOTS/'notes.png'), full_page=True)
     assert page.problems == []

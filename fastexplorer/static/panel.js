@@ -42,10 +42,12 @@ export function renderPanel() {
     ['type', node.type], ['output shape', node.type === 'Parameter' ? null : fmtShape(x.shape)],
     ['shape', node.type === 'Parameter' ? fmtShape(x.shape) : null], ['dtype', x.dtype],
     ['params', fin(x.params) ? fmtInt(x.params) : null], ['trainable', fin(x.trainable) && x.trainable !== x.params ? fmtInt(x.trainable) : null],
+    ['params once materialised', fin(x.materialised) ? fmtInt(x.materialised) : null, 'lazy layers: the count after their first forward (the probe ran a copy)'],
     ['numel', fin(x.numel) ? fmtInt(x.numel) : null], ['requires_grad', x.requires_grad === undefined ? null : String(x.requires_grad)],
     ['calls', fin(x.calls) && x.calls > 1 ? x.calls : null, 'times called per forward pass'], ['shared with', x.shared_with],
     ['call', fin(x.call) && node.parent ? `${x.call} of ${node.parent.xtra.calls} of ${node.parent.path || '(model)'}` : null, 'a further call of its module in one forward pass: its statistics are its own'],
     ['depth-idx', typeof x.depth_idx === 'string' ? x.depth_idx : null, 'torchinfo/scio label: depth below the model - rank at that depth'],
+    ['note', typeof x.note === 'string' ? x.note : null],
   ]);
   out.push(info);
   if (path == null) {
