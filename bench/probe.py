@@ -1,49 +1,59 @@
-"""Time `learn.to_representation(b)` against one plain `no_grad` forward of the same batch, side by side.
+"""Time the probe against one plain `no_grad` forward of the same batch, side by side in one run.
 
-Usage: python bench/probe.py [--rounds 15] [--size 224] [--bs 1] [--threads 2]
-Prints the median of each and their ratio (target: at most 1.15 for resnet50 at 224 px, batch 1), and fastai's
-`learn.summary()` measured the same way for reference.
+Usage: python bench/probe.py [--rounds 15] [--threads 2] [--summary]
+
+For two models, resnet50 at 224 px batch 1 and mobilenet_v3_small at 64 px batch 8 (random weights, eval mode), it times
+in interleaved rounds (so drift on a noisy machine hits every contender alike): one forward; `represent(model, x)`;
+`learn.to_representation(b)` on a `Learner` holding the same model and batch; `torchinfo.summary(model, input_data=x)`;
+and with `--summary`, fastai's `learn.summary()`. Prints the median of each and its ratio to one forward. Targets
+(issue 16): `represent` and `to_representation` at most 1.10x one forward on resnet50, at most 1.5x on mobilenet_v3_small
+(many small layers: hooks weigh more against its short forward).
 """
-import argparse, statistics, time, io, contextlib
-import torch, torchvision
+import argparse, statistics, time, io, contextlib, warnings
+import torch, torchvision, torchinfo
 from torch import nn
 from fastai.data.core import DataLoaders
 from fastai.data.load import DataLoader
 from fastai.learner import Learner
-import fastexplorer.all  # noqa: F401  (patches Learner.to_representation)
+from fastexplorer.all import represent
 from fastai.callback.hook import *  # noqa: F401,F403  (patches Learner.summary)
+
+warnings.filterwarnings('ignore')
+CASES = [('resnet50', 224, 1, 1.10), ('mobilenet_v3_small', 64, 8, 1.5)]
+
+def contenders(arch:str, size:int, bs:int, with_summary:bool)->dict:
+    torch.manual_seed(0)
+    x = torch.randn(bs, 3, size, size); y = torch.zeros(bs, dtype=torch.long)
+    ds = [(x[i], y[i]) for i in range(bs)]
+    model = getattr(torchvision.models, arch)(weights=None).eval()
+    learn = Learner(DataLoaders(DataLoader(ds, bs=bs), DataLoader(ds, bs=bs)), model, loss_func=nn.CrossEntropyLoss())
+    def forward():
+        with torch.no_grad(): model(x)
+    def summary():
+        with contextlib.redirect_stdout(io.StringIO()): learn.summary()
+    fns = {'forward': forward, 'represent': lambda: represent(model, x), 'to_representation': lambda: learn.to_representation((x, y)),
+           'torchinfo.summary': lambda: torchinfo.summary(model, input_data=x, verbose=0)}
+    if with_summary: fns['learn.summary'] = summary
+    return fns
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--rounds', type=int, default=15)
-    p.add_argument('--size', type=int, default=224)
-    p.add_argument('--bs', type=int, default=1)
     p.add_argument('--threads', type=int, default=2)
-    p.add_argument('--arch', default='resnet50')
     p.add_argument('--summary', action='store_true', help="also time fastai's learn.summary()")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
-    x = torch.randn(a.bs, 3, a.size, a.size); y = torch.zeros(a.bs, dtype=torch.long)
-    ds = [(x[i], y[i]) for i in range(a.bs)]
-    dls = DataLoaders(DataLoader(ds, bs=a.bs), DataLoader(ds, bs=a.bs))
-    model = getattr(torchvision.models, a.arch)().eval()
-    learn = Learner(dls, model, loss_func=nn.CrossEntropyLoss())
-    b = (x, y)
-    def plain():
-        with torch.no_grad(): model(x)
-    def probe(): learn.to_representation(b)
-    def summary():
-        with contextlib.redirect_stdout(io.StringIO()): learn.summary()
-    fns = {'forward': plain, 'probe': probe}
-    if a.summary: fns['summary'] = summary
-    for f in fns.values(): f(); f()   # warm up
-    times = {k: [] for k in fns}
-    for _ in range(a.rounds):          # interleaved rounds, so drift hits every contender alike
-        for k,f in fns.items():
-            t = time.perf_counter(); f(); times[k].append(time.perf_counter() - t)
-    med = {k: statistics.median(v) for k,v in times.items()}
-    print(f"{a.arch} @ {a.size}px, batch {a.bs}, {a.threads} threads, {a.rounds} interleaved rounds (median ms)")
-    for k,v in med.items(): print(f"  {k:8s} {v*1000:8.1f} ms   ratio to forward {v/med['forward']:.3f}")
+    for arch,size,bs,target in CASES:
+        fns = contenders(arch, size, bs, a.summary)
+        for f in fns.values(): f(); f()   # warm up
+        times = {k: [] for k in fns}
+        for _ in range(a.rounds):
+            for k,f in fns.items():
+                t = time.perf_counter(); f(); times[k].append(time.perf_counter() - t)
+        med = {k: statistics.median(v) for k,v in times.items()}
+        print(f"{arch} @ {size}px, batch {bs}, {a.threads} threads, {a.rounds} interleaved rounds (median ms); target: probe <= {target:.2f}x forward")
+        for k,v in med.items():
+            mark = '' if k not in ('represent', 'to_representation') else ('  ok' if v / med['forward'] <= target else '  ABOVE TARGET')
+            print(f"  {k:18s} {v*1000:8.1f} ms   ratio to forward {v/med['forward']:.3f}{mark}")
 
 if __name__ == '__main__': main()
