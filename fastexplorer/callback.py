@@ -6,7 +6,8 @@ Docs: https://fastexplorer.github.io/fastexplorer/callback.html.md"""
 
 # %% ../nbs/03f_callback.ipynb #b44feacf
 from __future__ import annotations
-import sys, time, warnings
+import math, numbers, os, sys, time, warnings
+from pathlib import Path
 from functools import partial
 import torch
 import torch.distributed as dist
@@ -30,7 +31,37 @@ from .steps import *
 from .nonfinite import *
 
 # %% auto #0
-__all__ = ['ExplorerCallback']
+__all__ = ['ALERT_ARGS', 'ExplorerCallback']
+
+# %% ../nbs/03f_callback.ipynb #b9ebcabf
+ALERT_ARGS = {'dead': 'a fraction of dead units in [0, 1]', 'grad_ratio': 'a gradient norm ratio above 1'}
+
+def _is_int(v)->bool: return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+def _is_real(v)->bool: return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+def _refuse(name:str, want:str, got, exc=ValueError): raise exc(f"ExplorerCallback: `{name}` must be {want}, not {got!r}")
+
+def _check_args(path, ints:dict, flags:dict, hist_range, near_zero, alerts, layers):
+    "Refuse a bad argument of `ExplorerCallback`, naming it and what it may be; `ints`: `{name: (value, least)}`"
+    if not isinstance(path, (str, os.PathLike)): _refuse('path', 'a folder (a str or a Path)', path, TypeError)
+    if not str(path).strip(): _refuse('path', 'a folder, not empty (the run would be written into the working folder)', path)
+    if len(os.fsencode(Path(path).name)) > 255: _refuse('path', 'a folder whose name is at most 255 bytes', Path(path).name)
+    for name,(v,least) in ints.items():
+        if not _is_int(v): _refuse(name, f'an int of at least {least}', v, TypeError)
+        if v < least: _refuse(name, f'at least {least}', v)
+    for name,v in flags.items():
+        if not isinstance(v, bool): _refuse(name, 'True or False', v, TypeError)
+    if not (isinstance(hist_range, (tuple, list)) and len(hist_range) == 2 and all(map(_is_real, hist_range)) and hist_range[0] < hist_range[1]):
+        _refuse('hist_range', 'two finite numbers (low, high) with low < high', hist_range)
+    if not (_is_real(near_zero) and near_zero >= 0): _refuse('near_zero', 'a finite number at least 0', near_zero)
+    if alerts is not None:
+        known = ', '.join(f"{k!r} ({v})" for k,v in ALERT_ARGS.items())
+        if not isinstance(alerts, dict) or set(alerts) - set(ALERT_ARGS): _refuse('alerts', f'None or a dict with keys among {known}', alerts)
+        if 'dead' in alerts and not (_is_real(alerts['dead']) and 0 <= alerts['dead'] <= 1): _refuse("alerts['dead']", ALERT_ARGS['dead'], alerts['dead'])
+        if 'grad_ratio' in alerts and not (_is_real(alerts['grad_ratio']) and alerts['grad_ratio'] > 1):
+            _refuse("alerts['grad_ratio']", ALERT_ARGS['grad_ratio'], alerts['grad_ratio'])
+    if isinstance(layers, (list, tuple)) and not layers: _refuse('layers', 'None (the default layers) or a selection of at least one', layers)
+
 
 # %% ../nbs/03f_callback.ipynb #93176543
 class ExplorerCallback(Callback):
@@ -57,7 +88,11 @@ class ExplorerCallback(Callback):
         overwrite:bool=False,   # replace a run already in `path`
         steps:bool=True,        # also write each sampled batch's statistics to the run's step database, `steps.sqlite`
     ):
-        if every < 1: raise ValueError(f"`every` must be at least 1, not {every}")
+        _check_args(path, {'every': (every, 1), 'hist_bins': (hist_bins, 1), 'sample': (sample, 1), 'heatmaps': (heatmaps, 0),
+                           'heatmap_size': (heatmap_size, 1), 'port': (port, 0)},
+                    dict(valid=valid, grads=grads, updates=updates, serve=serve, snapshots=snapshots, overwrite=overwrite, steps=steps),
+                    hist_range, near_zero, alerts, layers)
+        if port > 65535: _refuse('port', 'a port from 0 (any free one) to 65535', port)
         self.folder,self.every,self.layers,self.valid,self.grads,self.updates = path,every,layers,valid,grads,updates
         self.hist_bins,self.hist_range,self.near_zero,self.sample = hist_bins,tuple(hist_range),near_zero,sample
         self.alert_kw,self.overwrite,self.heatmaps,self.heatmap_size = alerts or {},overwrite,heatmaps,heatmap_size
@@ -80,6 +115,10 @@ def _cb_before_fit(self:ExplorerCallback):
                 getattr(self.learn, 'create_mbar', True))
     if not self.run: return
     model = unwrap_model(self.learn.model)
+    try: mods = select_layers(model, self.layers)   # before anything is written: a selection of nothing is refused
+    except ValueError as e: raise ValueError(f"ExplorerCallback: `layers` selects no module of this {type(model).__name__}: {e}") from None
+    if self.layers is not None and not mods:
+        raise ValueError(f"ExplorerCallback: `layers` selects no module of this {type(model).__name__}: {self.layers!r}")
     if not self.opened:                      # the first fit: every rank, so that they can agree on how it went
         err = None
         if rank_distrib() == 0:
@@ -98,7 +137,7 @@ def _cb_before_fit(self:ExplorerCallback):
         if err is not None: raise err
         if msg: raise RuntimeError(f"fastexplorer: rank 0 could not start the run, so this rank stops too: {msg}")
         self.opened = True
-    self.mods = select_layers(model, self.layers)
+    self.mods = mods
     self.keys = list(self.mods)
     self.sites = CallSites(self.keys)         # a row per call of each layer in a forward: `path`, then `path#2`…
     self.ids = {id(m): i for i,m in enumerate(self.mods.values())}
