@@ -343,7 +343,7 @@ def to_representation(self:Learner,
     return _tree(model, xb, {}, found, device, 'Learner', self, type(self).__name__)
 
 
-# %% ../nbs/01_probe.ipynb #f39f4eaf
+# %% ../nbs/01_probe.ipynb #3e55ea74
 def _is_dim(d)->bool: return isinstance(d, int) and not isinstance(d, bool) and d >= 0
 
 def _example_inputs(input_size, dtypes, device)->tuple:
