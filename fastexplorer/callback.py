@@ -33,7 +33,7 @@ from .nonfinite import *
 # %% auto #0
 __all__ = ['ALERT_ARGS', 'ExplorerCallback']
 
-# %% ../nbs/03f_callback.ipynb #b9ebcabf
+# %% ../nbs/03f_callback.ipynb #2fb44162
 ALERT_ARGS = {'dead': 'a fraction of dead units in [0, 1]', 'grad_ratio': 'a gradient norm ratio above 1'}
 
 def _is_int(v)->bool: return isinstance(v, numbers.Integral) and not isinstance(v, bool)
