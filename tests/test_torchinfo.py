@@ -6,8 +6,10 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 from fastexplorer.all import represent, first_shape
 from untouched import Untouched
-from torchinfo_zoo import BUILDERS, Case, _counts
+from torchinfo_zoo import BUILDERS, CNN, Case, _counts
 import zoo
+
+pytestmark = pytest.mark.filterwarnings('ignore:.*torch.jit.script.*:FutureWarning')
 
 # ---- the independent oracle: plain hooks on a deep copy, and `model.parameters()` ----
 def _shape(o, depth=0):
@@ -56,7 +58,7 @@ def _oracle(case:Case, builder)->tuple:
         for h in hs: h.remove()
     return dict(res), _counts(cp)
 
-def _lazy(p): return isinstance(p, nn.parameter.UninitializedParameter)
+def _lazy(t): return isinstance(t, nn.parameter.UninitializedTensorMixin)
 
 def _eager_counts(m:nn.Module)->tuple:
     "(total, trainable) of the distinct, materialised parameters of `m`: each tied tensor once, lazy ones not yet known"
@@ -95,18 +97,21 @@ def test_params_exact(probed):
     assert (x['params'], x['trainable']) == _eager_counts(case.model), f"root: {x['params']}, {x['trainable']}"
     assert (r.data.xtra['params'], r.data.xtra['trainable']) == (x['params'], x['trainable']), "the Probe root's totals"
 
+def _buffers(m:nn.Module)->int: return sum(b.numel() for b in {id(b): b for b in m.buffers()}.values() if not _lazy(b))
+
 def test_every_module_counted(probed):
-    "Every module's node counts the distinct parameters of its own subtree"
+    "Every module's node counts the distinct parameters and buffers of its own subtree (a pruning mask is a buffer)"
     case,r,_,_,_ = probed
     for p,m in case.model.named_modules():
         x = r.find(p).xtra
-        assert (x['params'], x['trainable']) == _eager_counts(m), f"{p or 'root'} ({type(m).__name__}): {x['params']}, {x['trainable']}"
+        assert (x['params'], x['trainable'], x['buffers']) == (*_eager_counts(m), _buffers(m)), \
+            f"{p or 'root'} ({type(m).__name__}): {x['params']}, {x['trainable']}, {x['buffers']}"
 
 def test_lazy_materialised(probed):
     "A lazy module's node carries the count its copy materialised, which the lazy model itself still cannot say"
     case,r,_,(_,total),builder = probed
     lazy = {p: m for p,m in case.model.named_modules() if any(_lazy(t) for t in m.parameters(recurse=False))}
-    if not lazy: return
+    if not lazy: pytest.skip('no lazy module')
     assert all(_lazy(t) for m in lazy.values() for t in m.parameters(recurse=False)), "the model was materialised"
     cp = _build(builder).model
     with torch.no_grad(): cp(*_inputs(case), **case.kwargs)
@@ -135,7 +140,9 @@ def test_io_fields(probed):
         sizes = case.input_size if isinstance(case.input_size, list) else [case.input_size]
         dts = [str(d).removeprefix('torch.') for d in (case.dtypes or [torch.float32]*len(sizes))]
         assert inp.xtra['inputs'] == [[{'shape': list(s), 'dtype': d} for s,d in zip(sizes, dts)]]
-    if case.io is None: return
+    if case.io is None:
+        if case.input_size is None: pytest.skip('plain tensors in and out: the shape tests cover them')
+        return
     want_in,want_out = case.io
     assert inp.xtra['inputs'] == [want_in], inp.xtra['inputs']
     assert out.xtra['outputs'] == [want_out], out.xtra['outputs']
@@ -166,6 +173,18 @@ def test_against_torchinfo(probed):
     assert compared or not shapes, "no shape compared"
     assert differ == set(case.ti_shapes), f"torchinfo's shapes differ at {sorted(differ)}; the case says {case.ti_shapes}"
     for p in differ: assert [first_shape(o) for o in r.find(p).xtra['outputs']] == shapes[p][:16], p
+
+def test_batch_dim_convention():
+    "torchinfo's `batch_dim=0` adds a batch of 1 to `input_size`: `represent` takes the batch in `input_size`, as with `batch_dim=None`"
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        m = CNN()
+    r = represent(m, input_size=(1, 3, 8, 8))
+    s = torchinfo.summary(m, input_size=(3, 8, 8), batch_dim=0, device='cpu', verbose=0)
+    paths = {id(o): p for p,o in m.named_modules()}
+    rows = [(paths[id(o.module)], o.output_size) for o in s.summary_list]
+    assert rows == [(p, r.find(p).xtra['shape']) for p,_ in rows] and rows[-1] == ('fc', [1, 3]), rows
+    assert r.data.nodes[0].xtra['shape'] == [1, 3, 8, 8] and (s.total_params, s.trainable_params) == _counts(m)
 
 # ---- both entry points ----
 @pytest.mark.parametrize('name', ['two_inputs', 'packed'])

@@ -135,7 +135,7 @@ class NoneStrIO(nn.Module):
         return y if extra is None else y + extra, None
 
 def none_str_io():
-    return Case(NoneStrIO(), (_randn(2, 4), 'plain', None), ti_fails="torchinfo sums its inputs' sizes and fails on a str",
+    return Case(NoneStrIO(), (_randn(2, 4), 'plain', None), ti_fails="torchinfo's memory total adds the str input to the tensors' byte sizes: int + str",
                 io=([{'shape': [2, 4], 'dtype': 'float32'}, {'type': 'str'}, None], [{'shape': [2, 3], 'dtype': 'float32'}, None]))
 
 Pair = namedtuple('Pair', ['left', 'right'])
@@ -153,7 +153,7 @@ class NamedTupleIO(nn.Module):
 def namedtuple_io():
     f = lambda s: {'shape': s, 'dtype': 'float32'}
     return Case(NamedTupleIO(), (Pair(_randn(2, 4), _randn(2, 5, seed=1)),),
-                ti_fails="torchinfo cannot size a namedtuple input (it reads the tuple as a shape: 'int' object is not iterable)",
+                ti_fails="torchinfo's memory total rebuilds a namedtuple's aggregate as `sum(*sizes)`: 'int' object is not iterable",
                 io=([{'type': 'Pair', 'fields': {'left': f([2, 4]), 'right': f([2, 5])}}],
                     {'type': 'Scores', 'fields': {'logits': f([2, 3]), 'hidden': f([2, 6])}}))
 
@@ -301,8 +301,8 @@ def partly_scripted():
         tot,tr = _counts(model)
         return tot + _counts(model.b2)[0], tr + _counts(model.b2)[1]
     return Case(m, (_randn(2, 3, 8, 8),), ti_params=ti,
-                ti_params_why="torchinfo counts the scripted block twice: once as a row added without a forward, once as "
-                              "leftover of its parent")
+                ti_params_why="torchinfo counts the scripted block twice: in its layers' rows (added without a forward) "
+                              "and in the root's leftover, since the block's row was made before the root's")
 
 # ---- a detection model in eval ----
 def detection():
