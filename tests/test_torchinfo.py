@@ -131,6 +131,9 @@ def test_shapes_match_oracle(probed):
         assert x['shape'] == want[0]
     scripted = [p for p,m in case.model.named_modules() if isinstance(m, torch.jit.ScriptModule)]
     for p in scripted: assert r.find(p).xtra.get('scripted') and r.find(p).xtra.get('shape') is None, p
+    inside = lambda p: any(p == q or p.startswith(q + '.') for q in scripted)
+    for p,_ in case.model.named_modules():     # what the oracle never saw run, the probe did not record
+        if p not in shapes and not inside(p): assert r.find(p).xtra['calls'] == 0, f"{p or 'root'} recorded as called"
 
 def test_io_fields(probed):
     "`describe` on the Input and Output nodes keeps containers and field names (dict, None, str, namedtuple, dataclass)"

@@ -204,7 +204,36 @@ def keyword_inputs():
     return Case(KeywordInputs(), (_randn(2, 6),), {'x2': _randn(2, 3, seed=1), 'attention_mask': torch.ones(2, 4)},
                 io=([f([2, 6]), {'x2': f([2, 3]), 'attention_mask': f([2, 4])}], f([2, 2])))
 
-# ---- parameters held by containers, tied, pruned, frozen, lazy ----
+class Holder:
+    "A plain object holding tensors in its attributes (torchinfo's ObjectWithTensors; torchvision's ImageList is one)"
+    def __init__(self, x, aux): self.x,self.aux = x,aux
+
+class ObjectIO(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+    def forward(self, o:Holder): return Holder(self.fc(o.x), o.aux * 2)
+
+def object_io():
+    f = lambda s: {'shape': s, 'dtype': 'float32'}
+    return Case(ObjectIO(), (Holder(_randn(2, 4), _randn(3, seed=1)),),
+                ti_fails="torchinfo raises on an output that is a plain object ('unsupported input or output type')",
+                io=([{'type': 'Holder', 'fields': {'x': f([2, 4]), 'aux': f([3])}}],
+                    {'type': 'Holder', 'fields': {'x': f([2, 2]), 'aux': f([3])}}))
+
+class Unused(nn.Module):
+    "A ModuleList whose last layer is never called, and an auxiliary head run only in training (torchinfo's missing layers)"
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)])
+        self.aux,self.head = nn.Linear(4, 1),nn.Linear(4, 2)
+    def forward(self, x):
+        for l in self.layers[:2]: x = torch.relu(l(x))
+        return (self.head(x), self.aux(x)) if self.training else self.head(x)
+
+def unused(): return Case(Unused(), (_randn(3, 4),))
+
+# ---- parameters held by containers, tied, pruned, frozen, lazy, parametrized ----
 class ParamContainers(nn.Module):
     "Parameters in a ParameterList, a ParameterDict, registered on the root, and frozen; modules in a ModuleDict"
     def __init__(self):
@@ -269,6 +298,12 @@ def lazy():
     m = nn.Sequential(nn.LazyConv2d(4, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(5), nn.ReLU(), nn.Linear(5, 2))
     return Case(m, (_randn(2, 3, 6, 6),))
 
+def parametrized():
+    "Weight norm and an orthogonal parametrization: the parameters live in `parametrizations.weight`, whose modules run on access"
+    m = nn.Sequential(nn.utils.parametrizations.weight_norm(nn.Linear(4, 3)), nn.ReLU(),
+                      nn.utils.parametrizations.orthogonal(nn.Linear(3, 3)))
+    return Case(m, (_randn(2, 4),))
+
 # ---- input_size and dtypes ----
 class TokensAndImage(nn.Module):
     "Integer tokens and an image: two inputs with two dtypes"
@@ -315,6 +350,6 @@ def detection():
     return Case(m, (imgs,), ti_shapes={'backbone': last, 'backbone.body': last, 'backbone.fpn': last})
 
 BUILDERS = [lstm, packed_lstm, recursive, two_parents, siamese, dict_io, none_str_io, namedtuple_io, dataclass_io,
-            keyword_inputs, param_containers, tied, pruned, frozen_resnet, lazy, tokens_and_image, scripted, partly_scripted,
+            keyword_inputs, object_io, unused, param_containers, tied, pruned, parametrized, frozen_resnet, lazy, tokens_and_image, scripted, partly_scripted,
             detection]
 "Every case's builder, in the order the tests run them"
