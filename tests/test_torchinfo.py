@@ -155,7 +155,7 @@ def test_against_torchinfo(probed):
     "torchinfo's totals and every output shape it reports equal ours, but where the case says why torchinfo differs"
     case,r,_,(shapes,total),builder = probed
     if case.ti_fails:   # torchinfo cannot run: the case says why; the oracle tests above are this model's check
-        with pytest.raises((TypeError, RuntimeError)): _torchinfo(case, builder)
+        with pytest.raises((TypeError, RuntimeError, AttributeError)): _torchinfo(case, builder)
         return
     s,cp,paths = _torchinfo(case, builder)
     oracle = total                               # the copy's distinct parameters once run (lazy ones materialised)

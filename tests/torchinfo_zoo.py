@@ -62,6 +62,20 @@ def packed_lstm():
     # the LSTM's input and output are PackedSequences of 12 = 6+2+4 steps
     return Case(PackedLSTM(), (x,), {'lengths': lengths})
 
+class LSTMOnPacked(nn.Module):
+    "An LSTM given a PackedSequence as its input (the caller packs), its last hidden state into a head"
+    def __init__(self):
+        super().__init__()
+        self.lstm,self.head = nn.LSTM(4, 6),nn.Linear(6, 2)
+    def forward(self, ps): return self.head(self.lstm(ps)[1][0][-1])
+
+def packed_input():
+    ps = pack_padded_sequence(_randn(3, 5, 4), torch.tensor([5, 3, 2]), batch_first=True)
+    return Case(LSTMOnPacked(), (ps,), ti_fails="torchinfo sizes its inputs by rebuilding each namedtuple from its fields' sizes: "
+                                                 "a PackedSequence of `torch.Size`s raises AttributeError",
+                io=([{'shape': [10, 4], 'dtype': 'float32', 'packed': True, 'batch_size': 3}],
+                                           {'shape': [3, 2], 'dtype': 'float32'}))
+
 # ---- recursive, reused and shared modules ----
 class Recursive(nn.Module):
     "One conv applied three times and one ReLU reused after every layer (torchinfo's RecursiveNet and ReuseReLU)"
@@ -349,7 +363,7 @@ def detection():
     last = 'torchinfo reports an OrderedDict of feature maps by its last value (`pool`), not its first (`0`)'
     return Case(m, (imgs,), ti_shapes={'backbone': last, 'backbone.body': last, 'backbone.fpn': last})
 
-BUILDERS = [lstm, packed_lstm, recursive, two_parents, siamese, dict_io, none_str_io, namedtuple_io, dataclass_io,
+BUILDERS = [lstm, packed_lstm, packed_input, recursive, two_parents, siamese, dict_io, none_str_io, namedtuple_io, dataclass_io,
             keyword_inputs, object_io, unused, param_containers, tied, pruned, parametrized, frozen_resnet, lazy, tokens_and_image, scripted, partly_scripted,
             detection]
 "Every case's builder, in the order the tests run them"
