@@ -3,10 +3,10 @@ import copy, dataclasses
 from collections import defaultdict
 import pytest, torch, torchinfo
 from torch import nn
-from torch.nn.utils.rnn import PackedSequence
-from fastexplorer.all import represent, first_shape
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
+from fastexplorer.all import represent, first_shape, to_model_device
 from untouched import Untouched
-from torchinfo_zoo import BUILDERS, CNN, Case, _counts
+from torchinfo_zoo import BUILDERS, CNN, Case, _counts, _randn
 import zoo
 
 pytestmark = pytest.mark.filterwarnings('ignore:.*torch.jit.script.*:FutureWarning')
@@ -188,6 +188,13 @@ def test_batch_dim_convention():
     rows = [(paths[id(o.module)], o.output_size) for o in s.summary_list]
     assert rows == [(p, r.find(p).xtra['shape']) for p,_ in rows] and rows[-1] == ('fc', [1, 3]), rows
     assert r.data.nodes[0].xtra['shape'] == [1, 3, 8, 8] and (s.total_params, s.trainable_params) == _counts(m)
+
+def test_packed_sequence_input_keeps_batch_sizes_on_cpu():
+    "A PackedSequence input moves as `PackedSequence.to` moves it: its `batch_sizes` stay on the CPU, as the LSTM needs on a GPU"
+    ps = pack_padded_sequence(_randn(3, 5, 2), torch.tensor([5, 3, 2]), batch_first=True)
+    o = to_model_device(ps, torch.device('meta'))    # the meta device stands in for a GPU: the rule is the same
+    assert type(o) is PackedSequence and o.data.is_meta and o.batch_sizes.device.type == 'cpu', o
+    assert torch.equal(o.batch_sizes, ps.batch_sizes)
 
 # ---- both entry points ----
 @pytest.mark.parametrize('name', ['two_inputs', 'packed'])
