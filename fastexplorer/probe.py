@@ -277,7 +277,8 @@ def _default_batch(dls):
     raise ValueError("the Learner's DataLoaders have no batch to probe with: pass one as `b`")
 
 def to_model_device(o, device):
-    "`o` with every tensor it holds on `device`, its containers rebuilt as they were: a namedtuple from its fields (fastai's `to_device` passes them as one argument)"
+    "`o` with every tensor it holds on `device`, its containers rebuilt as they were: a namedtuple from its fields (fastai's `to_device` passes them as one argument), a PackedSequence by its own `to`"
+    if isinstance(o, PackedSequence): return o.to(device)   # a namedtuple too, whose `batch_sizes` must stay on the CPU
     if isinstance(o, tuple) and hasattr(o, '_fields'): return type(o)(*(to_model_device(v, device) for v in o))
     if isinstance(o, (list, tuple, dict)):
         items = {k: to_model_device(v, device) for k,v in o.items()} if isinstance(o, dict) else [to_model_device(v, device) for v in o]
