@@ -204,7 +204,7 @@ def loss_landscape(self:Learner,
     coords = [-span + 2 * span * i / (n - 1) for i in range(n)] if n > 1 else [0.]
     metric = getattr(self.metrics[0], 'func', None) if len(self.metrics) else None
     mname = getattr(self.metrics[0], 'name', None) if metric is not None else None
-    state,lstate = ModelState(model),_LearnerState(self)
+    state,lstate = ModelState(self.model),_LearnerState(self)   # `self.model`: a wrapper is put in eval mode too
     saved = [p.detach().clone() for p in ps]          # the copy the weights are restored from
     loss = [[None] * n for _ in range(n)]
     met = [[None] * n for _ in range(n)] if metric is not None else None
