@@ -6,18 +6,22 @@ Docs: https://fastexplorer.github.io/fastexplorer/landscape.html.md"""
 
 # %% ../nbs/04_landscape.ipynb #de90d162
 from __future__ import annotations
-import math, os
+import math, os, sys
+from contextlib import contextmanager
 from pathlib import Path
 import numpy as np, torch
 from torch import nn
 from fastcore.basics import patch
-from fastai.learner import Learner
+from fastcore.foundation import L
+from fastai.callback.core import Callback
+from fastai.learner import Learner, Recorder
 from fastai.torch_core import to_device, find_bs
 from .core import *
 from .probe import *
+from .callback import ExplorerCallback
 
 # %% auto #0
-__all__ = ['filter_normalized_direction', 'Landscape']
+__all__ = ['filter_normalized_direction', 'Landscape', 'silent_callbacks']
 
 # %% ../nbs/04_landscape.ipynb #d07fd5f5
 def _params(model:nn.Module)->list: return list({id(p): p for p in model.parameters()}.values())
@@ -57,28 +61,86 @@ class Landscape:
         return self.x[j], self.y[i]
     def __repr__(self): return f"Landscape({len(self.x)}×{len(self.y)}, {self.kind} directions, seed {self.seed})"
 
-# %% ../nbs/04_landscape.ipynb #e09076f1
+# %% ../nbs/04_landscape.ipynb #b899ead7
+_SILENT = {'fastai.callback.progress': ('ProgressCallback', 'ShowGraphCallback', 'CSVLogger'),
+           'fastai.callback.tracker': ('TrackerCallback', 'TerminateOnNaNCallback'),
+           'fastai.callback.tensorboard': ('TensorBoardBaseCallback',), 'fastai.callback.wandb': ('WandbCallback',),
+           'fastai.callback.neptune': ('NeptuneCallback',), 'fastai.callback.comet': ('CometCallback',),
+           'fastai.callback.azureml': ('AzureMLCallback',)}
+
+def silent_callbacks()->tuple:
+    "The callback classes a landscape leaves out: those that record, log or stop a run (among the modules imported)"
+    res = [Recorder, ExplorerCallback]
+    for mod,names in _SILENT.items():
+        m = sys.modules.get(mod)
+        if m is not None: res += [getattr(m, o) for o in names if hasattr(m, o)]
+    return tuple(res)
+
+# %% ../nbs/04_landscape.ipynb #f89ef969
+class _GridPoint(Callback):
+    "Keeps the loss (and first metric) of each batch of a grid point, read as fastai's `Recorder` reads them"
+    order,run_train = Recorder.order,False
+    def __init__(self, metric=None): self.metric,self.rows = metric,[]
+    def before_validate(self): self.rows = []
+    def after_batch(self):
+        "The batch's loss as `after_loss` left it, its size and the metric on `learn.pred` as callbacks left it"
+        yb = self.learn.yb
+        if not len(yb): raise ValueError("the validation batches have no targets (`dls.n_inp` leaves none): a landscape needs a loss")
+        m = self.metric(self.learn.pred, *yb) if self.metric is not None else None
+        self.rows.append((self.learn.loss, find_bs(yb), m))
+
+    def result(self)->tuple:
+        "The point's mean loss and metric, weighted by batch size as `AvgLoss` does; `None` where not finite"
+        if not self.rows: return None,None
+        for l,_,_ in self.rows:
+            if not isinstance(l, torch.Tensor) or l.numel() != 1:
+                raise ValueError(f"the loss is not a scalar: `learn.loss` after `after_loss` is "
+                                 f"{f'a tensor of shape {tuple(l.shape)}' if isinstance(l, torch.Tensor) else type(l).__name__}; "
+                                 f"a landscape needs one value per batch (is `loss_func` {self.learn.loss_func!r} reduced?)")
+        n = sum(bs for _,bs,_ in self.rows)
+        loss = sum(float(l) * bs for l,bs,_ in self.rows) / n
+        m = sum(float(o) * bs for _,bs,o in self.rows) / n if self.metric is not None else None
+        return (loss if math.isfinite(loss) else None), (m if m is not None and math.isfinite(m) else None)
+
+# %% ../nbs/04_landscape.ipynb #7a7a1d73
+class _LearnerState:
+    "What running the Learner's events can change in it: its attributes, its callback list and each callback's attributes"
+    def __init__(self, learn:Learner):
+        self.learn,self.attrs,self.cbs = learn,dict(learn.__dict__),list(learn.cbs)
+        self.cb_attrs = [dict(cb.__dict__) for cb in self.cbs]
+    def restore(self):
+        "Put back every attribute binding and the callback list"
+        learn = self.learn
+        learn.__dict__.clear(); learn.__dict__.update(self.attrs)
+        if list(learn.cbs) != self.cbs: learn.cbs.clear(); learn.cbs.extend(self.cbs)
+        for cb,d in zip(self.cbs, self.cb_attrs): cb.__dict__.clear(); cb.__dict__.update(d)
+
+@contextmanager
+def _grid_events(learn:Learner, gp:_GridPoint):
+    "`learn` as `validate` runs it (no logging, `before_fit`…`after_fit` around), with `gp` and without the silent callbacks"
+    silent = silent_callbacks()
+    off = [cb for cb in learn.cbs if isinstance(cb, silent)]
+    learn.cbs = learn.cbs.filter(lambda cb: not isinstance(cb, silent))    # a copy: `_LearnerState` brings the list back
+    for cb in off:
+        if getattr(learn, cb.name, None) is cb: delattr(learn, cb.name)
+    learn.add_cb(gp)
+    learn.training = False; learn.model.eval()        # as `TrainEvalCallback.before_validate` does, should a Learner lack it
+    with learn.no_logging(), learn.no_mbar(), learn.lock, learn: yield
+
+# %% ../nbs/04_landscape.ipynb #37ec2062
 def _batches(learn:Learner, n:int, device)->list:
     res = []
     with kept_dl_rng(learn.dls.valid) as dl:
         for i,b in enumerate(dl):
             if i >= n: break
-            b = to_device(b, device)
-            xb = split_batch(learn.dls, b)
-            res.append((xb, tuple(b[len(xb):])))
+            res.append(tuple(to_device(b, device)))
     if not res: raise ValueError("the validation DataLoader is empty: the landscape needs at least one batch")
     return res
 
-def _evaluate(learn:Learner, model:nn.Module, batches:list, metric)->tuple:
-    tot,mtot,n = 0.,0.,0
-    for xb,yb in batches:
-        pred = model(*xb)
-        bs = find_bs(yb)
-        tot += float(learn.loss_func(pred, *yb)) * bs
-        if metric is not None: mtot += float(metric(pred, *yb)) * bs
-        n += bs
-    loss,m = tot / n,(mtot / n if metric is not None else None)
-    return (loss if math.isfinite(loss) else None), (m if m is not None and math.isfinite(m) else None)
+def _evaluate(learn:Learner, batches:list, gp:_GridPoint)->tuple:
+    "Loss and metric at the current weights: a validation phase over `batches`, with all the Learner's events"
+    learn._do_epoch_validate(dl=batches)
+    return gp.result()
 
 # %% ../nbs/04_landscape.ipynb #93884c38
 def _flat(ps:list)->torch.Tensor: return torch.cat([p.detach().reshape(-1).float().cpu() for p in ps])
@@ -122,7 +184,7 @@ def loss_landscape(self:Learner,
     trajectory:bool=False, # use the PCA directions of the `ExplorerCallback`'s weight snapshots and store the path
     progress:bool=True,    # show a fastprogress bar
 )->Landscape:
-    "The loss (and first metric) on an `n`×`n` grid around the weights; the model is restored bitwise afterwards"
+    "The loss (and first metric) on an `n`×`n` grid around the weights, through the Learner's callbacks; model and Learner are restored afterwards"
     model = unwrap_model(self.model)
     ps = _params(model)
     device = model_device(model)
@@ -142,14 +204,14 @@ def loss_landscape(self:Learner,
     coords = [-span + 2 * span * i / (n - 1) for i in range(n)] if n > 1 else [0.]
     metric = getattr(self.metrics[0], 'func', None) if len(self.metrics) else None
     mname = getattr(self.metrics[0], 'name', None) if metric is not None else None
-    state = ModelState(model)
+    state,lstate = ModelState(self.model),_LearnerState(self)   # `self.model`: a wrapper is put in eval mode too
     saved = [p.detach().clone() for p in ps]          # the copy the weights are restored from
     loss = [[None] * n for _ in range(n)]
     met = [[None] * n for _ in range(n)] if metric is not None else None
+    gp = _GridPoint(metric)
     try:
         with preserved_rng(device):
             batches = _batches(self, n_batches, device)
-            model.eval()
             it = range(n * n)
             if progress:
                 from fastprogress.fastprogress import progress_bar
@@ -157,18 +219,21 @@ def loss_landscape(self:Learner,
             # only parameters with a non-zero direction move; their directions are cast to their dtype once. Each row
             # of the grid keeps `w + y·d₂` in a buffer, so a point costs one op per parameter: `p = row + x·d₁`
             moving = [(p, w, a.to(p.dtype), b.to(p.dtype), torch.empty_like(w)) for p,w,a,b in zip(ps, saved, d1, d2) if a.any() or b.any()]
-            with torch.no_grad():
+            with _grid_events(self, gp):
                 for k in it:
                     i,j = divmod(k, n)
-                    if j == 0:
-                        for p,w,a,b,row in moving: torch.add(w, b, alpha=coords[i], out=row)
-                    for p,w,a,b,row in moving: torch.add(row, a, alpha=coords[j], out=p)
-                    loss[i][j],m = _evaluate(self, model, batches, metric)
+                    with torch.no_grad():
+                        if j == 0:
+                            for p,w,a,b,row in moving: torch.add(w, b, alpha=coords[i], out=row)
+                        for p,w,a,b,row in moving: torch.add(row, a, alpha=coords[j], out=p)
+                    try: loss[i][j],m = _evaluate(self, batches, gp)
+                    except BaseException as e: e.add_note(f"while evaluating the loss landscape at grid point x={coords[j]:g}, y={coords[i]:g}"); raise
                     if met is not None: met[i][j] = m
     finally:
         with torch.no_grad():
             for p,w in zip(ps, saved): p.copy_(w)
         state.restore(check_params=False)      # the parameters were just copied back; their version counters moved
+        lstate.restore()
     res = Landscape(coords, coords, loss, met, mname, path, seed if kind == 'random' else None, kind)
     if cb is not None and getattr(cb, 'writer', None) is not None: res.save(Path(cb.folder)/'landscape.json')
     return res

@@ -91,3 +91,170 @@ def test_trajectory_and_file(tmp_path):
 def test_trajectory_needs_snapshots():
     "Asking for a trajectory without snapshots says how to get them"
     with pytest.raises(ValueError, match='snapshots=True'): _trained().loss_landscape(trajectory=True, progress=False)
+
+# ---- through the Learner's own callbacks (issue 16) ----
+from collections import Counter
+from types import SimpleNamespace
+from fastai.callback.core import Callback
+from fastai.learner import Recorder
+from fastai.data.core import DataLoaders
+from fastai.text.all import LMDataLoader, language_model_learner, AWD_LSTM, awd_lstm_lm_config
+
+class LearnerSnapshot:
+    "The Learner's attribute bindings, its callback list and each callback's attribute bindings; `check()` asserts none changed"
+    def __init__(self, learn):
+        self.learn,self.attrs,self.cbs = learn,dict(learn.__dict__),list(learn.cbs)
+        self.cb_attrs = [dict(cb.__dict__) for cb in self.cbs]
+    def check(self):
+        l = self.learn
+        assert l.__dict__.keys() == self.attrs.keys(), f"Learner attributes added or removed: {l.__dict__.keys() ^ self.attrs.keys()}"
+        assert all(l.__dict__[k] is v for k,v in self.attrs.items()), \
+            f"Learner attributes rebound: {[k for k,v in self.attrs.items() if l.__dict__[k] is not v]}"
+        assert list(l.cbs) == self.cbs, f"callback list changed: {list(l.cbs)} != {self.cbs}"
+        for cb,d in zip(self.cbs, self.cb_attrs):
+            assert cb.__dict__.keys() == d.keys() and all(cb.__dict__[k] is v for k,v in d.items()), f"attributes of {cb} changed"
+        assert all(getattr(l, cb.name) is cb for cb in self.cbs), "a callback's Learner attribute is missing"
+        assert not l.lock.locked(), "the Learner's lock is held"
+
+def _lm_learner():
+    "fastai's `language_model_learner` on AWD_LSTM (2 layers, 16 hidden units) over 2,000 random tokens, built offline"
+    ids = torch.randint(0, 30, (2000,), generator=torch.Generator().manual_seed(0))
+    dls = DataLoaders(LMDataLoader([ids[:1600]], lens=[1600], bs=4, seq_len=10, shuffle=False),
+                      LMDataLoader([ids[1600:]], lens=[400], bs=4, seq_len=10, shuffle=False))
+    dls.vocab = [f'w{i}' for i in range(30)]
+    cfg = {**awd_lstm_lm_config, 'emb_sz': 8, 'n_hid': 16, 'n_layers': 2}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return language_model_learner(dls, AWD_LSTM, config=cfg, pretrained=False)
+
+def _centre(learn, **kw):
+    "The landscape (3×3, over every validation batch) and `validate`'s loss on the same batches, after checking nothing changed"
+    u,s = Untouched(learn.model),LearnerSnapshot(learn)
+    ls = learn.loss_landscape(n=3, n_batches=len(learn.dls.valid), seed=0, progress=False, **kw)
+    u.check(); s.check()
+    return ls,learn.validate()[0]
+
+def test_language_model_learner():
+    "fastai's language model (its `RNNCallback` takes `out[0]`, its `ModelResetter` resets the hidden state): each point from a reset state"
+    learn = _lm_learner()
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-2)
+    ls,valid = _centre(learn)
+    assert all(l is not None for r in ls.loss for l in r)
+    # the centre is point 5 of 9: without a reset it would start from the hidden state point 4 left
+    assert ls.loss[1][1] == pytest.approx(valid, rel=1e-5), (ls.loss[1][1], valid)
+
+class Wrapped(nn.Module):
+    "Returns an object holding the logits in `.logits`, as a Hugging Face model returns a `ModelOutput`"
+    def __init__(self, m): super().__init__(); self.m = m
+    def forward(self, x): return SimpleNamespace(logits=self.m(x))
+
+class Logits(Callback):
+    def after_pred(self): self.learn.pred = self.pred.logits
+
+def test_callback_unpacks_output():
+    "A callback setting `learn.pred = pred.logits` in `after_pred` applies; a user hook on the model is kept"
+    g = torch.Generator().manual_seed(0)
+    learn = learner(Wrapped(nn.Sequential(nn.Linear(12, 8), nn.ReLU(), nn.Linear(8, 3))), torch.randn(16, 12, generator=g),
+                    y=torch.randint(0, 3, (16,), generator=g), cbs=Logits())
+    h = learn.model.m[0].register_forward_hook(lambda m,i,o: None)
+    ls,valid = _centre(learn)
+    assert ls.loss[1][1] == pytest.approx(valid, rel=1e-6)
+    assert len(learn.model.m[0]._forward_hooks) == 1
+    h.remove()
+
+class CPUAutocast(Callback):
+    "Enters `torch.autocast('cpu', bfloat16)` in `before_batch` and leaves it in `after_loss`, as `MixedPrecision` does on CUDA"
+    order = 10
+    def __init__(self): self.dtypes = []
+    def before_batch(self): self.ac = torch.autocast('cpu', dtype=torch.bfloat16); self.ac.__enter__()
+    def after_pred(self): self.dtypes.append(self.learn.pred.dtype); self.learn.pred = self.learn.pred.float()
+    def after_loss(self): self.ac.__exit__(None, None, None)
+
+def test_autocast_events_cpu():
+    "Each batch of each point runs under the autocast a callback enters in `before_batch`, left in `after_loss`"
+    g = torch.Generator().manual_seed(0)
+    cb = CPUAutocast()
+    learn = learner(nn.Sequential(nn.Linear(12, 8), nn.ReLU(), nn.Linear(8, 3)), torch.randn(16, 12, generator=g),
+                    y=torch.randint(0, 3, (16,), generator=g), cbs=cb)
+    dtypes = cb.dtypes
+    ls,valid = _centre(learn)
+    assert dtypes[:9 * 4] == [torch.bfloat16] * (9 * 4), Counter(dtypes)     # 9 points × 4 batches, then validate's
+    assert not torch.is_autocast_enabled('cpu')
+    assert ls.loss[1][1] == pytest.approx(valid, rel=1e-6)
+    assert all(p.dtype == torch.float32 for p in learn.model.parameters())
+
+class PredDtype(Callback):
+    "Notes the prediction's dtype before `MixedPrecision.after_pred` casts it to float"
+    order = 5
+    def __init__(self): self.dtypes = []
+    def after_pred(self): self.dtypes.append(self.learn.pred.dtype)
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
+def test_mixed_precision_cuda():
+    "Under fastai's `MixedPrecision` each point's forward runs in float16 autocast; the scaler and the model come back"
+    g = torch.Generator().manual_seed(0)
+    cb = PredDtype()
+    learn = learner(nn.Sequential(nn.Linear(12, 8), nn.ReLU(), nn.Linear(8, 3)), torch.randn(16, 12, generator=g),
+                    y=torch.randint(0, 3, (16,), generator=g), cbs=cb).to_fp16()
+    learn.dls.to('cuda'); learn.model.cuda()
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3)
+    dtypes = cb.dtypes; dtypes.clear()
+    ls,valid = _centre(learn)
+    assert dtypes[:9 * 4] == [torch.float16] * (9 * 4), Counter(dtypes)
+    assert ls.loss[1][1] == pytest.approx(valid, rel=1e-5)
+
+class Events(Callback):
+    "Counts the events it is called with"
+    def __init__(self): self.seen = Counter()
+    def __call__(self, event_name): self.seen[event_name] += 1; return super().__call__(event_name)
+
+def test_recorders_see_nothing(tmp_path, monkeypatch):
+    "The `Recorder`, the progress bar and an `ExplorerCallback` recording every batch see no event of a landscape; other callbacks see all"
+    learn = digits_learner(cbs=[ExplorerCallback(tmp_path/'run', every=1, valid=True), Events()])
+    with learn.no_logging(): learn.fit(1, 1e-2)
+    rec,ex = learn.recorder,learn.explorer
+    hist = [list(map(list, rec.values)), list(rec.losses), list(rec.iters), list(rec.lrs), rec.final_record]
+    counts = (ex.n_steps, ex.n_epochs, ex.n_fits)
+    files = {p.name: p.stat().st_size for p in (tmp_path/'run').iterdir()}
+    called = Counter()
+    for c in (Recorder, ProgressCallback, ExplorerCallback):
+        monkeypatch.setattr(c, '__call__', lambda self, e, c=c: called.update([c.__name__]))
+    learn.events.seen.clear()
+    learn.loss_landscape(n=2, n_batches=2, seed=0, progress=False)
+    monkeypatch.undo()
+    assert not called, called
+    assert learn.events.seen['after_pred'] == 4 * 2 and learn.events.seen['before_validate'] == 4, learn.events.seen
+    assert [list(map(list, rec.values)), list(rec.losses), list(rec.iters), list(rec.lrs), rec.final_record] == hist
+    assert (ex.n_steps, ex.n_epochs, ex.n_fits) == counts
+    now = {p.name: p.stat().st_size for p in (tmp_path/'run').iterdir()}
+    assert now.pop('landscape.json') and now == files
+
+class Boom(Callback):
+    "Raises in `before_validate` of the third validation phase it sees"
+    def __init__(self): self.k = 0
+    def before_validate(self):
+        self.k += 1
+        if self.k == 3: raise RuntimeError('boom at the third point')
+
+def test_restored_after_callback_raises_at_third_point():
+    "A callback raising at the third point: the error propagates naming the point; model, RNG and Learner are as before"
+    learn = _trained()
+    learn.add_cb(Boom())
+    learn.pred,learn.loss,learn.xb,learn.yb,learn.dl,learn.epoch,learn.training = object(),object(),(1,),(2,),object(),7,True
+    u,s = Untouched(learn.model),LearnerSnapshot(learn)
+    with pytest.raises(RuntimeError, match='third') as e: learn.loss_landscape(n=3, seed=0, progress=False)
+    assert any('grid point' in n for n in getattr(e.value, '__notes__', [])), e.value
+    u.check(); s.check()
+    assert learn.recorder.learn is learn
+    learn.remove_cb(Boom)
+    ls = learn.loss_landscape(n=3, seed=0, progress=False)         # and the Learner still works
+    assert ls.loss[1][1] is not None
+
+def test_loss_not_scalar():
+    "A loss function that does not reduce is named, with the loss's shape"
+    learn = _trained()
+    learn.loss_func = nn.CrossEntropyLoss(reduction='none')
+    u = Untouched(learn.model)
+    with pytest.raises(ValueError, match=r'not a scalar.*shape \(4,\)'): learn.loss_landscape(n=2, seed=0, progress=False)
+    u.check()
