@@ -288,9 +288,9 @@ def _code_cell(c):
 
 # ---- Site --------------------------------------------------------------------------------------------------------
 def nav()->list:
-    "Home, the tutorial, one page per module notebook (in number order), the API reference"
+    "Home, the guides (the tutorial, Hugging Face models), one page per module notebook (in number order), the API reference"
     pages = {name: title for name, (title, _) in _outline().items()}
-    first = [n for n in ('index.ipynb', 'tutorial.ipynb') if n in pages]
+    first = [n for n in ('index.ipynb', 'tutorial.ipynb', 'huggingface.ipynb') if n in pages]
     rest = [n for n in pages if n not in first]
     res = [{'Home' if n == 'index.ipynb' else pages[n]: n} for n in first]
     res.append({'Modules': [{pages[n]: n} for n in rest]})

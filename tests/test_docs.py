@@ -74,8 +74,8 @@ def test_every_page_loads_without_errors(crawl, site):
     pages, problems, _ = crawl
     assert not problems, '\n'.join(problems)
     names = {urlparse(u).path.rsplit('/', 1)[-1] or 'index.html' for u in pages}
-    # the home page links the tutorial, every module notebook and the API reference
-    expected = {'index.html', 'tutorial.html', 'api.html'} | {p.stem + '.html' for p in (ROOT/'nbs').glob('[0-9]*.ipynb')}
+    # the home page links the guides, every module notebook and the API reference
+    expected = {'index.html', 'tutorial.html', 'huggingface.html', 'api.html'} | {p.stem + '.html' for p in (ROOT/'nbs').glob('[0-9]*.ipynb')}
     assert expected <= names, f"pages not reached from the home page: {sorted(expected - names)}"
 
 def test_no_broken_internal_links(crawl):
