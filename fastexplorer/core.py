@@ -189,34 +189,48 @@ def _class_name(m:nn.Module)->str:
     return type(m).__name__
 
 def _param_node(p:nn.Parameter, name:str, idx:int, path:str, seen:dict)->Node:
-    xtra = {'class': 'Parameter', 'shape': None if _is_lazy(p) else list(p.shape), 'dtype': _dtype_name(p.dtype),
-            'numel': None if _is_lazy(p) else p.numel(), 'requires_grad': p.requires_grad}
-    if _is_lazy(p): xtra['lazy'] = True
+    lazy = _is_lazy(p)
+    xtra = {'class': 'Parameter', 'shape': None if lazy else list(p.shape), 'dtype': _dtype_name(p.dtype),
+            'numel': None if lazy else p.numel(), 'requires_grad': p.requires_grad}
+    if lazy: xtra['lazy'] = True
     first = seen.setdefault(id(p), path)
     if first != path: xtra['shared_with'] = first
     return Node(name, idx, 'Parameter', p, xtra=xtra, path=path)
 
+def _totals(ps:dict, bs:dict)->list:
+    return [sum(o[0] for o in ps.values()), sum(o[0] for o in ps.values() if o[2]), sum(o[0] for o in bs.values()),
+            sum(o[1] for o in ps.values()) + sum(o[1] for o in bs.values())]
+
 def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:dict)->tuple:
     "The `Node` of `m`, and `{id: (numel, bytes, trainable)}` of the distinct parameters and buffers of its subtree"
-    ps,bs,nodes = {},{},[]
+    # `tot` (params, trainable, buffers, bytes) adds up the children's totals while no tensor turns up twice; else, `None`:
+    # summed over the distinct tensors at the end
+    ps,bs,nodes,lazy,tot = {},{},[],False,[0, 0, 0, 0]
     for n,c in m._modules.items():
         if c is None: continue
         node,cps,cbs = _module_node(c, n, len(nodes), _join(path, n), None, seen)
-        nodes.append(node); ps.update(cps); bs.update(cbs)
+        nodes.append(node)
+        x,n0 = node.xtra,len(ps) + len(bs)
+        ps.update(cps); bs.update(cbs)
+        if tot is not None and len(ps) + len(bs) == n0 + len(cps) + len(cbs):
+            tot = [tot[0] + x['params'], tot[1] + x['trainable'], tot[2] + x['buffers'], tot[3] + x['bytes']]
+        else: tot = None
+        lazy = lazy or x.get('lazy', False)
     links = [{'source': i, 'target': i+1} for i in range(len(nodes)-1)]
-    lazy = False
     for n,p in m._parameters.items():
         if p is None: continue
         nodes.append(_param_node(p, n, len(nodes), _join(path, n), seen))
         if _is_lazy(p): lazy = True
-        else: ps[id(p)] = (p.numel(), _nbytes(p), p.requires_grad)
+        elif id(p) not in ps:                     # a tensor already counted (tied inside this subtree) adds nothing
+            ps[id(p)] = (k := p.numel(), b := _nbytes(p), p.requires_grad)
+            if tot is not None: tot = [tot[0] + k, tot[1] + (k if p.requires_grad else 0), tot[2], tot[3] + b]
     for b in m._buffers.values():
-        if b is not None and not _is_lazy(b): bs[id(b)] = (b.numel(), _nbytes(b), False)
-    pv,bv = ps.values(),bs.values()
-    xtra = {'class': _class_name(m), **ifnone(xtra, {}),
-            'params': sum(o[0] for o in pv), 'trainable': sum(o[0] for o in pv if o[2]),
-            'buffers': sum(o[0] for o in bv), 'bytes': sum(o[1] for o in pv) + sum(o[1] for o in bv)}
-    if lazy or any(n.xtra.get('lazy') for n in nodes): xtra['lazy'] = True
+        if b is not None and not _is_lazy(b) and id(b) not in bs:
+            bs[id(b)] = (k := b.numel(), nb := _nbytes(b), False)
+            if tot is not None: tot = [tot[0], tot[1], tot[2] + k, tot[3] + nb]
+    tot = ifnone(tot, _totals(ps, bs))
+    xtra = {'class': _class_name(m), **ifnone(xtra, {}), 'params': tot[0], 'trainable': tot[1], 'buffers': tot[2], 'bytes': tot[3]}
+    if lazy: xtra['lazy'] = True
     first = seen.setdefault(id(m), path)
     if first != path: xtra['shared_with'] = first
     return Node(name, idx, _kind(m), m, nodes, links, xtra, path), ps, bs

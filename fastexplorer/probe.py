@@ -6,12 +6,13 @@ Docs: https://fastexplorer.github.io/fastexplorer/probe.html.md"""
 
 # %% ../nbs/01_probe.ipynb #a3ae2f28
 from __future__ import annotations
-import copy, dataclasses, operator, random, sys
+import copy, dataclasses, gc, operator, random, sys, threading
 from collections import OrderedDict, defaultdict
 from contextlib import contextmanager
 import numpy as np, torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
+from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from fastcore.basics import patch, ifnone
 from fastai.learner import Learner
 from fastai.torch_core import to_device
@@ -45,6 +46,7 @@ def describe(o, depth:int=0):
         return {'shape': list(o.data.shape), 'dtype': _dtypes[o.data.dtype], 'packed': True, 'batch_size': int(o.batch_sizes[0])}
     if o is None: return None
     if depth >= _MAX_DEPTH: return {'type': type(o).__name__}
+    if type(o) in (tuple, list): return [describe(v, depth + 1) for v in o[:_MAX_ITEMS]]   # the usual case, first: no fields
     if (f := _fields(o)) is not None:
         return {'type': type(o).__name__, 'fields': {str(k): describe(v, depth + 1) for k,v in list(f.items())[:_MAX_ITEMS]}}
     if isinstance(o, (tuple, list)): return [describe(v, depth + 1) for v in o[:_MAX_ITEMS]]
@@ -116,21 +118,28 @@ def preserved_rng(device:torch.device|None=None):
         with torch.random.fork_rng(devices=devices, **kw): yield
     finally: random.setstate(py); np.random.set_state(npy)
 
+@contextmanager
+def _gc_paused():
+    "Python's cyclic garbage collector off, if it was on, while the probe makes its thousands of small records"
+    on = gc.isenabled()
+    gc.disable()
+    try: yield
+    finally:
+        if on: gc.enable()
+
 # %% ../nbs/01_probe.ipynb #c98f0897
 _MAX_CALLS = 16
 
 class _Recorder:
-    "Forward hooks on every module and pre-hooks on every container, recording calls, order, callers and shapes"
+    "Two process-wide hooks (a forward pre-hook and a forward hook) recording, for the modules of `mods` that this thread calls, calls, order, callers and shapes"
     def __init__(self, mods:list):
         self.mods = {id(m): m for m in mods}
         self.recs = {k: {'calls': 0, 'order': None, 'inputs': [], 'outputs': [], 'open': [], 'enter': None, 'exit': None} for k in self.mods}
-        self.stack,self.callees,self.n,self.last,self.ev = [],{},0,None,0
-        self.handles = []
-        try:
-            for m in self.mods.values():
-                if scripted(m): continue          # TorchScript takes no Python hooks: its nodes say "scripted" instead
-                if m._modules: self.handles.append(m.register_forward_pre_hook(self.enter))
-                self.handles.append(m.register_forward_hook(self.exit, with_kwargs=True))
+        # TorchScript runs its submodules in C++, where no Python hook reaches: its nodes say "scripted" instead
+        self.hooked = {k for k,m in self.mods.items() if not scripted(m)}
+        self.stack,self.callees,self.n,self.last,self.ev,self.tid = [],{},0,None,0,threading.get_ident()
+        self.handles = [register_module_forward_pre_hook(self.enter)]
+        try: self.handles.append(register_module_forward_hook(self.exit, with_kwargs=True))
         except BaseException: self.remove(); raise
 
     def _called(self, k, r):
@@ -139,6 +148,7 @@ class _Recorder:
 
     def enter(self, m, args):
         k = id(m)
+        if not m._modules or k not in self.hooked or threading.get_ident() != self.tid: return
         r = self.recs[k]
         self._called(k, r)
         self.stack.append(k)
@@ -146,6 +156,7 @@ class _Recorder:
 
     def exit(self, m, args, kwargs, out):
         k = id(m)
+        if k not in self.hooked or threading.get_ident() != self.tid: return
         r = self.recs[k]
         if m._modules:
             if self.stack and self.stack[-1] == k: self.stack.pop()
@@ -226,7 +237,7 @@ def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
     state = ModelState(model, mods)
     rec = None
     try:
-        run.eval()
+        if any(m.training for m in mods): run.eval()   # a model already in eval mode is left alone
         rec = _Recorder(mods if run is model else list(run.modules()))
         try:
             with torch.no_grad(): out = run(*xb, **kw)
@@ -337,11 +348,10 @@ def to_representation(self:Learner,
     "The `Representation` of this Learner's model, annotated by running one batch through it; the model is left untouched"
     model = unwrap_model(self.model)
     device = model_device(model)
-    with preserved_rng(device):
+    with preserved_rng(device), _gc_paused():
         if b is None: b = _default_batch(self.dls)
         xb = to_model_device(split_batch(self.dls, b), device)
-        found = probe(model, xb)
-    return _tree(model, xb, {}, found, device, 'Learner', self, type(self).__name__)
+        return _tree(model, xb, {}, probe(model, xb), device, 'Learner', self, type(self).__name__)
 
 
 # %% ../nbs/01_probe.ipynb #3e55ea74
@@ -375,9 +385,8 @@ def represent(
         raise ValueError("`represent` runs the model once and needs its inputs: `represent(model, x)`, keyword inputs, or `input_size=(1, 3, 224, 224)`")
     model = unwrap_model(model)
     device = model_device(model)
-    with preserved_rng(device):
+    with preserved_rng(device), _gc_paused():
         xb = _example_inputs(input_size, dtypes, device) if input_size is not None else to_model_device(args, device)
         kw = to_model_device(kwargs, device)
-        found = probe(model, xb, kw)
-    return _tree(model, xb, kw, found, device, 'Probe', None, 'Probe')
+        return _tree(model, xb, kw, probe(model, xb, kw), device, 'Probe', None, 'Probe')
 

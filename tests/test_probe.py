@@ -43,11 +43,20 @@ def test_totals_exact(probed):
     assert m.xtra['params'] == r.data.xtra['params'] == _oracle(learn.model), name
     assert m.xtra['trainable'] == _oracle(learn.model, trainable=True), name
 
+def _buffers_oracle(m): return sum(b.numel() for b in set(m.buffers()) if not isinstance(b, nn.parameter.UninitializedBuffer))
+
+def _bytes_oracle(m):
+    ts = [t for t in set(m.parameters()) | set(m.buffers()) if not isinstance(t, nn.parameter.UninitializedTensorMixin)]
+    return sum(t.numel() * t.element_size() for t in ts)
+
 def test_every_module_counted(probed):
-    "Every module's node counts the distinct parameters of its subtree"
+    "Every module's node counts the distinct parameters, trainable parameters, buffers and bytes of its subtree"
     name, learn, _, r = probed
     for n in r.find(''):
-        if n.type != 'Parameter': assert n.xtra['params'] == _oracle(n.obj), (name, n.path)
+        if n.type == 'Parameter': continue
+        x = n.xtra
+        assert (x['params'], x['trainable'], x['buffers'], x['bytes']) == (
+            _oracle(n.obj), _oracle(n.obj, trainable=True), _buffers_oracle(n.obj), _bytes_oracle(n.obj)), (name, n.path)
 
 def test_untouched(probed):
     "Hooks, modes, tensors, parameters, attributes and RNG states are as they were"
