@@ -12,6 +12,7 @@ from .distributed import *
 from .steps import *
 from .callback import *
 from .landscape import *
+from .legacy import *
 from .explorer import *
 from .cli import digits_dls, digits_cnn, digits_learner
 from .record import *

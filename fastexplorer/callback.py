@@ -172,11 +172,12 @@ def _heatmaps(self:ExplorerCallback):
 ExplorerCallback._heatmaps = _heatmaps
 
 # %% ../nbs/03f_callback.ipynb #47efe534
-def _serve(self:ExplorerCallback, host:str='127.0.0.1', port:int=8000)->str:
-    "Serve the explorer for this run folder from a background thread and return its URL"
+def _serve(self:ExplorerCallback, host:str='127.0.0.1', port:int=8000, legacy_client:bool=False)->str:
+    "Serve the explorer for this run folder from a background thread and return its URL (with the original client's websocket if `legacy_client`)"
     from fastexplorer.explorer import ExplorerServer
     if self.writer is None: raise ValueError("nothing to serve yet: the run folder is created when the first fit starts")
-    if self.server is None: self.server = ExplorerServer(self.folder, host, port)
+    if self.server is not None and self.server.legacy_client != legacy_client: self.server.stop(); self.server = None
+    if self.server is None: self.server = ExplorerServer(self.folder, host, port, legacy_client=legacy_client)
     return self.server.url
 
 ExplorerCallback.serve = _serve
@@ -513,11 +514,12 @@ def explore(self:Learner,
     port:int=8000,         # port (0: any free port)
     inline:bool|None=None, # also show the page in the notebook (default: when running in one)
     height:int=800,        # height of that frame, in pixels
+    legacy_client:bool=False, # also let the original fastexplorer web client connect (its websocket, `/ws`, and its origin)
 )->str:                    # the page's URL
     "Serve the explorer for this Learner's `ExplorerCallback` run folder, show it inline in a notebook, and return its URL"
     cb = getattr(self, 'explorer', None)
     if cb is None: raise ValueError("this Learner has no ExplorerCallback: add one with `cbs=ExplorerCallback('runs/name')` and fit first")
-    url = cb.serve(host, port)
+    url = cb.serve(host, port, legacy_client)
     if inline if inline is not None else _in_notebook():
         from IPython.display import IFrame, display
         display(IFrame(url, width='100%', height=height))

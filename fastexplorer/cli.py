@@ -102,8 +102,8 @@ def demo(
     return run
 
 # %% ../nbs/06_cli.ipynb #04267060
-def _serve_until_interrupted(path, host:str, port:int):
-    try: srv = ExplorerServer(path, host, port)
+def _serve_until_interrupted(path, host:str, port:int, legacy_client:bool=False):
+    try: srv = ExplorerServer(path, host, port, legacy_client=legacy_client)
     except OSError as e: raise CliError(str(e)) from None
     print(f"\nfastexplorer explorer at {srv.url}  (Ctrl-C to stop)", flush=True)
     try:
@@ -115,10 +115,11 @@ def serve_runs(
     path:str,                # a run folder, or a folder of run folders
     port:int=8000,           # port to serve on
     host:str='127.0.0.1',    # interface to bind (anything but loopback is announced with a warning)
+    legacy_client:bool=False, # also serve the original fastexplorer web client's websocket (`/ws`) and accept its origin
 ):
     "Serve the explorer for a run folder (or a folder of runs) until interrupted"
     if not Path(path).is_dir(): raise CliError(f"no such folder: {path!r}")
-    _serve_until_interrupted(path, host, port)
+    _serve_until_interrupted(path, host, port, legacy_client)
 
 def report_runs(
     path:str,                  # a run folder, or a folder of run folders

@@ -10,6 +10,7 @@ import asyncio, errno, ipaddress, json, os, re, socket, sqlite3, threading, time
 from importlib.resources import files
 from pathlib import Path
 from .core import *
+from .legacy import legacy_endpoint, LEGACY_ORIGIN, LEGACY_CLIENT
 from .export import ROOT_RUN, run_dir, list_runs, read_manifest, entry_path, epoch_path
 from .stepdb import open_steps, step_info, step_series, step_hist_series
 from .history import summaries_json, history_json
@@ -36,7 +37,8 @@ def _loopback(host:str)->bool:
 
 class _Guard:
     "ASGI middleware: only GET/HEAD, only the served origin's `Host` and `Origin`, security headers on every response"
-    def __init__(self, app, hosts:set, any_ip:bool=False): self.app,self.hosts,self.any_ip = app,hosts,any_ip
+    def __init__(self, app, hosts:set, any_ip:bool=False, ws_origins:tuple=()):
+        self.app,self.hosts,self.any_ip,self.ws_origins = app,hosts,any_ip,ws_origins
 
     def _host_ok(self, host:str)->bool:
         if host in self.hosts: return True
@@ -46,9 +48,15 @@ class _Guard:
         except ValueError: return False
 
     async def __call__(self, scope, receive, send):
-        if scope['type'] != 'http': return await self.app(scope, receive, send)
+        if scope['type'] not in ('http', 'websocket'): return await self.app(scope, receive, send)
         hdrs = {k.decode('latin-1').lower(): v.decode('latin-1') for k,v in scope.get('headers', [])}
         origin = hdrs.get('origin')
+        if scope['type'] == 'websocket':     # a websocket is the original client's (`legacy_client`): its origin, or ours
+            if self._host_ok(hdrs.get('host', '')) and (origin is None or origin in self.ws_origins or
+                                                         (origin.startswith('http://') and self._host_ok(origin[7:]))):
+                return await self.app(scope, receive, send)
+            await receive()
+            return await send({'type': 'websocket.close', 'code': 1008})
         if scope['method'] not in ('GET', 'HEAD'): return await _error(send, 405, 'only GET and HEAD are allowed')
         if not self._host_ok(hdrs.get('host', '')): return await _error(send, 403, 'unexpected Host header')
         if origin is not None and not (origin.startswith('http://') and self._host_ok(origin[7:])):
@@ -103,11 +111,12 @@ def make_app(
     any_ip:bool=False,   # also accept any IP-literal `Host` (for a server bound to all interfaces)
     poll:float=0.5,      # seconds between checks of `run.json` for the event stream
     closing:threading.Event|None=None, # set when the server stops: event streams end, so shutdown is graceful
+    legacy_client:bool=False, # also serve the original fastexplorer client's websocket at `/ws`, and accept its origin
 ):
     "The Starlette application serving the explorer page and the runs under `root`, read-only"
     from starlette.applications import Starlette
     from starlette.responses import Response, JSONResponse, StreamingResponse
-    from starlette.routing import Route
+    from starlette.routing import Route, WebSocketRoute
     from starlette.exceptions import HTTPException
     from starlette.concurrency import run_in_threadpool
     root = Path(root)
@@ -196,8 +205,9 @@ def make_app(
               Route('/api/runs/{run}/history', history), Route('/api/runs/{run}/events', events),
               Route('/api/runs/{run}/steps', steps), Route('/api/runs/{run}/steps/{what:str}', steps_what),
               Route('/api/runs/{run}/{name}', run_file)]
+    if legacy_client: routes.append(WebSocketRoute('/ws', legacy_endpoint(root)))
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, 404: http_error, 405: http_error})
-    return _Guard(app, set(hosts or ()), any_ip)
+    return _Guard(app, set(hosts or ()), any_ip, (LEGACY_ORIGIN,) if legacy_client else ())
 
 # %% ../nbs/05_explorer.ipynb #fc23e062
 class ExplorerServer:
@@ -207,6 +217,7 @@ class ExplorerServer:
         host:str='127.0.0.1',  # interface to bind: loopback unless told otherwise
         port:int=8000,         # port (0: any free port)
         poll:float=0.5,        # seconds between checks for new epochs
+        legacy_client:bool=False, # also serve the original fastexplorer client's websocket (`/ws`) and accept its origin
     ):
         import uvicorn
         root = Path(root)
@@ -226,13 +237,13 @@ class ExplorerServer:
             raise OSError(e.errno, f"cannot serve on {host}:{port}: {e.strerror}") from None
         self.sock.listen(128)
         self.port = self.sock.getsockname()[1]
-        self.host = host
+        self.host,self.legacy_client = host,legacy_client
         name = f"[{host}]" if ':' in host else host
         hosts = {f"{name}:{self.port}"} | ({f"localhost:{self.port}", f"127.0.0.1:{self.port}"} if _loopback(host) else set())
         any_ip = host in ('0.0.0.0', '::')
         self.url = f"http://{'127.0.0.1' if any_ip else name}:{self.port}/"
         self.closing = threading.Event()
-        app = make_app(root, hosts, any_ip=any_ip, poll=poll, closing=self.closing)
+        app = make_app(root, hosts, any_ip=any_ip, poll=poll, closing=self.closing, legacy_client=legacy_client)
         self.server = uvicorn.Server(uvicorn.Config(app, log_level='warning', lifespan='off', timeout_graceful_shutdown=1))
         self.server.install_signal_handlers = lambda: None   # uvicorn < 0.29
         self.thread = threading.Thread(target=self._run, name='fastexplorer-server', daemon=True)
@@ -240,6 +251,9 @@ class ExplorerServer:
         for _ in range(200):
             if self.server.started or not self.thread.is_alive(): break
             time.sleep(0.025)
+        if legacy_client:
+            print(f"the original fastexplorer client may connect: open {LEGACY_CLIENT} (it reaches ws://localhost:8000/ws"
+                  + ("" if self.port == 8000 and _loopback(host) else f"; this server is on {host}:{self.port}, so it will not find it") + ")")
 
     def _run(self):
         try: asyncio.run(self.server.serve(sockets=[self.sock]))
@@ -257,9 +271,9 @@ class ExplorerServer:
     def __exit__(self, *args): self.stop()
     def __repr__(self): return f"ExplorerServer({self.url})"
 
-def serve(root, host:str='127.0.0.1', port:int=8000)->ExplorerServer:
+def serve(root, host:str='127.0.0.1', port:int=8000, legacy_client:bool=False)->ExplorerServer:
     "Serve the explorer for `root` (a run folder or a folder of runs) from a background thread; returns the server"
-    return ExplorerServer(root, host, port)
+    return ExplorerServer(root, host, port, legacy_client=legacy_client)
 
 # %% ../nbs/05_explorer.ipynb #356445dc
 _IMPORT = re.compile(r"^import \{[^}]*\} from '\./([\w-]+\.js)';\n", re.M)
