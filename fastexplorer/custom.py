@@ -10,7 +10,7 @@ import math
 from functools import partial
 import torch
 from fastcore.basics import ifnone
-from .stats import _first_tensor
+from .probe import _first_tensor
 
 # %% auto #0
 __all__ = ['CustomStat', 'custom_stats', 'CustomStats', 'custom_hooks', 'custom_params']

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from .probe import *
-from .stats import _first_tensor
+from .probe import _first_tensor
 
 # %% auto #0
 __all__ = ['activation_maps', 'input_images', 'heatmap_samples']

@@ -64,6 +64,15 @@ def first_shape(spec):
         if (s := first_shape(o)) is not None: return s
     return None
 
+def _first_tensor(o):
+    "The first tensor in a module's input or output (tuples, lists and dicts searched in order; a `PackedSequence`'s data), or `None`"
+    if isinstance(o, torch.Tensor): return o
+    if isinstance(o, PackedSequence): return o.data
+    vals = o.values() if isinstance(o, dict) else o if isinstance(o, (list, tuple)) else ()
+    for v in vals:
+        if (t := _first_tensor(v)) is not None: return t
+    return None
+
 # %% ../nbs/01_probe.ipynb #84d9473e
 def _same(a:dict, b:dict)->bool:
     "Do `a` and `b` hold the very same objects under the same keys?"

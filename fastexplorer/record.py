@@ -13,10 +13,10 @@ import torch
 from torch import nn
 from fastai.callback.core import Callback, CancelBatchException, CancelEpochException, CancelFitException
 from fastai.learner import Learner
-from fastcore.basics import ifnone
+from fastcore.basics import ifnone, patch
 from .core import *
 from .core import _close
-from .probe import unwrap_model
+from .probe import unwrap_model, _first_tensor
 
 # %% auto #0
 __all__ = ['RawRecorder', 'ForwardPre', 'ForwardOutput', 'BackwardOutput', 'load_recording', 'Recording', 'record']
@@ -27,15 +27,6 @@ def _model_of(o)->nn.Module:
     if isinstance(o, Learner): return unwrap_model(o.model)
     if isinstance(o, nn.Module): return unwrap_model(o)
     raise TypeError(f"expected a Learner or an nn.Module, not {type(o).__name__}")
-
-def _first_tensor(o):
-    "The first tensor in a module's input or output (tuples, lists and dicts searched in order), or `None`"
-    if isinstance(o, torch.Tensor): return o
-    if isinstance(o, nn.utils.rnn.PackedSequence): return o.data
-    vals = o.values() if isinstance(o, dict) else o if isinstance(o, (list, tuple)) else ()
-    for v in vals:
-        if (t := _first_tensor(v)) is not None: return t
-    return None
 
 def _same_inputs(xb, args)->bool:
     return xb is not None and len(xb) == len(args) and all(a is b for a,b in zip(xb, args))
@@ -83,19 +74,25 @@ class RawRecorder(Callback):
         return self
 
 # %% ../nbs/07_record.ipynb #0a4bfe25
+@patch
 def _value(self:RawRecorder, p:str):
+    "The recorded value of layer `p`, divided by its number of samples for `reduction='mean'`"
     v,n = self.store[p],self.counts[p]
     return v / max(int(n), 1) if self.reduction == 'mean' else v
 
-def _data(self:RawRecorder)->dict:
+@patch(as_prop=True)
+def data(self:RawRecorder)->dict:
     "`{path: recorded value}` of every layer that recorded at least one sample"
     return {p: self._value(p) for p in self.store}
 
-def _samples(self:RawRecorder)->dict:
+@patch(as_prop=True)
+def samples(self:RawRecorder)->dict:
     "`{path: number of samples recorded}`"
     return {p: int(n) for p,n in self.counts.items()}
 
-def _getitem(self:RawRecorder, p:str):
+@patch
+def __getitem__(self:RawRecorder, p:str):
+    "The recorded value of layer `p`; a `KeyError` naming the closest recorded layers if there is none"
     if p not in self.store:
         raise KeyError(_close("no recorded layer", p, self.store) if self.store else f"nothing recorded for {p!r} yet")
     return self._value(p)
@@ -107,14 +104,13 @@ def _tensors(o):
     elif isinstance(o, dict):
         for v in o.values(): yield from _tensors(v)
 
-def _nbytes(self:RawRecorder)->int:
+@patch(as_prop=True)
+def nbytes(self:RawRecorder)->int:
     "Bytes of the tensors the recorder holds"
     return sum(t.numel() * t.element_size() for v in self.store.values() for t in _tensors(v))
 
-RawRecorder._value,RawRecorder.__getitem__ = _value,_getitem
-RawRecorder.data,RawRecorder.samples,RawRecorder.nbytes = property(_data),property(_samples),property(_nbytes)
-
 # %% ../nbs/07_record.ipynb #6dcd46c3
+@patch
 def _add(self:RawRecorder, p:str, t, mask):
     "Record tensor `t` of layer `p` under `mask`"
     if t is None or mask is False or t.is_complex() or t.is_sparse: return
@@ -145,10 +141,10 @@ def _add(self:RawRecorder, p:str, t, mask):
             except Exception as e: raise RuntimeError(f"the reduction {_fname(red)} failed on the {self.what} of `{p}`: {type(e).__name__}: {e}") from e
     self.counts[p] = self.counts.get(p, 0) + n
 
-RawRecorder._add = _add
-
 # %% ../nbs/07_record.ipynb #df513536
+@patch
 def _root_pre(self:RawRecorder, m, args):
+    "Before the model's forward: evaluate `condition` on this batch and keep its mask for the layers' hooks"
     self.mask = True
     if self.condition is None: return
     learn,yb = self.lrn,None
@@ -158,7 +154,8 @@ def _root_pre(self:RawRecorder, m, args):
     except Exception as e: raise RuntimeError(f"the condition {_fname(self.condition)} of {type(self).__name__} failed: {type(e).__name__}: {e}") from e
     self.mask = _mask_of(res, _fname(self.condition), t.shape[0] if t is not None and t.ndim else None)
 
-def _attach(self:RawRecorder, model, learn=None):
+@patch
+def attach(self:RawRecorder, model, learn=None):
     "Register the hooks on the layers of `model` (a module or Learner) that `layers` selects"
     self.detach()
     if isinstance(model, Learner): learn = ifnone(learn, model)
@@ -172,20 +169,20 @@ def _attach(self:RawRecorder, model, learn=None):
     except BaseException: self.detach(); raise
     return self
 
-def _detach(self:RawRecorder):
+@patch
+def detach(self:RawRecorder):
     "Remove every hook this recorder registered"
     for h in self.handles + self.tensor_handles: h.remove()
     self.handles,self.tensor_handles,self.in_batch = [],[],False
     return self
 
+@patch
 @contextmanager
-def _hooked(self:RawRecorder, model):
+def hooked(self:RawRecorder, model):
     "Record every forward of `model` (a module or a `Learner`) inside the `with` block; hooks are removed on exit"
     self.attach(model)
     try: yield self
     finally: self.detach()
-
-RawRecorder._root_pre,RawRecorder.attach,RawRecorder.detach,RawRecorder.hooked = _root_pre,_attach,_detach,_hooked
 
 # %% ../nbs/07_record.ipynb #2f320931
 class ForwardPre(RawRecorder):
@@ -238,47 +235,63 @@ def _unguard(learn, rec):
     else: learn.one_batch = g.fastexplorer_saved
 
 # %% ../nbs/07_record.ipynb #d15e28ca
+@patch
 def _wanted(self:RawRecorder)->bool:
+    "Whether this batch is one to record: a training batch if `train`, a validation batch if `valid`; never under the LR finder"
     if hasattr(self.learn, 'lr_finder'): return False
     return self.train if self.learn.training else self.valid
 
-def _before_fit(self:RawRecorder): _guard(self.learn, self)
+@patch
+def before_fit(self:RawRecorder):
+    "Put the recorder under the Learner's `one_batch` guard, which removes its hooks when a batch fails"
+    _guard(self.learn, self)
 
-def _before_batch(self:RawRecorder):
+@patch
+def before_batch(self:RawRecorder):
+    "Hook the selected layers for a batch to record"
     if not self._wanted(): return
     self.attach(self.learn.model, self.learn)
     self.in_batch = True
 
-def _after_pred(self:RawRecorder):
+@patch
+def after_pred(self:RawRecorder):
+    "Remove the forward hooks once the forward is done (`BackwardOutput` keeps its tensor hooks until the backward)"
     self.in_batch = False
     if isinstance(self, BackwardOutput):          # keep the tensor hooks until the backward has run
         for h in self.handles: h.remove()
         self.handles = []
     else: self.detach()
 
-def _after_batch(self:RawRecorder): self.detach()
+@patch
+def after_batch(self:RawRecorder):
+    "Remove every hook left (also after a cancelled batch, and after the backward)"
+    self.detach()
 
-def _after_fit(self:RawRecorder):
+@patch
+def after_fit(self:RawRecorder):
+    "Remove the hooks and leave the Learner's guard"
     self.detach()
     if self.learn is not None: _unguard(self.learn, self)
-
-RawRecorder._wanted,RawRecorder.before_fit,RawRecorder.before_batch = _wanted,_before_fit,_before_batch
-RawRecorder.after_pred,RawRecorder.after_batch,RawRecorder.after_cancel_batch = _after_pred,_after_batch,_after_batch
-RawRecorder.after_backward,RawRecorder.after_fit = _after_batch,_after_fit
+RawRecorder.after_cancel_batch = RawRecorder.after_batch
+RawRecorder.after_backward = RawRecorder.after_batch
 
 # %% ../nbs/07_record.ipynb #6d053c77
-def _apply(self:RawRecorder, f)->dict:
+@patch
+def apply(self:RawRecorder, f)->dict:
     "`{path: f(value)}` over the recorded data"
     return {p: f(v) for p,v in self.data.items()}
 
+@patch
 def _state(self:RawRecorder)->dict:
+    "The recording as a dictionary of CPU tensors, as `save` writes it"
     red = self.reduction if self.reduction is None or isinstance(self.reduction, str) else _fname(self.reduction)
     cpu = lambda v: v.cpu() if isinstance(v, torch.Tensor) else [t.cpu() for t in v] if isinstance(v, list) else v
     return {'schema': 'fastexplorer/recording', 'version': SCHEMA_VERSION, 'recorder': type(self).__name__,
             'what': self.what, 'reduction': red, 'layers': list(self.data), 'data': {p: cpu(v) for p,v in self.data.items()},
             'samples': self.samples}
 
-def _save(self:RawRecorder, fname)->str:
+@patch
+def save(self:RawRecorder, fname)->str:
     "Write the recording to `fname` (a `.pt` file) through a temporary file and `os.replace`"
     fname = os.fspath(fname)
     d = os.path.dirname(os.path.abspath(fname))
@@ -298,8 +311,6 @@ def load_recording(fname)->dict:
     d = torch.load(fname, weights_only=True)
     if not isinstance(d, dict) or d.get('schema') != 'fastexplorer/recording': raise ValueError(f"{fname} is not a fastexplorer recording")
     return d
-
-RawRecorder.apply,RawRecorder._state,RawRecorder.save = _apply,_state,_save
 
 # %% ../nbs/07_record.ipynb #5785827d
 class Recording:

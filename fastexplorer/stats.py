@@ -13,6 +13,7 @@ from torch.nn.utils.rnn import PackedSequence
 from fastcore.basics import patch
 from .core import *
 from .probe import *
+from .probe import _first_tensor
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'CALL_SITES', 'has_own_params', 'maybe_elementwise',
@@ -186,15 +187,6 @@ def dead_mask(umax:torch.Tensor, umin:torch.Tensor|None=None)->torch.Tensor:
     return seen & (r <= DEAD_TOL * r.max())                          # elsewhere: did not vary
 
 # %% ../nbs/03_stats.ipynb #40349491
-def _first_tensor(o):
-    "The first tensor in a module's output (`PackedSequence` data included), or `None`"
-    if isinstance(o, torch.Tensor): return o
-    if isinstance(o, PackedSequence): return o.data
-    vals = o.values() if isinstance(o, dict) else o if isinstance(o, (list, tuple)) else ()
-    for v in vals:
-        if (t := _first_tensor(v)) is not None: return t
-    return None
-
 def _fold(acc:list, i:int, u:torch.Tensor, fill:float, f):
     "Fold unit extrema `u` into `acc[i]` with `f` (`torch.fmax` or `torch.fmin`, which skip NaN); `False` if the unit count differs"
     if acc[i] is None: acc[i] = torch.full_like(u, fill)
