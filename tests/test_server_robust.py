@@ -153,3 +153,33 @@ def test_garbage_files_are_4xx(good, tmp_path, f, content):
                      'api/runs/r/steps', 'api/runs/r/steps/series?kind=loss', 'api/runs/r/steps/hist?layer=0',
                      'api/runs/r/steps/series?layer=0&kind=act', 'api/runs/r/history?path=0'):
             assert get(s.url + path)[0] < 500, path
+
+def test_page_shows_an_unreadable_run(good, tmp_path):
+    "The page opens the first readable run, shows an unreadable one greyed with its reason, and says why when asked for it; Unicode names work"
+    import os
+    if not os.path.exists('/usr/bin/chromium'):
+        if os.environ.get('CI'): raise RuntimeError('/usr/bin/chromium is missing: scripts/test.sh installs it')
+        pytest.skip('/usr/bin/chromium is not installed')
+    from playwright.sync_api import sync_playwright, expect
+    (_copy(good, tmp_path/'a-bad')/'run.json').write_text('[]')       # sorts first
+    _copy(good, tmp_path/'good'); _copy(good, tmp_path/'my run')
+    with sync_playwright() as pw, serve(tmp_path, port=0) as s:
+        b = pw.chromium.launch(executable_path='/usr/bin/chromium', args=['--headless', '--no-sandbox', '--disable-gpu'])
+        try:
+            page = b.new_page(); problems = []
+            page.on('console', lambda m: problems.append(f"{m.type}: {m.text}") if m.type in ('error', 'warning') else None)
+            page.on('pageerror', lambda e: problems.append(f"pageerror: {e}"))
+            page.goto(s.url)
+            expect(page.locator('#run-id')).to_have_text('good')
+            bad = page.locator('#runs .unreadable')
+            expect(bad).to_have_text('a-bad'); expect(bad).to_have_attribute('title', 'cannot be read: a-bad/run.json: holds an array, not a run manifest (an object)')
+            expect(page.locator('#compare option[disabled]')).to_have_text('a-bad (cannot be read)')
+            page.goto(s.url + '?run=a-bad')
+            expect(page.locator('#message')).to_contain_text('Run "a-bad" cannot be read: a-bad/run.json: holds an array')
+            expect(page.locator('#message a')).to_have_text(['good', 'my run'])
+            page.goto(s.url + '?run=my%20run')
+            expect(page.locator('#run-id')).to_have_text('my run')
+            expect(page.locator('#epoch-count')).to_have_text('1')
+            page.goto('about:blank')
+            assert problems == [], problems
+        finally: b.close()
