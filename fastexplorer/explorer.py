@@ -14,7 +14,7 @@ from .legacy import legacy_endpoint, LEGACY_ORIGIN, LEGACY_CLIENT
 from .export import ROOT_RUN, run_dir, list_runs, read_manifest, entry_path, epoch_path
 from .stepdb import open_steps, step_info, step_series, step_hist_series
 from .history import summaries_json, history_json
-from .export import _inside
+from .export import _inside, _why, RunFileError
 
 # %% auto #0
 __all__ = ['STEP_KINDS', 'MAX_POINTS', 'REPORT_POINTS', 'REPORT_HIST_POINTS', 'REPORT_BUDGET', 'step_query', 'make_app',
@@ -58,6 +58,9 @@ class _Guard:
             await receive()
             return await send({'type': 'websocket.close', 'code': 1008})
         if scope['method'] not in ('GET', 'HEAD'): return await _error(send, 405, 'only GET and HEAD are allowed')
+        # two Host (or Origin) headers: this guard and the application could each read a different one, so neither is trusted
+        if (dup := [n for n in (b'host', b'origin') if sum(k.lower() == n for k,_ in scope.get('headers', [])) > 1]):
+            return await _error(send, 400, f'more than one {dup[0].decode().title()} header')
         if not self._host_ok(hdrs.get('host', '')): return await _error(send, 403, 'unexpected Host header')
         if origin is not None and not (origin.startswith('http://') and self._host_ok(origin[7:])):
             return await _error(send, 403, 'cross-origin requests are not allowed')
@@ -126,28 +129,38 @@ def make_app(
         if p is None: raise HTTPException(404, 'no such run')
         return p
 
+    def _unreadable(e:Exception):
+        "The reply to a run file that cannot be read: 404 if it is gone, else 422 naming it (from the served folder) and what is wrong"
+        return HTTPException(404 if isinstance(e, FileNotFoundError) else 422, _why(e, root))
+
     def _file(p:Path, base:Path):
-        if not p.is_file() or not _inside(p, base): raise HTTPException(404, 'not found')
-        return Response(p.read_bytes(), media_type='application/json')
+        try:
+            if not p.is_file() or not _inside(p, base): raise HTTPException(404, 'not found')
+            return Response(p.read_bytes(), media_type='application/json')
+        except OSError as e: raise _unreadable(e)
 
     async def index(req): return Response(_static('index.html'), media_type='text/html; charset=utf-8')
     async def static(req):
         name = req.path_params['name']
         if name not in _STATIC: raise HTTPException(404, 'not found')
         return Response(_static(name), media_type=_STATIC[name])
-    async def runs(req): return JSONResponse({'runs': list_runs(root)})
+    async def runs(req):
+        try: return JSONResponse({'runs': list_runs(root)})
+        except OSError as e: raise HTTPException(404, f"cannot list the served folder: {e.strerror or e}")
     async def run_file(req):
         name = req.path_params['name']
         if name not in ('run.json', 'representation.json', 'landscape.json'): raise HTTPException(404, 'not found')
         p = _run(req)
         if name == 'run.json':     # the manifest with its epochs, whichever version wrote it
             try: return Response(dumps(read_manifest(p)), media_type='application/json')
-            except (OSError, ValueError): raise HTTPException(404, 'not found')
+            except (OSError, ValueError) as e: raise _unreadable(e)
         return _file(p/name, p)
     async def epoch(req):
-        p = _run(req)
-        n = req.path_params['n']
-        if (f := epoch_path(p, n)) is None: raise HTTPException(404, f'no epoch {n}')
+        p,n = _run(req),req.path_params['n']
+        if not re.fullmatch('[0-9]{1,9}', n): raise HTTPException(404, 'not found')   # checked here: Starlette's `int` takes any length
+        try: f = epoch_path(p, int(n))
+        except (OSError, ValueError) as e: raise _unreadable(e)
+        if f is None: raise HTTPException(404, f'no epoch {int(n)}')
         return _file(f, p)
     async def steps(req):
         p,what = _run(req),req.path_params.get('what')
@@ -161,11 +174,14 @@ def make_app(
         except ValueError as e: raise HTTPException(400, str(e))
         except KeyError as e: raise HTTPException(404, e.args[0] if e.args else 'not found')
         except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no step series (steps.sqlite): it was recorded without them or by an older fastexplorer")
+        except OSError as e: raise _unreadable(e)
+        except sqlite3.Error as e: raise HTTPException(422, f"the step series of run {req.path_params['run']!r} cannot be read (steps.sqlite: {e})")
     async def summaries(req):
         p = _run(req)
         # the epochs the manifest lists: the history may hold one more (written just before it is listed), or a cut run's
         try: return Response(await run_in_threadpool(lambda: summaries_json(p, [e['epoch'] for e in read_manifest(p)['epochs']])), media_type='application/json')
         except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite): an older fastexplorer wrote it; `build_history` makes one")
+        except RunFileError as e: raise _unreadable(e)
         except (ValueError, sqlite3.Error) as e: raise HTTPException(404, str(e))
     async def history(req):
         p = _run(req)
@@ -201,7 +217,7 @@ def make_app(
 
     async def http_error(req, exc): return JSONResponse({'error': exc.detail}, status_code=exc.status_code)
     routes = [Route('/', index), Route('/static/{name}', static), Route('/api/runs', runs),
-              Route('/api/runs/{run}/epochs', summaries), Route('/api/runs/{run}/epochs/{n:int}', epoch),
+              Route('/api/runs/{run}/epochs', summaries), Route('/api/runs/{run}/epochs/{n}', epoch),
               Route('/api/runs/{run}/history', history), Route('/api/runs/{run}/events', events),
               Route('/api/runs/{run}/steps', steps), Route('/api/runs/{run}/steps/{what:str}', steps_what),
               Route('/api/runs/{run}/{name}', run_file)]
@@ -324,8 +340,10 @@ def _steps_pieces(p:Path, points:int=REPORT_POINTS, hist_points:int=REPORT_HIST_
 def _raw_json(f)->str:
     "The text of JSON file `f`, checked, for the report to embed as it is (`null` when there is no such file)"
     if f is None or not Path(f).is_file(): return 'null'
-    text = Path(f).read_text(encoding='utf-8')
-    json.loads(text)                    # a damaged file is an error here, not a broken report
+    try:
+        text = Path(f).read_bytes().decode('utf-8')
+        json.loads(text)                # a damaged file is an error here naming it, not a broken report
+    except (ValueError, RecursionError) as e: raise RunFileError(f, f"not valid JSON ({str(e)[:200]})") from None
     return text
 
 def _run_pieces(p:Path, run:dict):
@@ -346,6 +364,8 @@ def report(
     root = Path(root)
     runs = list_runs(root)
     if not runs: raise FileNotFoundError(f"no run (a folder with run.json) in {str(root)!r}")
+    for r in runs:
+        if 'error' in r and (p := run_dir(root, r['id'])) is not None: read_manifest(p)   # unreadable: its error, naming the file, before anything is written
     html = re.sub(r'<!-- every module .*-->\n|<link rel="modulepreload" [^>]*>\n', '', _static('index.html').decode())   # inlined below
     css,js = _static('app.css').decode(),_inline_js()
     js = js.replace('</script', '<\\/script')

@@ -15,7 +15,7 @@ from .history import add_epoch
 
 # %% auto #0
 __all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'HINTS', 'DF_COLUMNS', 'ROOT_RUN', 'append_line', 'RunWriter', 'epoch_doc',
-           'group_alerts', 'find_alerts', 'read_epoch_index', 'Run', 'load_run', 'run_dir', 'list_runs',
+           'group_alerts', 'find_alerts', 'RunFileError', 'read_epoch_index', 'Run', 'load_run', 'run_dir', 'list_runs',
            'read_manifest', 'entry_path', 'epoch_path', 'plot_stat', 'plot_hist', 'plot_grad_norms']
 
 # %% ../nbs/02_export.ipynb #4675ff47
@@ -128,7 +128,6 @@ def epoch_doc(
     calls = {p: sorted(cs) for p,cs in calls.items()}
     return {'schema': 'fastexplorer/epoch', 'version': SCHEMA_VERSION, 'epoch': epoch, 'partial': False, **info,
             'recorder': recorder or {}, 'alerts': alerts or [], 'tree': _node_copy(tree, stats, calls)}
-
 
 # %% ../nbs/02_export.ipynb #d102e683
 def _order(tree:dict)->dict:
@@ -245,12 +244,42 @@ def find_alerts(
                         'message': f"gradient norm of `{p0}` is {r:.3g}× that of `{p1}`: gradients {kind.split('_')[0]} towards the input"})
     return group_alerts(res)
 
+# %% ../nbs/02_export.ipynb #b936cce3
+class RunFileError(ValueError):
+    "A file of a run folder that cannot be read: `path` names it, `reason` says why"
+    def __init__(self, path, reason:str):
+        self.path,self.reason = Path(path),reason
+        super().__init__(f"{path}: {reason}")
+
+def _what(d)->str:
+    return {dict: 'an object', list: 'an array', str: 'a string', int: 'a number', float: 'a number', bool: 'a boolean'}.get(type(d), 'null')
+
+def _load_json(fname):
+    "The JSON in file `fname`; `RunFileError` naming it when it is not UTF-8 JSON (cut short by a copy, say)"
+    with open(fname, 'rb') as f: b = f.read()
+    try: return json.loads(b.decode('utf-8'))
+    except (ValueError, RecursionError) as e: raise RunFileError(fname, f"not valid JSON ({str(e)[:200]})") from None
+
+def _check_manifest(m, fname)->dict:
+    "Manifest `m` read from `fname`, if readers can use it: an object with a `status` and well-formed `epochs`; else `RunFileError` saying what is wrong"
+    if not isinstance(m, dict): raise RunFileError(fname, f"holds {_what(m)}, not a run manifest (an object)")
+    if m.get('schema', 'fastexplorer/run') != 'fastexplorer/run': raise RunFileError(fname, f"not a fastexplorer run manifest (schema {m['schema']!r:.60})")
+    if not isinstance(m.get('status'), str): raise RunFileError(fname, "has no `status` string: not a run manifest")
+    es = m.get('epochs', [])
+    if not isinstance(es, list) or not all(isinstance(e, dict) and type(e.get('epoch')) is int for e in es):
+        raise RunFileError(fname, "its `epochs` is not a list of epoch entries (objects with an integer `epoch`)")
+    if not isinstance(m.get('live_alerts') or [], list): raise RunFileError(fname, "its `live_alerts` is not a list")
+    return m
+
 # %% ../nbs/02_export.ipynb #3ef25263
 def _read(fname, kind:str)->dict:
-    with open(fname, encoding='utf-8') as f: d = json.load(f)
-    if d.get('schema') != f'fastexplorer/{kind}': raise ValueError(f"{fname} is not a fastexplorer {kind} file (schema {d.get('schema')!r})")
+    "The `kind` document (`run` or `epoch`) in file `fname`; `RunFileError` naming it when it is not one this version reads"
+    d = _load_json(fname)
+    if kind == 'run': _check_manifest(d, fname)
+    elif not isinstance(d, dict): raise RunFileError(fname, f"holds {_what(d)}, not a fastexplorer {kind} file (an object)")
+    if d.get('schema') != f'fastexplorer/{kind}': raise RunFileError(fname, f"not a fastexplorer {kind} file (schema {d.get('schema')!r:.60})")
     ok = (1, RUN_VERSION) if kind == 'run' else (SCHEMA_VERSION,)
-    if d.get('version') not in ok: raise ValueError(f"{fname} has version {d.get('version')!r}; this fastexplorer reads version {' or '.join(map(str, ok))}")
+    if d.get('version') not in ok: raise RunFileError(fname, f"has version {d.get('version')!r:.20}; this fastexplorer reads version {' or '.join(map(str, ok))}")
     return d
 
 _INDEXES = {}   # `epochs.jsonl` path -> (its inode, size and modification time, `{epoch: entry}`), for the last 64 read
@@ -266,7 +295,7 @@ def _epoch_index(p)->dict:
     res = {}
     for line in f.read_bytes().splitlines():      # read after the stat: never older than its key
         try: e = json.loads(line)
-        except ValueError: continue
+        except (ValueError, RecursionError): continue
         if isinstance(e, dict) and isinstance(e.get('epoch'), int) and isinstance(e.get('file'), str): res[e['epoch']] = e
     res = dict(sorted(res.items()))
     if len(_INDEXES) >= 64: _INDEXES.pop(next(iter(_INDEXES)))
@@ -371,8 +400,12 @@ def load_run(path)->Run:
     return Run(path)
 
 # %% ../nbs/02_export.ipynb #2673441a
-_NAME = re.compile(r'^[A-Za-z0-9_-][A-Za-z0-9._-]*$')
 ROOT_RUN = '~'   # the id of the served folder itself, when it is a run
+_UNSAFE = re.compile(r'[\x00-\x1f\x7f-\x9f/\\\ud800-\udfff]')   # control characters, path separators, bytes that are not UTF-8
+
+def _ok_name(name)->bool:
+    "Whether `name` may name a run or a file in one: a single path component of any Unicode, without control characters, not hidden (so never `.` or `..`), at most 255 bytes"
+    return isinstance(name, str) and name != '' and not name.startswith('.') and not _UNSAFE.search(name) and len(name.encode()) <= 255
 
 def _inside(p:Path, root:Path)->bool:
     try: p.resolve().relative_to(root.resolve()); return True
@@ -382,42 +415,57 @@ def run_dir(root:Path, name:str)->Path|None:
     "The folder of run `name` under `root`, or `None` if there is no such run (or the name is not allowed)"
     root = Path(root)
     if name == ROOT_RUN: p = root
-    elif _NAME.match(name): p = root/name
+    elif _ok_name(name): p = root/name
     else: return None
-    return p if p.is_dir() and _inside(p, root) and (p/'run.json').is_file() and _inside(p/'run.json', root) else None
+    try: ok = p.is_dir() and _inside(p, root) and (p/'run.json').is_file() and _inside(p/'run.json', root)
+    except (OSError, ValueError): return None    # a folder it may not look into, say
+    return p if ok else None
 
 def _run_name(root:Path, name:str)->str:
     "What the page calls run `name` under `root`: its folder's name (for `~`, the served folder's own)"
     return (Path(root).resolve().name or str(Path(root).resolve())) if name == ROOT_RUN else name
 
+def _why(e:Exception, root:Path)->str:
+    "What error `e` says is wrong with a run file, naming the file from the served folder `root` (a reply never says where that is)"
+    if isinstance(e, RunFileError): f,r = e.path,e.reason
+    elif isinstance(e, OSError) and e.filename: f,r = Path(e.filename),e.strerror or str(e)
+    else: return str(e)
+    try: f = f.relative_to(root)
+    except ValueError: f = Path(f.name)
+    return f"{f.as_posix()}: {r}"
+
+# %% ../nbs/02_export.ipynb #a0e538bf
 def list_runs(root:Path)->list:
-    "The runs under `root` (itself first, as `~`), each with its display name, model, status, epochs, last update and whether it has a landscape, step series and an epoch history"
+    "The runs under `root` (itself first, as `~`), each with its display name, model, status, epochs, last update and whether it has a landscape, step series and an epoch history; a run whose manifest cannot be read has status `unreadable` and an `error` naming the file"
     root = Path(root)
-    names = ([ROOT_RUN] if (root/'run.json').is_file() else []) + sorted(p.name for p in root.iterdir() if p.is_dir())
+    names = ([ROOT_RUN] if (root/'run.json').is_file() else []) + sorted(p.name for p in root.iterdir() if _ok_name(p.name) and p.name != ROOT_RUN)
     res = []
     for n in names:
         if (p := run_dir(root, n)) is None: continue
-        try: m = read_manifest(p)
-        except (OSError, ValueError): continue
-        res.append({'id': n, 'name': _run_name(root, n), 'model': m.get('model'), 'status': m.get('status'), 'epochs': len(m.get('epochs', [])),
+        try: m,err = read_manifest(p),None
+        except (OSError, ValueError) as e: m,err = {'status': 'unreadable', 'epochs': []},_why(e, root)
+        res.append({'id': n, 'name': _run_name(root, n), 'model': m.get('model'), 'status': m['status'], 'epochs': len(m['epochs']),
                     'updated': m.get('updated'), 'landscape': (p/'landscape.json').is_file(), 'steps': (p/'steps.sqlite').is_file(),
-                    'history': (p/'history.sqlite').is_file()})
+                    'history': (p/'history.sqlite').is_file(), **({'error': err} if err else {})})
     return res
 
 def read_manifest(p:Path)->dict:
-    "The manifest (`run.json`) of run folder `p`, parsed, with its `epochs` list (from `epochs.jsonl` since version 2)"
-    return _with_epochs(json.loads((Path(p)/'run.json').read_text(encoding='utf-8')), p)
+    "The manifest (`run.json`) of run folder `p`, parsed, with its `epochs` list (from `epochs.jsonl` since version 2); `RunFileError` naming it if it is no manifest"
+    f = Path(p)/'run.json'
+    return _with_epochs(_check_manifest(_load_json(f), f), p)
 
 def entry_path(p:Path, e:dict)->Path|None:
     "The file that epoch entry `e` of run folder `p`'s manifest names; `None` if it is not there or the name is not allowed"
-    if not _NAME.match(str(e.get('file', ''))): return None
+    if not _ok_name(e.get('file')): return None
     f = Path(p)/e['file']
-    return f if f.is_file() and _inside(f, Path(p)) else None
+    try: return f if f.is_file() and _inside(f, Path(p)) else None
+    except OSError: return None
 
 def epoch_path(p:Path, n:int)->Path|None:
-    "The file of epoch `n` of run folder `p`, as its manifest lists it; `None` if none is listed or the name is not allowed"
-    m = json.loads((Path(p)/'run.json').read_text(encoding='utf-8'))
-    e = _epoch_index(p).get(n) if 'epochs' not in m else next((e for e in m['epochs'] if e.get('epoch') == n), None)
+    "The file of epoch `n` of run folder `p`, as its manifest lists it; `None` if none is listed or the name is not allowed; `RunFileError` if the manifest is no manifest"
+    f = Path(p)/'run.json'
+    m = _check_manifest(_load_json(f), f)
+    e = _epoch_index(p).get(n) if 'epochs' not in m else next((e for e in m['epochs'] if e['epoch'] == n), None)
     return None if e is None else entry_path(p, e)
 
 # %% ../nbs/02_export.ipynb #26696d52

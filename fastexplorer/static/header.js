@@ -57,14 +57,17 @@ export function renderRunNav() {
   if (!S.run || S.runs.length < 2) return;
   const list = h('nav', { id: 'runs', class: 'runs', 'aria-label': 'runs' });
   for (const r of S.runs) {
-    const a = h('a', { href: runHref(r.id), class: 'run-link' + (r.id === S.run.id ? ' current' : ''),
-                       title: `${r.model || ''} · ${r.status || ''} · ${Number.isFinite(r.epochs) ? plural(r.epochs, 'epoch') : '? epochs'}${r.updated ? ' · ' + r.updated : ''}` },
-      h('span', { class: 'dot st-' + (r.status || 'unknown') }), r.name || r.id);
+    // a run whose run.json cannot be read: greyed, its reason as the tooltip, and no link
+    const a = r.error ? h('span', { class: 'run-link unreadable', title: `cannot be read: ${r.error}`, style: 'opacity: 0.5; cursor: not-allowed' },
+                          h('span', { class: 'dot st-unreadable' }), r.name || r.id)
+      : h('a', { href: runHref(r.id), class: 'run-link' + (r.id === S.run.id ? ' current' : ''),
+                 title: `${r.model || ''} · ${r.status || ''} · ${Number.isFinite(r.epochs) ? plural(r.epochs, 'epoch') : '? epochs'}${r.updated ? ' · ' + r.updated : ''}` },
+          h('span', { class: 'dot st-' + (r.status || 'unknown') }), r.name || r.id);
     list.append(a);
   }
   const sel = h('select', { id: 'compare', title: 'compare with another run' });
   sel.append(h('option', { value: '', text: 'compare with…' }));
-  for (const r of S.runs) if (r.id !== S.run.id) sel.append(h('option', { value: r.id, text: r.name || r.id }));
+  for (const r of S.runs) if (r.id !== S.run.id) sel.append(h('option', { value: r.id, text: (r.name || r.id) + (r.error ? ' (cannot be read)' : ''), disabled: !!r.error }));
   sel.value = S.cmp ? S.cmp.id : (QS.get('compare') || '');
   sel.addEventListener('change', () => { location.search = runHref(S.run.id, sel.value); });
   nav.append(list, h('label', { class: 'compare-label' }, sel));

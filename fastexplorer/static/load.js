@@ -26,8 +26,11 @@ export async function startServer() {
   if (runs === null) { fatal('Cannot reach the fastexplorer server (api/runs).'); return; }
   S.runs = runs;
   if (!runs.length) { fatal('No runs here yet: a run folder appears once ExplorerCallback has written run.json.', []); return; }
-  const id = (wanted == null || wanted === '') ? runs[0].id : wanted, entry = runs.find((r) => r.id === id);
-  if (!entry) { fatal(`There is no run "${id}" here.`, runs); return; }
+  // a run whose run.json cannot be read is listed with its reason (`error`): shown greyed, never opened by default
+  const readable = runs.filter((r) => !r.error), first = readable.length ? readable[0] : runs[0];
+  const id = (wanted == null || wanted === '') ? first.id : wanted, entry = runs.find((r) => r.id === id);
+  if (!entry) { fatal(`There is no run "${id}" here.`, readable); return; }
+  if (entry.error) { fatal(`Run "${entry.name || id}" cannot be read: ${entry.error}`, readable); return; }
   const run = newRun(id, entry.name);
   try {
     const [meta, rep] = await Promise.all([getJSON(apiUrl(id, 'run.json')), getJSON(apiUrl(id, 'representation.json')), loadSummaries(run, entry)]);
@@ -58,7 +61,8 @@ export async function startServer() {
 async function loadCompare(cid) {
   const entry = S.runs.find((r) => r.id === cid);
   const others = S.runs.filter((r) => r.id !== S.run.id).map((r) => ({ ...r, href: runHref(S.run.id, r.id) }));
-  if (S.runs.length && !entry) { showMessage(`There is no run "${cid}" here to compare with.`, 'warn', others); return; }
+  if (S.runs.length && !entry) { showMessage(`There is no run "${cid}" here to compare with.`, 'warn', others.filter((r) => !r.error)); return; }
+  if (entry && entry.error) { showMessage(`Cannot compare with run "${entry.name || cid}": ${entry.error}`, 'warn'); return; }
   const c = newRun(cid, entry && entry.name);
   try {
     const [meta, rep] = await Promise.all([getJSON(apiUrl(cid, 'run.json')), getJSON(apiUrl(cid, 'representation.json')).catch(() => null), loadSummaries(c, entry)]);
