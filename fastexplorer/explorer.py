@@ -51,16 +51,16 @@ class _Guard:
         if scope['type'] not in ('http', 'websocket'): return await self.app(scope, receive, send)
         hdrs = {k.decode('latin-1').lower(): v.decode('latin-1') for k,v in scope.get('headers', [])}
         origin = hdrs.get('origin')
+        # two Host (or Origin) headers: this guard and the application could each read a different one, so neither is trusted
+        dup = [n for n in (b'host', b'origin') if sum(k.lower() == n for k,_ in scope.get('headers', [])) > 1]
         if scope['type'] == 'websocket':     # a websocket is the original client's (`legacy_client`): its origin, or ours
-            if self._host_ok(hdrs.get('host', '')) and (origin is None or origin in self.ws_origins or
-                                                         (origin.startswith('http://') and self._host_ok(origin[7:]))):
+            if not dup and self._host_ok(hdrs.get('host', '')) and (origin is None or origin in self.ws_origins or
+                                                                    (origin.startswith('http://') and self._host_ok(origin[7:]))):
                 return await self.app(scope, receive, send)
             await receive()
             return await send({'type': 'websocket.close', 'code': 1008})
         if scope['method'] not in ('GET', 'HEAD'): return await _error(send, 405, 'only GET and HEAD are allowed')
-        # two Host (or Origin) headers: this guard and the application could each read a different one, so neither is trusted
-        if (dup := [n for n in (b'host', b'origin') if sum(k.lower() == n for k,_ in scope.get('headers', [])) > 1]):
-            return await _error(send, 400, f'more than one {dup[0].decode().title()} header')
+        if dup: return await _error(send, 400, f'more than one {dup[0].decode().title()} header')
         if not self._host_ok(hdrs.get('host', '')): return await _error(send, 403, 'unexpected Host header')
         if origin is not None and not (origin.startswith('http://') and self._host_ok(origin[7:])):
             return await _error(send, 403, 'cross-origin requests are not allowed')
