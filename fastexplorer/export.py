@@ -228,6 +228,7 @@ def _take_up(self:RunWriter, old:dict|None, model_class:str, info:dict):
         raise ValueError(f"{str(p/'run.json')!r} is a run of version {old.get('version')!r}; this fastexplorer resumes version {RUN_VERSION}")
     last = (read_epoch_index(p) or [{}])[-1]     # the last epoch written, and the steps taken by its end
     self.last_epoch,self.last_steps = last.get('epoch', 0),last.get('steps', 0)
+    _forget_after(p, self.last_epoch)
     if 'files' not in old:                   # a run from before the list: every file of ours it holds
         num = lambda k: max((int(f.name[len(k) + 1:].split('.')[0]) for f in p.glob(f'{k}_*') if _OURS.match(f.name)), default=0)
         old['files'] = {'names': sorted(f.name for f in p.iterdir() if _OURS.match(f.name) and not f.name.startswith(('epoch_', 'snapshot_'))),
@@ -235,6 +236,23 @@ def _take_up(self:RunWriter, old:dict|None, model_class:str, info:dict):
     self.manifest = {**old, 'id': old.get('id') or os.urandom(8).hex(), 'status': 'running', 'error': None, 'writer': self.lock_owner,
                      'versions': _versions(), 'model': model_class or old.get('model', ''), **info}
     self.write_manifest()
+
+_AFTER = {'steps.sqlite': [(t, f'DELETE FROM {t} WHERE batch IN (SELECT id FROM batches WHERE epoch > ?)') for t in ('act', 'grad', 'hypers')]
+                          + [('epochs', 'DELETE FROM epochs WHERE epoch > ?'), ('batches', 'DELETE FROM batches WHERE epoch > ?')],
+          'history.sqlite': [('epochs', 'DELETE FROM epochs WHERE epoch > ?'), ('stats', 'DELETE FROM stats WHERE epoch > ?')]}
+
+def _forget_after(p:Path, epoch:int):
+    "Remove what the step database and the epoch history of run folder `p` hold of epochs after `epoch` (a writer killed mid-epoch left them)"
+    for name,stmts in _AFTER.items():
+        if not (p/name).exists(): continue
+        with _naming(p/name):
+            con = sqlite3.connect(p/name, timeout=10)
+            try:
+                tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                with con:
+                    for t,s in stmts:
+                        if t in tables: con.execute(s, (epoch,))
+            finally: con.close()
 
 @patch(as_prop=True)
 def lock_owner(self:RunWriter)->str: return f"{os.getpid()}@{socket.gethostname()}"
