@@ -136,6 +136,9 @@ def _cb_before_fit(self:ExplorerCallback):
     self._install_guard()
     self.active = True
 
+ExplorerCallback.before_fit = _cb_before_fit
+
+# %% ../nbs/03f_callback.ipynb #ca2f5a5c
 def _open_run(self:ExplorerCallback, model):
     "Rank 0: open the run folder and probe the model (the first fit), or take the folder's lock again (a later one)"
     try:
@@ -154,7 +157,7 @@ def _open_run(self:ExplorerCallback, model):
         if self.serving: print(f"fastexplorer: explore this run at {self.serve(port=self.port)}")
     except BaseException as e: self._close_writer('failed', e); raise
 
-ExplorerCallback.before_fit,ExplorerCallback._open_run = _cb_before_fit,_open_run
+ExplorerCallback._open_run = _open_run
 
 # %% ../nbs/03f_callback.ipynb #286bcaf2
 def _prepare_fit(self:ExplorerCallback, model, mods:dict):
@@ -243,6 +246,9 @@ def _remove_guard(self:ExplorerCallback):
         if own is None: del learn.__dict__[name]
         else: setattr(learn, name, own)
 
+ExplorerCallback._install_guard,ExplorerCallback._remove_guard = _install_guard,_remove_guard
+
+# %% ../nbs/03f_callback.ipynb #b33add0d
 def _remove_hooks(self:ExplorerCallback):
     for h in self.handles: h.remove()
     self.handles = []
@@ -259,7 +265,6 @@ def _abort(self:ExplorerCallback, e:BaseException):
     except Exception as w: warnings.warn(f"fastexplorer could not record the end of the run in {self.folder}: {w}")
     finally: self._close_writer('cancelled' if isinstance(e, KeyboardInterrupt) else 'failed', e)
 
-ExplorerCallback._install_guard,ExplorerCallback._remove_guard = _install_guard,_remove_guard
 ExplorerCallback._remove_hooks,ExplorerCallback._abort = _remove_hooks,_abort
 
 # %% ../nbs/03f_callback.ipynb #55ee8e1a

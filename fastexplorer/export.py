@@ -181,21 +181,23 @@ class RunWriter:
             raise
         return self
 
-    def close(self):
-        "Release the folder's lock: the run's files are all written; `relock` takes it again for another fit"
-        unlock_run(self.lock); self.lock = None
+# %% ../nbs/02_export.ipynb #64bcb096
+@patch
+def close(self:RunWriter):
+    "Release the folder's lock: the run's files are all written; `relock` takes it again for another fit"
+    unlock_run(self.lock); self.lock = None
 
-    def relock(self):
-        "Take the folder's lock again (another fit), unless another writer holds it or replaced the run since `close`"
-        if self.lock is not None: return self
-        self.lock = lock_run(self.path)
-        try: m = _run_manifest(self.path)
-        except FileExistsError: m = None
-        if m is None or m.get('id') != self.manifest.get('id'):
-            self.close()
-            raise FileExistsError(f"run folder {str(self.path)!r} no longer holds this run: another writer replaced it since the last fit")
-        return self
-
+@patch
+def relock(self:RunWriter):
+    "Take the folder's lock again (another fit), unless another writer holds it or replaced the run since `close`"
+    if self.lock is not None: return self
+    self.lock = lock_run(self.path)
+    try: m = _run_manifest(self.path)
+    except FileExistsError: m = None
+    if m is None or m.get('id') != self.manifest.get('id'):
+        self.close()
+        raise FileExistsError(f"run folder {str(self.path)!r} no longer holds this run: another writer replaced it since the last fit")
+    return self
 
 # %% ../nbs/02_export.ipynb #a5426e1e
 @patch
@@ -219,6 +221,7 @@ def _start(self:RunWriter, model_class:str, info:dict):
                      'model': model_class, 'fits': [], **info, 'files': {'names': ['run.json'], 'epochs': 0, 'snapshots': 0}}
     self.write_manifest()
 
+# %% ../nbs/02_export.ipynb #222e4e0b
 @patch
 def _take_up(self:RunWriter, old:dict|None, model_class:str, info:dict):
     "Go on with the run of manifest `old` (`resume`): its next epoch follows the last one its index lists"
@@ -257,7 +260,6 @@ def _forget_after(p:Path, epoch:int):
 @patch(as_prop=True)
 def lock_owner(self:RunWriter)->str: return f"{os.getpid()}@{socket.gethostname()}"
 
-
 # %% ../nbs/02_export.ipynb #70080842
 @patch
 def claim(self:RunWriter, *names):
@@ -281,6 +283,7 @@ def write_representation(self:RunWriter, doc:dict):
     self.claim('representation.json')
     with _naming(self.path/'representation.json'): save_json(doc, self.path/'representation.json')
 
+# %% ../nbs/02_export.ipynb #035d8138
 @patch
 def write_epoch(self:RunWriter, doc:dict, steps:int|None=None)->Path:
     "Write one epoch's document as `epoch_NNNN.json`, index it in `history.sqlite`, list it in `epochs.jsonl` (with `steps`, the steps taken by its end) and touch the manifest"
