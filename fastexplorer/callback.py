@@ -12,7 +12,8 @@ from functools import partial
 import torch
 import torch.distributed as dist
 from torch import nn
-from fastai.callback.core import Callback, CancelFitException, CancelEpochException
+from fastai.callback.core import (Callback, CancelBatchException, CancelTrainException, CancelValidException, CancelEpochException,
+                                  CancelFitException, CancelStepException, CancelBackwardException)
 from fastai.learner import Learner, Recorder
 from fastcore.basics import patch
 from fastai.torch_core import rank_distrib
@@ -85,17 +86,19 @@ class ExplorerCallback(Callback):
         serve:bool=False,       # serve the explorer for this run from the first fit on (see `serve`)
         port:int=8000,          # port of that server (0: any free port)
         snapshots:bool=False,   # write a float32 copy of the weights to the run folder at each epoch end (for `loss_landscape(trajectory=True)`)
-        overwrite:bool=False,   # replace a run already in `path`
+        overwrite:bool=False,   # replace a run already in `path` (only the files it wrote are removed)
+        resume:bool=False,      # go on with the run in `path` (after a crash, say): its epochs follow the last one written
         steps:bool=True,        # also write each sampled batch's statistics to the run's step database, `steps.sqlite`
     ):
         _check_args(path, {'every': (every, 1), 'hist_bins': (hist_bins, 1), 'sample': (sample, 1), 'heatmaps': (heatmaps, 0),
                            'heatmap_size': (heatmap_size, 1), 'port': (port, 0)},
-                    dict(valid=valid, grads=grads, updates=updates, serve=serve, snapshots=snapshots, overwrite=overwrite, steps=steps),
+                    dict(valid=valid, grads=grads, updates=updates, serve=serve, snapshots=snapshots, overwrite=overwrite, resume=resume, steps=steps),
                     hist_range, near_zero, alerts, layers)
         if port > 65535: _refuse('port', 'a port from 0 (any free one) to 65535', port)
+        if overwrite and resume: _refuse('resume', 'False with `overwrite=True` (which replaces the run `resume` would go on with)', resume)
         self.folder,self.every,self.layers,self.valid,self.grads,self.updates = path,every,layers,valid,grads,updates
         self.hist_bins,self.hist_range,self.near_zero,self.sample = hist_bins,tuple(hist_range),near_zero,sample
-        self.alert_kw,self.overwrite,self.heatmaps,self.heatmap_size = alerts or {},overwrite,heatmaps,heatmap_size
+        self.alert_kw,self.overwrite,self.resume,self.heatmaps,self.heatmap_size = alerts or {},overwrite,resume,heatmaps,heatmap_size
         self.serving,self.port,self.server = serve,port,None
         self.keep_snapshots,self.snapshots = snapshots,[]
         self.writer,self.tree,self.n_epochs,self.handles,self.active,self.opened = None,None,0,[],False,False
@@ -108,7 +111,7 @@ class ExplorerCallback(Callback):
 def _count(ps, trainable=False): return sum(p.numel() for p in ps if p.requires_grad or not trainable)
 
 def _cb_before_fit(self:ExplorerCallback):
-    "Open the run folder, probe the model once, choose the layers, and prepare this fit's accumulators"
+    "Open the run folder (or take its lock again), probe the model once, choose the layers, and prepare this fit's accumulators"
     # silent in `lr_find`, `get_preds`, and `validate` (which sends `before_fit` too, with `create_mbar` off);
     # every rank records, only rank 0 writes (see "Scaling out")
     self.run = (not hasattr(self.learn, 'lr_finder') and not hasattr(self, 'gather_preds') and
@@ -119,24 +122,46 @@ def _cb_before_fit(self:ExplorerCallback):
     except ValueError as e: raise ValueError(f"ExplorerCallback: `layers` selects no module of this {type(model).__name__}: {e}") from None
     if self.layers is not None and not mods:
         raise ValueError(f"ExplorerCallback: `layers` selects no module of this {type(model).__name__}: {self.layers!r}")
-    if not self.opened:                      # the first fit: every rank, so that they can agree on how it went
-        err = None
-        if rank_distrib() == 0:
-            try:
-                if self.writer is None:
-                    self.writer = RunWriter(self.folder, self.overwrite).open(type(model).__name__, every=self.every,
-                                                                             hist={'bins': self.hist_bins, 'range': list(self.hist_range)})
-                rep = self.learn.to_representation()
-                self.writer.write_representation(rep.get_dict())
-                self.tree = rep.data.get_dict()
-                self.live = LiveAlerts(_done_order(self.tree), self.alert_kw.get('dead', 0.5))   # alerts inside an epoch, in the order outputs appear
-                self.hm_xb,self.hm_info = heatmap_samples(self.learn, self.heatmaps)
-                if self.serving: print(f"fastexplorer: explore this run at {self.serve(port=self.port)}")
-            except BaseException as e: err = e
-        msg = _agree_on_start(err)
-        if err is not None: raise err
-        if msg: raise RuntimeError(f"fastexplorer: rank 0 could not start the run, so this rank stops too: {msg}")
-        self.opened = True
+    if self.active: self._abort(RuntimeError("the fit ended outside the callback's sight (in another callback's `before_fit` or `after_fit`)"))
+    err = None                               # every rank, so that they can agree on how it went
+    if rank_distrib() == 0:
+        try: self._open_run(model)
+        except BaseException as e: err = e
+    msg = _agree_on_start(err)
+    if err is not None: raise err
+    if msg: raise RuntimeError(f"fastexplorer: rank 0 could not start the run, so this rank stops too: {msg}")
+    self.opened = True
+    try: self._prepare_fit(model, mods)
+    except BaseException as e: self._close_writer('failed', e); raise
+    self._install_guard()
+    self.active = True
+
+ExplorerCallback.before_fit = _cb_before_fit
+
+# %% ../nbs/03f_callback.ipynb #ca2f5a5c
+def _open_run(self:ExplorerCallback, model):
+    "Rank 0: open the run folder and probe the model (the first fit), or take the folder's lock again (a later one)"
+    try:
+        if self.writer is None:
+            self.writer = RunWriter(self.folder, self.overwrite, self.resume).open(type(model).__name__, every=self.every,
+                                                                                  hist={'bins': self.hist_bins, 'range': list(self.hist_range)})
+            w = self.writer                  # `resume`: the run's numbers go on from its last epoch written
+            self.n_epochs,self.n_steps,self.n_fits = w.last_epoch,w.last_steps,len(w.manifest['fits'])
+        else: self.writer.relock()
+        if self.opened: return
+        rep = self.learn.to_representation()
+        self.writer.write_representation(rep.get_dict())
+        self.tree = rep.data.get_dict()
+        self.live = LiveAlerts(_done_order(self.tree), self.alert_kw.get('dead', 0.5))   # alerts inside an epoch, in the order outputs appear
+        self.hm_xb,self.hm_info = heatmap_samples(self.learn, self.heatmaps)
+        if self.serving: print(f"fastexplorer: explore this run at {self.serve(port=self.port)}")
+    except BaseException as e: self._close_writer('failed', e); raise
+
+ExplorerCallback._open_run = _open_run
+
+# %% ../nbs/03f_callback.ipynb #286bcaf2
+def _prepare_fit(self:ExplorerCallback, model, mods:dict):
+    "This fit's layers, parameters, step database and entry in the manifest"
     self.mods = mods
     self.keys = list(self.mods)
     self.sites = CallSites(self.keys)         # a row per call of each layer in a forward: `path`, then `path#2`…
@@ -147,6 +172,7 @@ def _cb_before_fit(self:ExplorerCallback):
             if p is None or id(p) in seen or isinstance(p, nn.parameter.UninitializedParameter): continue
             seen.add(id(p)); self.pkeys.append(f"{path}.{n}" if path else n); ps.append(p)
     self.ps = ps
+    if self.writer is not None and self.steps: self.writer.claim('steps.sqlite')
     sw = StepWriter(self.writer.path, self.hist_bins, self.hist_range) if self.writer is not None and self.steps else None
     if sw is not None: self.writer.manifest['steps'] = sw.fname.name
     self.record_steps = self.steps and (sw is not None or _distributed())   # every rank records, rank 0 writes
@@ -158,10 +184,17 @@ def _cb_before_fit(self:ExplorerCallback):
                                              'params': _count(allp), 'trainable': _count(allp, trainable=True)})
         self.writer.write_manifest(status='running', error=None)
     self.epoch_started,self.cancelled,self.traced,self.origin = False,False,False,None
-    self._install_guard()
-    self.active = True
 
-ExplorerCallback.before_fit = _cb_before_fit
+def _close_writer(self:ExplorerCallback, status:str|None=None, e:BaseException|None=None):
+    "Write the run's final `status` (with the error `e` that ended it) and release the folder's lock"
+    w = self.writer
+    if w is None or w.lock is None: return
+    try:
+        if status is not None: w.write_manifest(status=status, **({} if e is None else {'error': f"{type(e).__name__}: {e}"}))
+    except Exception as x: warnings.warn(f"fastexplorer could not record the end of the run in {self.folder}: {x}")
+    finally: w.close()
+
+ExplorerCallback._prepare_fit,ExplorerCallback._close_writer = _prepare_fit,_close_writer
 
 # %% ../nbs/03f_callback.ipynb #54f86711
 def _heatmaps(self:ExplorerCallback):
@@ -183,46 +216,56 @@ def _serve(self:ExplorerCallback, host:str='127.0.0.1', port:int=8000, legacy_cl
 ExplorerCallback.serve = _serve
 
 # %% ../nbs/03f_callback.ipynb #e94439e3
+_CANCELS = (CancelBatchException, CancelTrainException, CancelValidException, CancelEpochException, CancelFitException,
+            CancelStepException, CancelBackwardException)      # fastai's own way to stop: it sends our `after_cancel_` events
+_GUARDED = ('_do_epoch', '_call_one')   # what runs the model, the loss and the optimiser; what runs every callback's events
+
 def _install_guard(self:ExplorerCallback):
-    "Wrap the learner's `_do_epoch` so that any exception escaping an epoch is seen here first"
-    learn = self.learn
-    own = learn.__dict__.get('_do_epoch')
-    if hasattr(own, 'fastexplorer_saved'): own = own.fastexplorer_saved   # a guard left by a fit that died outside an epoch
-    self._own_do_epoch = own
-    inner = own if own is not None else learn._do_epoch
-    def _do_epoch():
-        try: inner()
-        except (CancelEpochException, CancelFitException): raise      # fastai handles these, with our after_ events
+    "Wrap the learner's `_do_epoch` and `_call_one` so that any exception escaping an epoch or another callback's event is seen here first"
+    learn,self._own = self.learn,{}
+    for name in _GUARDED:
+        own = learn.__dict__.get(name)
+        if hasattr(own, 'fastexplorer_saved'): own = own.fastexplorer_saved   # a guard left by a fit that died outside its sight
+        self._own[name] = own
+        setattr(learn, name, _guarded(self, own if own is not None else getattr(learn, name), own))
+
+def _guarded(self:ExplorerCallback, inner, own):
+    def f(*args, **kwargs):
+        try: return inner(*args, **kwargs)
+        except _CANCELS: raise
         except BaseException as e:
             self._abort(e)
             raise
-    _do_epoch.fastexplorer_saved = own
-    learn._do_epoch = _do_epoch
+    f.fastexplorer_saved = own
+    return f
 
 def _remove_guard(self:ExplorerCallback):
     learn = self.learn
-    if learn is None or '_do_epoch' not in learn.__dict__: return
-    if self._own_do_epoch is None: del learn.__dict__['_do_epoch']
-    else: learn._do_epoch = self._own_do_epoch
+    if learn is None: return
+    for name,own in getattr(self, '_own', {}).items():
+        if name not in learn.__dict__: continue
+        if own is None: del learn.__dict__[name]
+        else: setattr(learn, name, own)
 
+ExplorerCallback._install_guard,ExplorerCallback._remove_guard = _install_guard,_remove_guard
+
+# %% ../nbs/03f_callback.ipynb #b33add0d
 def _remove_hooks(self:ExplorerCallback):
     for h in self.handles: h.remove()
     self.handles = []
     self._compiled_again()
 
 def _abort(self:ExplorerCallback, e:BaseException):
-    "Remove hooks, write what was recorded of the epoch as partial, and mark the run failed or cancelled"
+    "Remove hooks, write what was recorded of the epoch as partial, mark the run failed or cancelled with the error, and release the folder"
     self._remove_hooks(); self._remove_guard()
     if not self.active: return
     self.active = False
-    status = 'cancelled' if isinstance(e, KeyboardInterrupt) else 'failed'
     try:
         self._close_steps()
         if self.epoch_started: self._write_epoch(partial=True)
-        if self.writer is not None: self.writer.write_manifest(status=status, error=f"{type(e).__name__}: {e}")
     except Exception as w: warnings.warn(f"fastexplorer could not record the end of the run in {self.folder}: {w}")
+    finally: self._close_writer('cancelled' if isinstance(e, KeyboardInterrupt) else 'failed', e)
 
-ExplorerCallback._install_guard,ExplorerCallback._remove_guard = _install_guard,_remove_guard
 ExplorerCallback._remove_hooks,ExplorerCallback._abort = _remove_hooks,_abort
 
 # %% ../nbs/03f_callback.ipynb #55ee8e1a
@@ -319,19 +362,20 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
         for k,st in self.vact.finish(self.keys).items(): stats.setdefault(k, {})['valid_act'] = st
     for k,st in self.pstats.finish(self.pkeys).items(): stats.setdefault(k, {}).update(st)
     for k,st in self.cstats.finish().items(): stats.setdefault(k, {}).update(st)
-    self.n_epochs += 1
-    self.epoch_started = False
-    doc = epoch_doc(self.tree, self.n_epochs, stats, _recorder_row(self.learn) if not partial else {},
-                    self._origin_alerts() + find_alerts(self.tree, stats, **self.alert_kw), fit=len(self.writer.manifest['fits']) - 1,
+    n,self.epoch_started = self.n_epochs + 1,False   # counted once written: a failed write is not skipped by the next fit
+    doc = epoch_doc(self.tree, n, stats, _recorder_row(self.learn) if not partial else {},
+                    self._origin_alerts(n) + find_alerts(self.tree, stats, **self.alert_kw), fit=len(self.writer.manifest['fits']) - 1,
                     partial=partial, sampled={'train': self.act.batches, 'valid': self.vact.batches if self.vact else 0},
                     hist={'bins': self.hist_bins, 'range': list(self.hist_range)}, **self._scale_info())
     if not partial and (hm := self._heatmaps()) is not None: doc['heatmaps'] = hm
-    return self.writer.write_epoch(doc)
+    fname = self.writer.write_epoch(doc, steps=self.n_steps)
+    self.n_epochs = n
+    return fname
 
 def _cb_after_cancel_epoch(self:ExplorerCallback): self.partial = True
 
 def _cb_after_epoch(self:ExplorerCallback):
-    if not self.active: return
+    if not (self.active and self.epoch_started): return   # an epoch cancelled before it began (fastai's `start_epoch`): nothing to write
     self._flush_steps()
     if self.keep_snapshots and self.writer is not None:   # on disk, not in memory: a run of any length costs no RAM
         w = torch.cat([p.detach().reshape(-1).float().cpu() for p in {id(p): p for p in unwrap_model(self.learn.model).parameters()}.values()])
@@ -339,7 +383,7 @@ def _cb_after_epoch(self:ExplorerCallback):
     try:
         if not self.partial: self._all_reduce()        # a collective: every rank, once per completed epoch
         self._write_epoch(partial=self.partial)
-    except BaseException as e: self._abort(e); raise   # outside `_do_epoch`: the guard would not see it
+    except BaseException as e: self._abort(e); raise
 
 ExplorerCallback._write_epoch,ExplorerCallback.after_cancel_epoch = _write_epoch,_cb_after_cancel_epoch
 ExplorerCallback.after_epoch = _cb_after_epoch
@@ -357,8 +401,9 @@ def _cb_after_fit(self:ExplorerCallback):
     self._remove_hooks(); self._remove_guard()
     if not self.active: return
     self.active = False
-    self._close_steps()
-    if not self.cancelled and self.writer is not None: self.writer.write_manifest(status='finished')
+    try: self._close_steps()
+    except BaseException as e: self._close_writer('failed', e); raise
+    self._close_writer(None if self.cancelled else 'finished')   # the lock is released until the next fit
 
 ExplorerCallback.after_cancel_fit,ExplorerCallback.after_fit = _cb_after_cancel_fit,_cb_after_fit
 
@@ -434,10 +479,10 @@ def _trace_nonfinite(self:ExplorerCallback, backward:bool=False):
         if self.writer is not None: self.writer.write_manifest(live_alerts=self.live.alerts)
 
 @patch
-def _origin_alerts(self:ExplorerCallback)->list:
-    "The traced origin of the first non-finite value, in the epoch being written if it was found in it"
+def _origin_alerts(self:ExplorerCallback, epoch:int)->list:
+    "The traced origin of the first non-finite value, in `epoch` (the one being written) if it was found in it"
     o = self.origin
-    if o is None or o['epoch'] != self.n_epochs: return []
+    if o is None or o['epoch'] != epoch: return []
     return group_alerts([{k: v for k,v in o.items() if k != 'epoch'}])
 
 # %% ../nbs/03f_callback.ipynb #e527676f

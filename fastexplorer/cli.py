@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/cli.html.md"""
 
 # %% ../nbs/06_cli.ipynb #8fdddf38
 from __future__ import annotations
-import random, sys, time
+import math, numbers, random, sys, time
 from pathlib import Path
 import numpy as np, torch
 from torch import nn
@@ -19,6 +19,7 @@ from fastai.metrics import accuracy
 from .core import *
 from .probe import *
 from .export import *
+from .export import _OURS, _TEMP
 from .callback import *
 from .explorer import *
 
@@ -65,12 +66,39 @@ def digits_learner(
     return Learner(digits_dls(bs=bs, seed=seed), model, loss_func=CrossEntropyLossFlat(), metrics=accuracy, **kwargs)
 
 # %% ../nbs/06_cli.ipynb #bc050404
-def _run_dir(path)->Path:
+def _whole(v)->bool: return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+_OPTIONS = {   # option: (its check, what it may be)
+    'epochs': (lambda v: _whole(v) and v >= 0, 'a whole number of epochs, at least 0 (0: only probe)'),
+    'lr': (lambda v: isinstance(v, numbers.Real) and math.isfinite(v) and v > 0, 'a finite number above 0'),
+    'every': (lambda v: _whole(v) and v >= 1, 'a whole number, at least 1'),
+    'bs': (lambda v: _whole(v) and v >= 1, 'a whole number, at least 1'),
+    'seed': (lambda v: _whole(v) and 0 <= v < 2**63, 'a whole number from 0 to 2**63 - 1'),
+    'port': (lambda v: _whole(v) and 0 <= v <= 65535, 'a port from 0 (any free one) to 65535'),
+}
+
+def _check_options(**kw):
+    "Refuse a bad option before anything is written, naming it and what it may be"
+    for k,v in kw.items():
+        ok,want = _OPTIONS[k]
+        if not ok(v): raise CliError(f"--{k} must be {want}, not {v!r}")
+
+def _check_run_dir(path)->Path:
+    if not str(path).strip(): raise CliError(f"--path must be a folder, not {str(path)!r}")
     path = Path(path)
     if path.exists() and not path.is_dir(): raise CliError(f"run folder {str(path)!r} exists and is not a folder")
-    path.mkdir(parents=True, exist_ok=True)
     return path
 
+def _write_probe(path:Path, learn, r)->Path:
+    "`--epochs 0`: a run of no epochs, its representation only, replacing the run in `path` as a fit would"
+    w = RunWriter(path, overwrite=True).open(type(learn.model).__name__)
+    try:
+        w.write_representation(r.get_dict())
+        w.write_manifest(status='finished')
+    finally: w.close()
+    return path/'representation.json'
+
+# %% ../nbs/06_cli.ipynb #b6be0f6b
 def demo(
     path:str='runs/demo', # run folder to write into (replaced if it holds an earlier run)
     epochs:int=3,         # epochs to train with `ExplorerCallback` (0: only probe)
@@ -83,16 +111,18 @@ def demo(
 ):
     "Train a small CNN on scikit-learn's digits with `ExplorerCallback`, print its tree, write the run folder and serve the explorer"
     from fastai.callback.schedule import fit_one_cycle  # noqa: F401  (patches Learner)
-    path = _run_dir(path)
+    _check_options(epochs=epochs, lr=lr, every=every, bs=bs, seed=seed, port=port)
+    path = _check_run_dir(path)
     learn = digits_learner(bs=bs, seed=seed)
     r = learn.to_representation()
     validate(r.get_dict())
     print(r.data)
-    if epochs <= 0:
-        fname = r.save(path/'representation.json', indent=1)
-        print(f"\nwrote {fname}")
-        return r
-    learn.fit_one_cycle(epochs, lr, cbs=ExplorerCallback(path, every=every, valid=True, overwrite=True))
+    try:
+        if epochs == 0:
+            print(f"\nwrote {_write_probe(path, learn, r)}")
+            return r
+        learn.fit_one_cycle(epochs, lr, cbs=ExplorerCallback(path, every=every, valid=True, overwrite=True))
+    except (OSError, RunLockedError) as e: raise CliError(str(e)) from None   # a folder holding others' files, written now, full
     run = load_run(path)
     print(f"\nwrote {len(run.epochs)} epochs to {path}: {', '.join(e['file'] for e in run.meta['epochs'])}")
     alerts = run.epochs[-1]['alerts']
@@ -118,6 +148,7 @@ def serve_runs(
     legacy_client:bool=False, # also serve the original fastexplorer web client's websocket (`/ws`) and accept its origin
 ):
     "Serve the explorer for a run folder (or a folder of runs) until interrupted"
+    _check_options(port=port)
     if not Path(path).is_dir(): raise CliError(f"no such folder: {path!r}")
     _serve_until_interrupted(path, host, port, legacy_client)
 
@@ -126,6 +157,11 @@ def report_runs(
     output:str='report.html',  # the HTML file to write (`-o`)
 ):
     "Write a self-contained HTML report of a run folder (or a folder of runs) that opens offline"
+    out = Path(output)
+    if _OURS.match(out.name) or _TEMP.match(out.name) or out.name == LOCK:   # `-o RUN/run.json` would replace the run's own manifest
+        raise CliError(f"--output must be an HTML file whose name is not one of a run folder's own ({out.name}: run.json, "
+                       f"epoch_NNNN.json, …), not {output!r}")
+    if out.is_dir(): raise CliError(f"--output must be a file to write, not the folder {output!r}")
     try: out = report(path, output)
     except (FileNotFoundError, NotADirectoryError) as e: raise CliError(str(e)) from None
     print(f"wrote {out}")

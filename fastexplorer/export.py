@@ -6,19 +6,22 @@ Docs: https://fastexplorer.github.io/fastexplorer/export.html.md"""
 
 # %% ../nbs/02_export.ipynb #5c8d5a0c
 from __future__ import annotations
-import datetime, functools, json, math, os, re, stat, tempfile
+import contextlib, datetime, functools, json, math, os, re, socket, sqlite3, stat, tempfile, warnings
 from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
 from .core import *
 from .history import add_epoch
+try: import fcntl
+except ImportError: fcntl = None      # Windows: run folders are not locked
 
 # %% auto #0
-__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'HINTS', 'DF_COLUMNS', 'ROOT_RUN', 'append_line', 'RunWriter', 'epoch_doc',
-           'group_alerts', 'find_alerts', 'RunFileError', 'read_epoch_index', 'Run', 'load_run', 'run_dir', 'list_runs',
-           'read_manifest', 'entry_path', 'epoch_path', 'plot_stat', 'plot_hist', 'plot_grad_norms']
+__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'LOCK', 'HINTS', 'DF_COLUMNS', 'ROOT_RUN', 'append_line', 'RunLockedError', 'lock_run',
+           'unlock_run', 'foreign_files', 'repair_run', 'RunWriter', 'epoch_doc', 'group_alerts', 'find_alerts',
+           'RunFileError', 'read_epoch_index', 'Run', 'load_run', 'run_dir', 'list_runs', 'read_manifest', 'entry_path',
+           'epoch_path', 'plot_stat', 'plot_hist', 'plot_grad_norms']
 
-# %% ../nbs/02_export.ipynb #4675ff47
+# %% ../nbs/02_export.ipynb #df32d152
 def _versions()->dict:
     import fastai, torch, fastcore
     from fastexplorer import __version__
@@ -26,9 +29,12 @@ def _versions()->dict:
 
 def _now()->str: return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
 
-_OURS = re.compile(r'^((run|representation|landscape|epoch_\d{4,})\.json|epochs\.jsonl|(steps|history)\.sqlite(-wal|-shm)?|snapshot_\d{4,}\.npy)$')
+_NAMES = r'(run|representation|landscape|epoch_\d{4,})\.json|epochs\.jsonl|(steps|history)\.sqlite(-wal|-shm|-journal)?|snapshot_\d{4,}\.npy'
+_OURS = re.compile(f'^({_NAMES})$')                      # the names a run folder's files have
+_TEMP = re.compile(f'^\\.({_NAMES})[a-z0-9_]{{8}}\\.tmp$')  # `atomic_write`'s temporaries of them, left by a killed write
 RUN_VERSION = 2          # of `run.json`: version 2 lists the epochs in `epochs.jsonl` (version 1 in the manifest itself)
 EPOCH_INDEX = 'epochs.jsonl'
+LOCK = '.lock'           # the run folder's lock file: `pid@host` of the process writing the run
 
 def append_line(fname, d:dict):
     "Append `d` as one line of JSON to `fname` and flush it to disk; a line torn by a crash before is closed first"
@@ -39,63 +45,271 @@ def append_line(fname, d:dict):
         f.write(dumps(d).encode() + b'\n')
         f.flush(); os.fsync(f.fileno())
 
+# %% ../nbs/02_export.ipynb #91689d98
+class RunLockedError(RuntimeError):
+    "The run folder is being written by another writer: another process, or another `RunWriter` in this one"
+
+def lock_run(p:Path):
+    "Take run folder `p`'s lock: an OS lock on `p/.lock` (the OS drops it when the process ends) holding `pid@host`; returns the open lock file"
+    f = open(Path(p)/LOCK, 'a+', encoding='utf-8')
+    if fcntl is None: return f             # no `fcntl` (Windows): the folder is not locked
+    try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0); who = f.read().strip(); f.close()
+        pid,_,host = who.partition('@')
+        by = f"process {pid} on host {host}" if host else 'a process that has not yet written its pid'
+        raise RunLockedError(f"run folder {str(p)!r} is being written by {by} (see {LOCK}): wait until its fit ends, "
+                             "or write this run to another folder") from None
+    except OSError as e:                   # a file system without locks (some network ones): go on, unlocked
+        warnings.warn(f"fastexplorer cannot lock run folder {str(p)!r} ({e.strerror or e}): a second writer would not be detected")
+        return f
+    f.seek(0); f.truncate(); f.write(f"{os.getpid()}@{socket.gethostname()}"); f.flush()
+    return f
+
+def unlock_run(f):
+    "Release the lock `lock_run` returned"
+    if f is None or f.closed: return
+    try: f.seek(0); f.truncate()
+    except OSError: pass                   # the lock goes with the file all the same
+    f.close()
+
+# %% ../nbs/02_export.ipynb #ce821e08
+_SCHEMA_HEAD = re.compile(rb'^\{\s*"schema":\s*"fastexplorer/')
+
+def _our_json(f:Path)->bool:
+    "Whether JSON file `f` starts as fastexplorer writes its documents: `{\"schema\": \"fastexplorer/…`"
+    try:
+        with open(f, 'rb') as o: return bool(_SCHEMA_HEAD.match(o.read(64)))
+    except OSError: return False
+
+def _run_manifest(p:Path)->dict|None:
+    "The manifest in run folder `p`, `None` if there is none; `FileExistsError` if `run.json` is not one of ours"
+    f = p/'run.json'
+    if not f.exists(): return None
+    try: m = json.loads(f.read_text(encoding='utf-8'))
+    except (OSError, ValueError): m = None
+    if not (isinstance(m, dict) and m.get('schema') == 'fastexplorer/run'):
+        raise FileExistsError(f"run folder {str(p)!r} holds a run.json that fastexplorer did not write (or cannot read): "
+                              "move it away, or write the run to another folder")
+    return m
+
+def _is_ours(f:Path, m:dict|None)->bool:
+    "Whether `f` (a name `_OURS` matches) was written by the run of manifest `m`: listed in its `files` (or, unlisted, see below)"
+    if m is None: return False
+    if (files := m.get('files')) is not None:
+        base = re.sub(r'-(wal|shm|journal)$', '', f.name)
+        if base in files.get('names', []): return True
+        if (e := re.match(r'^(epoch|snapshot)_(\d+)\.', base)) and int(e[2]) <= files.get(e[1] + 's', 0): return True
+    if f.suffix == '.json' and not _our_json(f): return False      # another tool's
+    # unlisted: `landscape.json`, which `loss_landscape` writes after a fit, outside the writer; any name in a run from before the list
+    return files is None or f.name == 'landscape.json'
+
+def foreign_files(p:Path, m:dict|None=None)->list:
+    "The files in run folder `p` that have the names of a run's files but were not written by the run of manifest `m`"
+    return sorted(f.name for f in Path(p).iterdir() if _OURS.match(f.name) and not _is_ours(f, m))
+
+
+# %% ../nbs/02_export.ipynb #55a4579f
+@contextlib.contextmanager
+def _naming(fname):
+    "An error of the file system or SQLite while writing `fname` names it (`[Errno 28] No space left on device` alone does not say where)"
+    try: yield
+    except OSError as e:
+        if e.filename is not None or str(fname) in str(e): raise
+        raise OSError(e.errno, f"cannot write {str(fname)!r}: {e.strerror or e}") from e
+    except sqlite3.Error as e: raise type(e)(f"cannot write {str(fname)!r}: {e}") from e
+
+def _mark_crashed(p:Path, m:dict)->dict:
+    "Mark the run of manifest `m` failed: its status says `running`, but its lock is free (the caller holds it), so its writer is gone"
+    m = {**m, 'status': 'failed', 'updated': _now(),
+         'error': f"the writing process ({m.get('writer') or 'unknown'}) ended without closing the run"}
+    with _naming(p/'run.json'): save_json(m, p/'run.json', indent=1)
+    return m
+
+def _remove_temporaries(p:Path):
+    "Remove the temporaries that killed writes left in run folder `p` (the caller holds its lock, so no write of ours is under way)"
+    for f in p.iterdir():
+        if _TEMP.match(f.name): f.unlink(missing_ok=True)
+
+def repair_run(p)->bool:
+    "If the run in folder `p` was left `running` by a writer that is gone (its lock is free), mark it `failed`; remove stale temporaries. Returns whether it was marked"
+    p = Path(p)
+    try:
+        if _run_manifest(p) is None: return False
+        lock = lock_run(p)
+    except (FileExistsError, RunLockedError, OSError): return False    # not our run, being written now, or a read-only folder
+    try:
+        _remove_temporaries(p)
+        m = _run_manifest(p)                                          # again, under the lock
+        return m is not None and m.get('status') == 'running' and bool(_mark_crashed(p, m))
+    finally: unlock_run(lock)
+
+def _remove_new(p:Path):
+    "Remove run folder `p`, which an `open` that failed had made, with what that open wrote"
+    for f in p.iterdir():
+        if f.name == LOCK or _OURS.match(f.name) or _TEMP.match(f.name): f.unlink(missing_ok=True)
+    try: p.rmdir()
+    except OSError: pass                   # something else is in it now: it stays
+
+# %% ../nbs/02_export.ipynb #4cd4751c
 class RunWriter:
-    "Writes one run folder: `representation.json`, `epoch_0001.json`, … and the `run.json` manifest"
+    "Writes one run folder (`representation.json`, `epoch_0001.json`, … and the `run.json` manifest), holding its lock from `open` to `close`"
     def __init__(self,
         path,                 # the run folder
-        overwrite:bool=False, # replace a run already in `path` (only fastexplorer's own files are removed)
+        overwrite:bool=False, # replace a run already in `path` (only the files it wrote are removed)
+        resume:bool=False,    # go on with the run already in `path`: its epochs follow the last one written
     ):
-        self.path,self.overwrite = Path(path),overwrite
-        self.manifest = None
+        if overwrite and resume: raise ValueError("RunWriter: `overwrite=True` replaces the run and `resume=True` goes on with it: pass one of them")
+        self.path,self.overwrite,self.resume = Path(path),overwrite,resume
+        self.manifest,self.lock,self.last_epoch,self.last_steps = None,None,0,0
 
     def open(self, model_class:str='', **info):
-        "Check the folder can be written, create it, and start the manifest"
+        "Check the folder can be written, create it, take its lock and start the manifest (with `resume`, take the run's up)"
         p = self.path
         if p.exists() and not p.is_dir(): raise NotADirectoryError(f"run folder {str(p)!r} exists and is not a folder")
+        made = not p.exists()
         try: p.mkdir(parents=True, exist_ok=True)
-        except OSError as e: raise OSError(f"cannot create run folder {str(p)!r}: {e.strerror or e}") from e
+        except OSError as e: raise OSError(e.errno, f"cannot create run folder {str(p)!r}: {e.strerror or e}") from e
         try: tempfile.TemporaryFile(dir=p).close()
         except OSError as e: raise PermissionError(f"run folder {str(p)!r} is not writable: {e.strerror or e}") from e
-        if (p/'run.json').exists():
-            if not self.overwrite:
-                raise FileExistsError(f"run folder {str(p)!r} already holds a run: choose another folder or pass `overwrite=True`")
-            for f in p.iterdir():
-                if _OURS.match(f.name): f.unlink()
-        self.manifest = {'schema': 'fastexplorer/run', 'version': RUN_VERSION, 'created': _now(), 'updated': _now(),
-                         'status': 'running', 'error': None, 'versions': _versions(), 'model': model_class,
-                         'fits': [], **info}
-        self.write_manifest()
+        try:
+            self.lock = lock_run(p)                  # before anything is written or removed
+            self._start(model_class, info)
+        except BaseException:
+            self.close()
+            if made: _remove_new(p)               # a failed open leaves no folder behind
+            raise
         return self
 
-    def write_manifest(self, **updates):
-        "Update the manifest with `updates` and write `run.json`"
-        self.manifest.update(updates, updated=_now())
-        save_json(self.manifest, self.path/'run.json', indent=1)
+# %% ../nbs/02_export.ipynb #64bcb096
+@patch
+def close(self:RunWriter):
+    "Release the folder's lock: the run's files are all written; `relock` takes it again for another fit"
+    unlock_run(self.lock); self.lock = None
 
-    def write_representation(self, doc:dict):
-        "Write the probe's tree as `representation.json`"
-        save_json(doc, self.path/'representation.json')
+@patch
+def relock(self:RunWriter):
+    "Take the folder's lock again (another fit), unless another writer holds it or replaced the run since `close`"
+    if self.lock is not None: return self
+    self.lock = lock_run(self.path)
+    try: m = _run_manifest(self.path)
+    except FileExistsError: m = None
+    if m is None or m.get('id') != self.manifest.get('id'):
+        self.close()
+        raise FileExistsError(f"run folder {str(self.path)!r} no longer holds this run: another writer replaced it since the last fit")
+    return self
 
-    def write_epoch(self, doc:dict)->Path:
-        "Write one epoch's document as `epoch_NNNN.json`, index it in `history.sqlite`, list it in `epochs.jsonl` and touch the manifest"
-        fname,doc = self.path/f"epoch_{doc['epoch']:04d}.json",to_jsonable(doc)   # converted once, for the file and the history
-        atomic_write(fname, json.dumps(doc, allow_nan=False, ensure_ascii=False))
-        add_epoch(self.path, doc, fname.name)     # before it is listed: a reader never finds an epoch listed but not indexed
-        append_line(self.path/EPOCH_INDEX, {'epoch': doc['epoch'], 'file': fname.name, 'partial': doc.get('partial', False)})
-        self.write_manifest()       # `updated`, and the signal readers watch for
-        return fname
+# %% ../nbs/02_export.ipynb #a5426e1e
+@patch
+def _start(self:RunWriter, model_class:str, info:dict):
+    "Check what the folder holds (under its lock), remove the run being replaced, and write the new manifest"
+    p = self.path
+    old = _run_manifest(p)                   # `FileExistsError` if another tool's run.json is there
+    _remove_temporaries(p)
+    if old is not None and old.get('status') == 'running' and not self.overwrite: old = _mark_crashed(p, old)
+    if (foreign := foreign_files(p, old)):
+        raise FileExistsError(f"run folder {str(p)!r} holds {', '.join(foreign)}, which fastexplorer did not write there: "
+                              "move them away, or write the run to another folder")
+    if old is not None and not (self.overwrite or self.resume):
+        raise FileExistsError(f"run folder {str(p)!r} already holds a run: choose another folder, or pass `overwrite=True` "
+                              "to replace it or `resume=True` to go on with it")
+    if self.resume: return self._take_up(old, model_class, info)
+    for f in p.iterdir():
+        if _OURS.match(f.name): f.unlink()   # all ours: `foreign_files` found none that is not
+    self.manifest = {'schema': 'fastexplorer/run', 'version': RUN_VERSION, 'id': os.urandom(8).hex(), 'created': _now(),
+                     'updated': _now(), 'status': 'running', 'error': None, 'writer': self.lock_owner, 'versions': _versions(),
+                     'model': model_class, 'fits': [], **info, 'files': {'names': ['run.json'], 'epochs': 0, 'snapshots': 0}}
+    self.write_manifest()
 
-    def write_snapshot(self, epoch:int, weights:np.ndarray)->Path:
-        "Write the flat float32 `weights` at the end of `epoch` as `snapshot_NNNN.npy` (read back memory-mapped)"
-        fname = self.path/f"snapshot_{epoch:04d}.npy"
-        fd,tmp = tempfile.mkstemp(dir=self.path, suffix='.tmp')
-        try:
-            with os.fdopen(fd, 'wb') as f: np.save(f, np.ascontiguousarray(weights, dtype=np.float32))
-            os.replace(tmp, fname)
-        except BaseException:
-            if os.path.exists(tmp): os.unlink(tmp)
-            raise
-        return fname
+# %% ../nbs/02_export.ipynb #222e4e0b
+@patch
+def _take_up(self:RunWriter, old:dict|None, model_class:str, info:dict):
+    "Go on with the run of manifest `old` (`resume`): its next epoch follows the last one its index lists"
+    p = self.path
+    if old is None: raise FileNotFoundError(f"run folder {str(p)!r} holds no run to resume (no run.json): leave `resume` off to start one")
+    if old.get('version') != RUN_VERSION:
+        raise ValueError(f"{str(p/'run.json')!r} is a run of version {old.get('version')!r}; this fastexplorer resumes version {RUN_VERSION}")
+    last = (read_epoch_index(p) or [{}])[-1]     # the last epoch written, and the steps taken by its end
+    self.last_epoch,self.last_steps = last.get('epoch', 0),last.get('steps', 0)
+    _forget_after(p, self.last_epoch)
+    if 'files' not in old:                   # a run from before the list: every file of ours it holds
+        num = lambda k: max((int(f.name[len(k) + 1:].split('.')[0]) for f in p.glob(f'{k}_*') if _OURS.match(f.name)), default=0)
+        old['files'] = {'names': sorted(f.name for f in p.iterdir() if _OURS.match(f.name) and not f.name.startswith(('epoch_', 'snapshot_'))),
+                        'epochs': num('epoch'), 'snapshots': num('snapshot')}
+    self.manifest = {**old, 'id': old.get('id') or os.urandom(8).hex(), 'status': 'running', 'error': None, 'writer': self.lock_owner,
+                     'versions': _versions(), 'model': model_class or old.get('model', ''), **info}
+    self.write_manifest()
+
+_AFTER = {'steps.sqlite': [(t, f'DELETE FROM {t} WHERE batch IN (SELECT id FROM batches WHERE epoch > ?)') for t in ('act', 'grad', 'hypers')]
+                          + [('epochs', 'DELETE FROM epochs WHERE epoch > ?'), ('batches', 'DELETE FROM batches WHERE epoch > ?')],
+          'history.sqlite': [('epochs', 'DELETE FROM epochs WHERE epoch > ?'), ('stats', 'DELETE FROM stats WHERE epoch > ?')]}
+
+def _forget_after(p:Path, epoch:int):
+    "Remove what the step database and the epoch history of run folder `p` hold of epochs after `epoch` (a writer killed mid-epoch left them)"
+    for name,stmts in _AFTER.items():
+        if not (p/name).exists(): continue
+        with _naming(p/name):
+            con = sqlite3.connect(p/name, timeout=10)
+            try:
+                tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                with con:
+                    for t,s in stmts:
+                        if t in tables: con.execute(s, (epoch,))
+            finally: con.close()
+
+@patch(as_prop=True)
+def lock_owner(self:RunWriter)->str: return f"{os.getpid()}@{socket.gethostname()}"
+
+# %% ../nbs/02_export.ipynb #70080842
+@patch
+def claim(self:RunWriter, *names):
+    "List `names` in the manifest's `files` before they are written, so that `overwrite` knows them for ours (epoch and snapshot files by their highest number)"
+    fs,new = self.manifest['files'],False
+    for n in names:
+        if (e := re.match(r'^(epoch|snapshot)_(\d+)\.', n)):
+            if int(e[2]) > fs.get(e[1] + 's', 0): fs[e[1] + 's'],new = int(e[2]),True
+        elif n not in fs['names']: fs['names'],new = sorted([*fs['names'], n]),True
+    if new: self.write_manifest()
+
+@patch
+def write_manifest(self:RunWriter, **updates):
+    "Update the manifest with `updates` and write `run.json`"
+    self.manifest.update(updates, updated=_now())
+    with _naming(self.path/'run.json'): save_json(self.manifest, self.path/'run.json', indent=1)
+
+@patch
+def write_representation(self:RunWriter, doc:dict):
+    "Write the probe's tree as `representation.json`"
+    self.claim('representation.json')
+    with _naming(self.path/'representation.json'): save_json(doc, self.path/'representation.json')
+
+# %% ../nbs/02_export.ipynb #035d8138
+@patch
+def write_epoch(self:RunWriter, doc:dict, steps:int|None=None)->Path:
+    "Write one epoch's document as `epoch_NNNN.json`, index it in `history.sqlite`, list it in `epochs.jsonl` (with `steps`, the steps taken by its end) and touch the manifest"
+    fname,doc = self.path/f"epoch_{doc['epoch']:04d}.json",to_jsonable(doc)   # converted once, for the file and the history
+    self.claim(fname.name, EPOCH_INDEX, 'history.sqlite')
+    with _naming(fname): atomic_write(fname, json.dumps(doc, allow_nan=False, ensure_ascii=False))
+    with _naming(self.path/'history.sqlite'): add_epoch(self.path, doc, fname.name)   # before it is listed: a reader never finds an epoch listed but not indexed
+    entry = {'epoch': doc['epoch'], 'file': fname.name, 'partial': doc.get('partial', False)}
+    with _naming(self.path/EPOCH_INDEX): append_line(self.path/EPOCH_INDEX, entry if steps is None else {**entry, 'steps': steps})
+    self.last_epoch = max(self.last_epoch, doc['epoch'])
+    self.write_manifest()       # `updated`, and the signal readers watch for
+    return fname
+
+@patch
+def write_snapshot(self:RunWriter, epoch:int, weights:np.ndarray)->Path:
+    "Write the flat float32 `weights` at the end of `epoch` as `snapshot_NNNN.npy` (read back memory-mapped)"
+    fname = self.path/f"snapshot_{epoch:04d}.npy"
+    self.claim(fname.name)
+    fd,tmp = tempfile.mkstemp(dir=self.path, prefix='.' + fname.name, suffix='.tmp')   # a temporary `open` knows to clean
+    try:
+        with _naming(fname), os.fdopen(fd, 'wb') as f: np.save(f, np.ascontiguousarray(weights, dtype=np.float32))
+        os.replace(tmp, fname)
+    except BaseException:
+        if os.path.exists(tmp): os.unlink(tmp)
+        raise
+    return fname
 
 # %% ../nbs/02_export.ipynb #e03cd7af
 _SKIP = {'inputs', 'outputs'}

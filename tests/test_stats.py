@@ -273,7 +273,7 @@ def test_failed_epoch_write_cleans_up(tmp_path):
     cb = learn.explorer
     def full(doc): raise OSError(28, 'No space left on device')
     orig = RunWriter.write_epoch
-    RunWriter.write_epoch = lambda self, doc: full(doc)
+    RunWriter.write_epoch = lambda self, doc, **kw: full(doc)
     try:
         with pytest.raises(OSError, match='No space'): _fit(learn, 2)
     finally: RunWriter.write_epoch = orig
