@@ -163,7 +163,7 @@ def report_runs(
                        f"epoch_NNNN.json, …), not {output!r}")
     if out.is_dir(): raise CliError(f"--output must be a file to write, not the folder {output!r}")
     try: out = report(path, output)
-    except (FileNotFoundError, NotADirectoryError) as e: raise CliError(str(e)) from None
+    except (FileNotFoundError, NotADirectoryError, RunFileError) as e: raise CliError(str(e)) from None   # an unreadable run: named
     print(f"wrote {out}")
 
 # %% ../nbs/06_cli.ipynb #2b082fca

@@ -183,3 +183,10 @@ def test_page_shows_an_unreadable_run(good, tmp_path):
             page.goto('about:blank')
             assert problems == [], problems
         finally: b.close()
+
+def test_report_cli_names_an_unreadable_run(good, tmp_path):
+    "`fastexplorer report` on a folder holding an unreadable run: a one-line error naming the file, not a traceback"
+    from fastexplorer.cli import main
+    _copy(good, tmp_path/'good'); (_copy(good, tmp_path/'bad')/'run.json').write_text('"x"')
+    with pytest.raises(SystemExit, match=r'fastexplorer report: .*bad/run\.json'): main(['report', str(tmp_path), '-o', str(tmp_path/'rep.html')])
+    assert not (tmp_path/'rep.html').exists()
