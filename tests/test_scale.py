@@ -62,7 +62,7 @@ def test_ddp_one_set_of_files(ddp_out):
     "Under `distrib_ctx`, rank 0 alone writes: one run folder, valid files, and the epochs say they hold two ranks"
     assert sorted(p.name for p in ddp_out.iterdir()) == ['raised', 'run', 'start', 'uneven'], "a non-zero rank wrote a run folder"
     files = sorted(p.name for p in (ddp_out/'run').iterdir())
-    assert files == ['epoch_0001.json', 'epoch_0002.json', 'epochs.jsonl', 'history.sqlite', 'representation.json', 'run.json', 'steps.sqlite'], files
+    assert files == ['.lock', 'epoch_0001.json', 'epoch_0002.json', 'epochs.jsonl', 'history.sqlite', 'representation.json', 'run.json', 'steps.sqlite'], files   # .lock: the writer's, kept (empty) after the fit
     run = load_run(ddp_out/'run')
     for e in run.epochs: validate(e)
     assert run.meta['status'] == 'finished' and [e['ranks'] for e in run.epochs] == [2, 2]
