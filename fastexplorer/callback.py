@@ -110,7 +110,8 @@ class ExplorerCallback(Callback):
 # %% ../nbs/03f_callback.ipynb #34b0834c
 def _count(ps, trainable=False): return sum(p.numel() for p in ps if p.requires_grad or not trainable)
 
-def _cb_before_fit(self:ExplorerCallback):
+@patch
+def before_fit(self:ExplorerCallback):
     "Open the run folder (or take its lock again), probe the model once, choose the layers, and prepare this fit's accumulators"
     # silent in `lr_find`, `get_preds`, and `validate` (which sends `before_fit` too, with `create_mbar` off);
     # every rank records, only rank 0 writes (see "Scaling out")
@@ -136,9 +137,8 @@ def _cb_before_fit(self:ExplorerCallback):
     self._install_guard()
     self.active = True
 
-ExplorerCallback.before_fit = _cb_before_fit
-
 # %% ../nbs/03f_callback.ipynb #ca2f5a5c
+@patch
 def _open_run(self:ExplorerCallback, model):
     "Rank 0: open the run folder and probe the model (the first fit), or take the folder's lock again (a later one)"
     try:
@@ -157,9 +157,8 @@ def _open_run(self:ExplorerCallback, model):
         if self.serving: print(f"fastexplorer: explore this run at {self.serve(port=self.port)}")
     except BaseException as e: self._close_writer('failed', e); raise
 
-ExplorerCallback._open_run = _open_run
-
 # %% ../nbs/03f_callback.ipynb #286bcaf2
+@patch
 def _prepare_fit(self:ExplorerCallback, model, mods:dict):
     "This fit's layers, parameters, step database and entry in the manifest"
     self.mods = mods
@@ -185,6 +184,7 @@ def _prepare_fit(self:ExplorerCallback, model, mods:dict):
         self.writer.write_manifest(status='running', error=None)
     self.epoch_started,self.cancelled,self.traced,self.origin = False,False,False,None
 
+@patch
 def _close_writer(self:ExplorerCallback, status:str|None=None, e:BaseException|None=None):
     "Write the run's final `status` (with the error `e` that ended it) and release the folder's lock"
     w = self.writer
@@ -194,18 +194,17 @@ def _close_writer(self:ExplorerCallback, status:str|None=None, e:BaseException|N
     except Exception as x: warnings.warn(f"fastexplorer could not record the end of the run in {self.folder}: {x}")
     finally: w.close()
 
-ExplorerCallback._prepare_fit,ExplorerCallback._close_writer = _prepare_fit,_close_writer
-
 # %% ../nbs/03f_callback.ipynb #54f86711
+@patch
 def _heatmaps(self:ExplorerCallback):
+    "This epoch's activation maps of the fixed validation samples, or `None` when the model's input is not an image batch"
     if self.hm_xb is None: return None
     return {'size': self.heatmap_size, 'samples': self.hm_info,
             'layers': activation_maps(unwrap_model(self.learn.model), self.hm_xb, self.heatmap_size)}
 
-ExplorerCallback._heatmaps = _heatmaps
-
 # %% ../nbs/03f_callback.ipynb #47efe534
-def _serve(self:ExplorerCallback, host:str='127.0.0.1', port:int=8000, legacy_client:bool=False)->str:
+@patch
+def serve(self:ExplorerCallback, host:str='127.0.0.1', port:int=8000, legacy_client:bool=False)->str:
     "Serve the explorer for this run folder from a background thread and return its URL (with the original client's websocket if `legacy_client`)"
     from fastexplorer.explorer import ExplorerServer
     if self.writer is None: raise ValueError("nothing to serve yet: the run folder is created when the first fit starts")
@@ -213,13 +212,12 @@ def _serve(self:ExplorerCallback, host:str='127.0.0.1', port:int=8000, legacy_cl
     if self.server is None: self.server = ExplorerServer(self.folder, host, port, legacy_client=legacy_client)
     return self.server.url
 
-ExplorerCallback.serve = _serve
-
 # %% ../nbs/03f_callback.ipynb #e94439e3
 _CANCELS = (CancelBatchException, CancelTrainException, CancelValidException, CancelEpochException, CancelFitException,
             CancelStepException, CancelBackwardException)      # fastai's own way to stop: it sends our `after_cancel_` events
 _GUARDED = ('_do_epoch', '_call_one')   # what runs the model, the loss and the optimiser; what runs every callback's events
 
+@patch
 def _install_guard(self:ExplorerCallback):
     "Wrap the learner's `_do_epoch` and `_call_one` so that any exception escaping an epoch or another callback's event is seen here first"
     learn,self._own = self.learn,{}
@@ -239,7 +237,9 @@ def _guarded(self:ExplorerCallback, inner, own):
     f.fastexplorer_saved = own
     return f
 
+@patch
 def _remove_guard(self:ExplorerCallback):
+    "Put back the Learner's own `_do_epoch` and `_call_one`"
     learn = self.learn
     if learn is None: return
     for name,own in getattr(self, '_own', {}).items():
@@ -247,14 +247,15 @@ def _remove_guard(self:ExplorerCallback):
         if own is None: del learn.__dict__[name]
         else: setattr(learn, name, own)
 
-ExplorerCallback._install_guard,ExplorerCallback._remove_guard = _install_guard,_remove_guard
-
 # %% ../nbs/03f_callback.ipynb #b33add0d
+@patch
 def _remove_hooks(self:ExplorerCallback):
+    "Remove the hooks of a sampled batch, and let compiled code run compiled again"
     for h in self.handles: h.remove()
     self.handles = []
     self._compiled_again()
 
+@patch
 def _abort(self:ExplorerCallback, e:BaseException):
     "Remove hooks, write what was recorded of the epoch as partial, mark the run failed or cancelled with the error, and release the folder"
     self._remove_hooks(); self._remove_guard()
@@ -266,10 +267,10 @@ def _abort(self:ExplorerCallback, e:BaseException):
     except Exception as w: warnings.warn(f"fastexplorer could not record the end of the run in {self.folder}: {w}")
     finally: self._close_writer('cancelled' if isinstance(e, KeyboardInterrupt) else 'failed', e)
 
-ExplorerCallback._remove_hooks,ExplorerCallback._abort = _remove_hooks,_abort
-
 # %% ../nbs/03f_callback.ipynb #55ee8e1a
-def _cb_before_epoch(self:ExplorerCallback):
+@patch
+def before_epoch(self:ExplorerCallback):
+    "Fresh accumulators for the epoch's activation, parameter and custom statistics"
     if not self.active: return
     dev = model_device(unwrap_model(self.learn.model))
     kw = dict(bins=self.hist_bins, hist_range=self.hist_range, near_zero=self.near_zero, sample=self.sample,
@@ -283,12 +284,16 @@ def _cb_before_epoch(self:ExplorerCallback):
     self.ranks,self.skipped_steps,self._pending = 1,0,None
     if self.live is not None: self.live.reset()
 
+@patch
 def _sampling(self:ExplorerCallback)->bool:
+    "Whether this batch is sampled: one in `every`, in training (and in validation if `valid`)"
     if not self.active: return False
     if self.training: return self.learn.iter % self.every == 0
     return self.valid and self.learn.iter % self.every == 0
 
-def _cb_before_batch(self:ExplorerCallback):
+@patch
+def before_batch(self:ExplorerCallback):
+    "On a sampled batch: hook the recorded layers (and the custom statistics), keeping the RNG state in case it brings the first NaN"
     self.sampled = self._sampling()
     if not self.sampled: return
     if not self.traced: self._rng = _rng_states(unwrap_model(self.learn.model))   # to run this batch again if it makes the first NaN
@@ -302,23 +307,26 @@ def _cb_before_batch(self:ExplorerCallback):
 
 def _hook(st:ActStats, i:int, m, inp, out): st.add(i, m, out, inp)
 
-def _cb_after_pred(self:ExplorerCallback):
+@patch
+def after_pred(self:ExplorerCallback):
+    "Remove the hooks and gather the batch's activation rows; trace the first non-finite activation to its origin"
     if not self.sampled: return
     self._remove_hooks()
     st = self.act if self.training else self.vact
     self._step_act = st.flush()
     if not self.traced and st.nonfinite is not None and bool(st.nonfinite): self._trace_nonfinite()
 
-ExplorerCallback.before_epoch,ExplorerCallback._sampling = _cb_before_epoch,_sampling
-ExplorerCallback.before_batch,ExplorerCallback.after_pred = _cb_before_batch,_cb_after_pred
-
 # %% ../nbs/03f_callback.ipynb #de58d059
+@patch
 def _grad_scale(self:ExplorerCallback)->float:
+    "The mixed-precision loss scale the gradients carry (1 without a scaler)"
     mp = getattr(self.learn, 'mixed_precision', None)
     scaler = getattr(mp, 'scaler', None)
     return float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else 1.
 
-def _cb_after_backward(self:ExplorerCallback):
+@patch
+def after_backward(self:ExplorerCallback):
+    "On a sampled training batch: gradient statistics (unscaled), custom parameter statistics, the weights before the step"
     if not (self.sampled and self.training): return
     sc = self._grad_scale() if self.grads or self.customs else 1.   # one read of the loss scale (a device sync)
     if self.grads:
@@ -331,17 +339,18 @@ def _cb_after_backward(self:ExplorerCallback):
     if self.updates: self.pstats.snapshot()
     self.step_cancelled = False
 
-def _cb_after_cancel_step(self:ExplorerCallback):
+@patch
+def after_cancel_step(self:ExplorerCallback):
+    "A step the optimiser did not take: if the loss scaler skipped it, count it and take its gradient statistics back"
     self.step_cancelled = True
     if self.active and self._amp_skipped(): self._skip_step()
 
-def _cb_after_step(self:ExplorerCallback):
+@patch
+def after_step(self:ExplorerCallback):
+    "The update-to-weight ratios of a sampled step that was taken"
     if not (self.sampled and self.training) or self.pstats.w0 is None: return
     if self.step_cancelled: self.pstats.w0 = None
     else: self.pstats.updates()
-
-ExplorerCallback._grad_scale,ExplorerCallback.after_backward = _grad_scale,_cb_after_backward
-ExplorerCallback.after_cancel_step,ExplorerCallback.after_step = _cb_after_cancel_step,_cb_after_step
 
 # %% ../nbs/03f_callback.ipynb #1efff0ef
 def _recorder_row(learn)->dict:
@@ -353,6 +362,7 @@ def _recorder_row(learn)->dict:
     if opt is not None and opt.hypers: res['lr'] = to_jsonable(opt.hypers[-1].get('lr'))
     return res
 
+@patch
 def _write_epoch(self:ExplorerCallback, partial:bool=False):
     "Collect this epoch's statistics and write its file"
     if self.writer is None: self.n_epochs,self.epoch_started = self.n_epochs + 1,False; return None   # a rank that does not write
@@ -372,9 +382,14 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
     self.n_epochs = n
     return fname
 
-def _cb_after_cancel_epoch(self:ExplorerCallback): self.partial = True
+@patch
+def after_cancel_epoch(self:ExplorerCallback):
+    "An epoch cut short: its file is written as partial"
+    self.partial = True
 
-def _cb_after_epoch(self:ExplorerCallback):
+@patch
+def after_epoch(self:ExplorerCallback):
+    "Flush the step series, write a weight snapshot if asked, combine the ranks' statistics and write the epoch file"
     if not (self.active and self.epoch_started): return   # an epoch cancelled before it began (fastai's `start_epoch`): nothing to write
     self._flush_steps()
     if self.keep_snapshots and self.writer is not None:   # on disk, not in memory: a run of any length costs no RAM
@@ -385,11 +400,10 @@ def _cb_after_epoch(self:ExplorerCallback):
         self._write_epoch(partial=self.partial)
     except BaseException as e: self._abort(e); raise
 
-ExplorerCallback._write_epoch,ExplorerCallback.after_cancel_epoch = _write_epoch,_cb_after_cancel_epoch
-ExplorerCallback.after_epoch = _cb_after_epoch
-
 # %% ../nbs/03f_callback.ipynb #15637b76
-def _cb_after_cancel_fit(self:ExplorerCallback):
+@patch
+def after_cancel_fit(self:ExplorerCallback):
+    "A cancelled fit: write what was recorded of the epoch as partial and mark the run cancelled"
     self._remove_hooks()
     if not self.active: return
     self._close_steps()
@@ -397,7 +411,9 @@ def _cb_after_cancel_fit(self:ExplorerCallback):
     if self.writer is not None: self.writer.write_manifest(status='cancelled')
     self.cancelled = True
 
-def _cb_after_fit(self:ExplorerCallback):
+@patch
+def after_fit(self:ExplorerCallback):
+    "Remove hooks and guard, close the step database and the run (finished or cancelled), releasing the folder"
     self._remove_hooks(); self._remove_guard()
     if not self.active: return
     self.active = False
@@ -405,10 +421,9 @@ def _cb_after_fit(self:ExplorerCallback):
     except BaseException as e: self._close_writer('failed', e); raise
     self._close_writer(None if self.cancelled else 'finished')   # the lock is released until the next fit
 
-ExplorerCallback.after_cancel_fit,ExplorerCallback.after_fit = _cb_after_cancel_fit,_cb_after_fit
-
 # %% ../nbs/03f_callback.ipynb #49877a13
-def _cb_after_batch(self:ExplorerCallback):
+@patch
+def after_batch(self:ExplorerCallback):
     "Count the step, and queue a sampled batch's statistics for the step database"
     if not self.active: return
     step = self.n_steps
@@ -423,23 +438,22 @@ def _cb_after_batch(self:ExplorerCallback):
             'split': 'train' if self.training else 'valid', 'iter': self.learn.iter, 'time': time.time(), 'hypers': hypers}
     self.queue.add(meta, act, grad, getattr(self.learn, 'loss', None), getattr(smooth, 'value', None))
 
+@patch
 def _flush_steps(self:ExplorerCallback):
     "Hand the queued batches to the step database"
     if self.queue is not None: self.queue.flush()
 
+@patch
 def _close_steps(self:ExplorerCallback):
     "Write what is queued, wait for the writer and close the step database"
     if self.queue is not None: self.queue.close()
 
-ExplorerCallback.after_batch,ExplorerCallback._flush_steps,ExplorerCallback._close_steps = _cb_after_batch,_flush_steps,_close_steps
-
 # %% ../nbs/03f_callback.ipynb #307425f2
+@patch
 def _live_alerts(self:ExplorerCallback, metas:list, act, grad):
     "Look for alerts in the batches just handed to the step database, and put new ones in `run.json` at once"
     if self.live.check(metas, act, grad, self.sites.keys, self.pkeys, self.n_epochs + 1, self.act) and self.writer is not None:
         self.writer.write_manifest(live_alerts=self.live.alerts)
-
-ExplorerCallback._live_alerts = _live_alerts
 
 # %% ../nbs/03f_callback.ipynb #251fbea6
 def _rng_states(model:nn.Module)->tuple:
@@ -486,14 +500,14 @@ def _origin_alerts(self:ExplorerCallback, epoch:int)->list:
     return group_alerts([{k: v for k,v in o.items() if k != 'epoch'}])
 
 # %% ../nbs/03f_callback.ipynb #e527676f
-def _add_stat(self:ExplorerCallback, f, on:str='out', name:str|None=None):
+@patch
+def add_stat(self:ExplorerCallback, f, on:str='out', name:str|None=None):
     "Register the custom statistic `f` on `on` ('out', 'in', 'weight' or 'grad'); returns the callback"
     self.customs = custom_stats([*self.customs, CustomStat(f, on, name)])
     return self
 
-ExplorerCallback.add_stat = _add_stat
-
 # %% ../nbs/03f_callback.ipynb #eeeb19c0
+@patch
 def _all_reduce(self:ExplorerCallback):
     "Combine this epoch's statistics over the ranks, when there are several (a collective: every rank, once per epoch)"
     if not _distributed(): return
@@ -502,19 +516,21 @@ def _all_reduce(self:ExplorerCallback):
     if self.record_steps: self.queue.flush(); self.queue.gather()
     self.skipped_steps,self.ranks = c['skipped_steps'],dist.get_world_size()
 
-ExplorerCallback._all_reduce = _all_reduce
-
 # %% ../nbs/03f_callback.ipynb #83ad6da6
+@patch
 def _amp_skipped(self:ExplorerCallback)->bool:
     "Whether fastai's `MixedPrecision` cancelled this step because the scaled gradients overflowed"
     mp = getattr(self.learn, 'mixed_precision', None)
     return mp is not None and getattr(mp, 'skipped', False) is True
 
+@patch
 def _skip_step(self:ExplorerCallback):
+    "Count a step the loss scaler skipped, and take back the gradient statistics recorded for it"
     self.skipped_steps += 1
     if self._pending is not None and self.sampled and self.training: self.pstats.restore(self._pending)
     self._pending = None
 
+@patch
 def _scale_info(self:ExplorerCallback)->dict:
     "How the epoch's statistics were gathered: over how many ranks, and the steps mixed precision skipped"
     res = {'ranks': self.ranks} if _distributed() else {}
@@ -525,26 +541,25 @@ def _scale_info(self:ExplorerCallback)->dict:
                       'skipped_steps': self.skipped_steps, 'loss_scale': sc if sc != 1. else None}
     return res
 
-ExplorerCallback._amp_skipped,ExplorerCallback._skip_step,ExplorerCallback._scale_info = _amp_skipped,_skip_step,_scale_info
-
 # %% ../nbs/03f_callback.ipynb #5a6d305a
 ExplorerCallback._stance = None
 
+@patch
 def _eager(self:ExplorerCallback):
     "Run compiled code eagerly until the hooks come off (only if dynamo, hence compiled code, is loaded)"
     if self._stance is None and 'torch._dynamo' in sys.modules: self._stance = torch.compiler.set_stance('force_eager')
 
+@patch
 def _compiled_again(self:ExplorerCallback):
+    "Leave the eager stance `_eager` entered"
     if self._stance is not None: st,self._stance = self._stance,None; st.__exit__(None, None, None)
 
-def _cb_after_cancel_batch(self:ExplorerCallback):
+@patch
+def after_cancel_batch(self:ExplorerCallback):
     "A batch cancelled before `after_pred`: its hooks come off, and its unflushed rows are dropped"
     self._remove_hooks()
     for st in (getattr(self, 'act', None), getattr(self, 'vact', None)):
         if isinstance(st, ActStats): st.rows,st.idx,st.sizes,st.ncalls = [],[],[],{}
-
-ExplorerCallback._eager,ExplorerCallback._compiled_again = _eager,_compiled_again
-ExplorerCallback.after_cancel_batch = _cb_after_cancel_batch
 
 # %% ../nbs/03f_callback.ipynb #e4a0cced
 def _in_notebook()->bool:

@@ -258,7 +258,9 @@ def _forget_after(p:Path, epoch:int):
             finally: con.close()
 
 @patch(as_prop=True)
-def lock_owner(self:RunWriter)->str: return f"{os.getpid()}@{socket.gethostname()}"
+def lock_owner(self:RunWriter)->str:
+    "`pid@host` of this process, as the lock file and the manifest's `writer` name it"
+    return f"{os.getpid()}@{socket.gethostname()}"
 
 # %% ../nbs/02_export.ipynb #70080842
 @patch

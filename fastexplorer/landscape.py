@@ -52,7 +52,9 @@ class Landscape:
         return {'schema': 'fastexplorer/landscape', 'version': SCHEMA_VERSION, 'directions': self.kind, 'seed': self.seed,
                 'x': self.x, 'y': self.y, 'loss': self.loss, 'metric': self.metric, 'metric_name': self.metric_name,
                 'trajectory': self.trajectory}
-    def save(self, fname): save_json(self.to_dict(), fname); return fname
+    def save(self, fname):
+        "Write the landscape to `fname` as strict JSON (what the explorer reads as `landscape.json`)"
+        save_json(self.to_dict(), fname); return fname
     @property
     def argmin(self)->tuple:
         "`(x, y)` of the lowest loss on the grid"

@@ -8,6 +8,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/params.html.md"""
 from __future__ import annotations
 import math
 import torch
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['grad_rows', 'weight_stats', 'ParamStats']
@@ -138,10 +139,12 @@ class ParamStats:
         return res
 
 # %% ../nbs/03a_params.ipynb #83ad6da6
-def _ps_state(self:ParamStats)->tuple:
+@patch
+def state(self:ParamStats)->tuple:
     "A copy of the gradient accumulators, to take back a step that the loss scaler skips"
     return self.gsum.clone(),self.gmax.clone(),list(self.gsteps),list(self.nan),list(self.inf)
 
-def _ps_restore(self:ParamStats, state:tuple): self.gsum,self.gmax,self.gsteps,self.nan,self.inf,self.step = *state,None
-
-ParamStats.state,ParamStats.restore = _ps_state,_ps_restore
+@patch
+def restore(self:ParamStats, state:tuple):
+    "Put back accumulators that `state` copied: the statistics of a step the loss scaler skipped are taken back"
+    self.gsum,self.gmax,self.gsteps,self.nan,self.inf,self.step = *state,None

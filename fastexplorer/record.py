@@ -272,8 +272,15 @@ def after_fit(self:RawRecorder):
     "Remove the hooks and leave the Learner's guard"
     self.detach()
     if self.learn is not None: _unguard(self.learn, self)
-RawRecorder.after_cancel_batch = RawRecorder.after_batch
-RawRecorder.after_backward = RawRecorder.after_batch
+@patch
+def after_cancel_batch(self:RawRecorder):
+    "A cancelled batch: remove its hooks"
+    self.detach()
+
+@patch
+def after_backward(self:RawRecorder):
+    "After the backward, which ran `BackwardOutput`'s tensor hooks: remove them"
+    self.detach()
 
 # %% ../nbs/07_record.ipynb #6d053c77
 @patch

@@ -126,3 +126,20 @@ def test_api_reference_documents_every_public_symbol(crawl, site):
     for m in ('Learner.to_representation', 'Learner.explore', 'Learner.loss_landscape', 'Module.to_representation'):
         assert m in text, m
     assert 'parameter type default description' in text.lower() or 'parameter\ttype' in text.lower()
+    # and every public method and property of its classes, defined in the class body or attached with `@patch`, documented
+    methods = _public_methods(names)
+    assert len(methods) > 60 and 'ExplorerCallback.add_stat' in methods and 'RawRecorder.save' in methods
+    missing = [m for m in methods if not re.search(rf'(^|\s){re.escape(m)}(\s|$)', text)]
+    assert not missing, f"methods not in the API reference: {missing}"
+    undocumented = [m for m,f in methods.items() if not inspect.getdoc(f)]
+    assert not undocumented, f"public methods without a docstring: {undocumented}"
+
+def _public_methods(names:list)->dict:
+    "`{'Class.method': function}` for the public methods and properties fastexplorer defines on the public classes of `names`"
+    res = {}
+    for n in names:
+        if not inspect.isclass(o := getattr(fa, n)): continue
+        for k,v in vars(o).items():
+            f = v.fget if isinstance(v, property) else getattr(v, '__func__', v)   # a property, staticmethod or classmethod's function
+            if not k.startswith('_') and inspect.isfunction(f) and (f.__module__ or '').startswith('fastexplorer'): res[f"{n}.{k}"] = f
+    return res
