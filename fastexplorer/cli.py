@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/cli.html.md"""
 
 # %% ../nbs/06_cli.ipynb #8fdddf38
 from __future__ import annotations
-import math, numbers, random, sys, time
+import random, sys, time
 from pathlib import Path
 import numpy as np, torch
 from torch import nn
@@ -21,6 +21,7 @@ from .probe import *
 from .export import *
 from .export import _OURS, _TEMP
 from .callback import *
+from .callback import _is_int, _is_real
 from .explorer import *
 
 # %% auto #0
@@ -66,15 +67,13 @@ def digits_learner(
     return Learner(digits_dls(bs=bs, seed=seed), model, loss_func=CrossEntropyLossFlat(), metrics=accuracy, **kwargs)
 
 # %% ../nbs/06_cli.ipynb #bc050404
-def _whole(v)->bool: return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
 _OPTIONS = {   # option: (its check, what it may be)
-    'epochs': (lambda v: _whole(v) and v >= 0, 'a whole number of epochs, at least 0 (0: only probe)'),
-    'lr': (lambda v: isinstance(v, numbers.Real) and math.isfinite(v) and v > 0, 'a finite number above 0'),
-    'every': (lambda v: _whole(v) and v >= 1, 'a whole number, at least 1'),
-    'bs': (lambda v: _whole(v) and v >= 1, 'a whole number, at least 1'),
-    'seed': (lambda v: _whole(v) and 0 <= v < 2**63, 'a whole number from 0 to 2**63 - 1'),
-    'port': (lambda v: _whole(v) and 0 <= v <= 65535, 'a port from 0 (any free one) to 65535'),
+    'epochs': (lambda v: _is_int(v) and v >= 0, 'a whole number of epochs, at least 0 (0: only probe)'),
+    'lr': (lambda v: _is_real(v) and v > 0, 'a finite number above 0'),
+    'every': (lambda v: _is_int(v) and v >= 1, 'a whole number, at least 1'),
+    'bs': (lambda v: _is_int(v) and v >= 1, 'a whole number, at least 1'),
+    'seed': (lambda v: _is_int(v) and 0 <= v < 2**63, 'a whole number from 0 to 2**63 - 1'),
+    'port': (lambda v: _is_int(v) and 0 <= v <= 65535, 'a port from 0 (any free one) to 65535'),
 }
 
 def _check_options(**kw):

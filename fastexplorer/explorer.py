@@ -53,17 +53,16 @@ class _Guard:
         origin = hdrs.get('origin')
         # two Host (or Origin) headers: this guard and the application could each read a different one, so neither is trusted
         dup = [n for n in (b'host', b'origin') if sum(k.lower() == n for k,_ in scope.get('headers', [])) > 1]
+        ours = origin is None or (origin.startswith('http://') and self._host_ok(origin[7:]))   # no Origin, or this server's
         if scope['type'] == 'websocket':     # a websocket is the original client's (`legacy_client`): its origin, or ours
-            if not dup and self._host_ok(hdrs.get('host', '')) and (origin is None or origin in self.ws_origins or
-                                                                    (origin.startswith('http://') and self._host_ok(origin[7:]))):
+            if not dup and self._host_ok(hdrs.get('host', '')) and (ours or origin in self.ws_origins):
                 return await self.app(scope, receive, send)
             await receive()
             return await send({'type': 'websocket.close', 'code': 1008})
         if scope['method'] not in ('GET', 'HEAD'): return await _error(send, 405, 'only GET and HEAD are allowed')
         if dup: return await _error(send, 400, f'more than one {dup[0].decode().title()} header')
         if not self._host_ok(hdrs.get('host', '')): return await _error(send, 403, 'unexpected Host header')
-        if origin is not None and not (origin.startswith('http://') and self._host_ok(origin[7:])):
-            return await _error(send, 403, 'cross-origin requests are not allowed')
+        if not ours: return await _error(send, 403, 'cross-origin requests are not allowed')
         async def send_h(msg):
             if msg['type'] == 'http.response.start': msg['headers'] = list(msg.get('headers', [])) + _HEADERS
             await send(msg)

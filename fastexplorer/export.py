@@ -75,6 +75,7 @@ def unlock_run(f):
 
 # %% ../nbs/02_export.ipynb #ce821e08
 _SCHEMA_HEAD = re.compile(rb'^\{\s*"schema":\s*"fastexplorer/')
+_NUMBERED = re.compile(r'^(epoch|snapshot)_(\d+)\.')   # the files a run numbers: `files` keeps the highest number of each kind
 
 def _our_json(f:Path)->bool:
     "Whether JSON file `f` starts as fastexplorer writes its documents: `{\"schema\": \"fastexplorer/…`"
@@ -99,7 +100,7 @@ def _is_ours(f:Path, m:dict|None)->bool:
     if (files := m.get('files')) is not None:
         base = re.sub(r'-(wal|shm|journal)$', '', f.name)
         if base in files.get('names', []): return True
-        if (e := re.match(r'^(epoch|snapshot)_(\d+)\.', base)) and int(e[2]) <= files.get(e[1] + 's', 0): return True
+        if (e := _NUMBERED.match(base)) and int(e[2]) <= files.get(e[1] + 's', 0): return True
     if f.suffix == '.json' and not _our_json(f): return False      # another tool's
     # unlisted: `landscape.json`, which `loss_landscape` writes after a fit, outside the writer; any name in a run from before the list
     return files is None or f.name == 'landscape.json'
@@ -233,7 +234,7 @@ def _take_up(self:RunWriter, old:dict|None, model_class:str, info:dict):
     self.last_epoch,self.last_steps = last.get('epoch', 0),last.get('steps', 0)
     _forget_after(p, self.last_epoch)
     if 'files' not in old:                   # a run from before the list: every file of ours it holds
-        num = lambda k: max((int(f.name[len(k) + 1:].split('.')[0]) for f in p.glob(f'{k}_*') if _OURS.match(f.name)), default=0)
+        num = lambda k: max((int(e[2]) for f in p.iterdir() if _OURS.match(f.name) and (e := _NUMBERED.match(f.name)) and e[1] == k), default=0)
         old['files'] = {'names': sorted(f.name for f in p.iterdir() if _OURS.match(f.name) and not f.name.startswith(('epoch_', 'snapshot_'))),
                         'epochs': num('epoch'), 'snapshots': num('snapshot')}
     self.manifest = {**old, 'id': old.get('id') or os.urandom(8).hex(), 'status': 'running', 'error': None, 'writer': self.lock_owner,
@@ -268,7 +269,7 @@ def claim(self:RunWriter, *names):
     "List `names` in the manifest's `files` before they are written, so that `overwrite` knows them for ours (epoch and snapshot files by their highest number)"
     fs,new = self.manifest['files'],False
     for n in names:
-        if (e := re.match(r'^(epoch|snapshot)_(\d+)\.', n)):
+        if (e := _NUMBERED.match(n)):
             if int(e[2]) > fs.get(e[1] + 's', 0): fs[e[1] + 's'],new = int(e[2]),True
         elif n not in fs['names']: fs['names'],new = sorted([*fs['names'], n]),True
     if new: self.write_manifest()
@@ -667,8 +668,12 @@ def list_runs(root:Path)->list:
 
 def read_manifest(p:Path)->dict:
     "The manifest (`run.json`) of run folder `p`, parsed, with its `epochs` list (from `epochs.jsonl` since version 2); `RunFileError` naming it if it is no manifest"
+    return _with_epochs(_manifest(p), p)
+
+def _manifest(p)->dict:
+    "The manifest of run folder `p` as its `run.json` holds it; `RunFileError` naming the file if it is no manifest"
     f = Path(p)/'run.json'
-    return _with_epochs(_check_manifest(_load_json(f), f), p)
+    return _check_manifest(_load_json(f), f)
 
 def entry_path(p:Path, e:dict)->Path|None:
     "The file that epoch entry `e` of run folder `p`'s manifest names; `None` if it is not there or the name is not allowed"
@@ -679,8 +684,7 @@ def entry_path(p:Path, e:dict)->Path|None:
 
 def epoch_path(p:Path, n:int)->Path|None:
     "The file of epoch `n` of run folder `p`, as its manifest lists it; `None` if none is listed or the name is not allowed; `RunFileError` if the manifest is no manifest"
-    f = Path(p)/'run.json'
-    m = _check_manifest(_load_json(f), f)
+    m = _manifest(p)
     e = _epoch_index(p).get(n) if 'epochs' not in m else next((e for e in m['epochs'] if e['epoch'] == n), None)
     return None if e is None else entry_path(p, e)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from fastcore.basics import patch
 import numpy as np
 from .core import *
-from .export import run_dir, list_runs, read_manifest, entry_path
+from .export import run_dir, list_runs, read_manifest, entry_path, _load_json, _why
 
 # %% auto #0
 __all__ = ['LEGACY_EVENTS', 'LEGACY_SEND', 'LEGACY_CLIENT', 'LEGACY_ORIGIN', 'legacy_view', 'npy_frame', 'legacy_heatmap',
@@ -72,8 +72,8 @@ def _latest_heatmaps(p:Path)->dict|None:
     "The heatmaps of run folder `p`'s latest epoch that has some"
     for e in reversed(read_manifest(p).get('epochs', [])):
         if (f := entry_path(p, e)) is None: continue
-        with open(f, encoding='utf-8') as fh: hm = json.load(fh).get('heatmaps')
-        if hm: return hm
+        d = _load_json(f)                          # `RunFileError` naming the file if it is damaged
+        if isinstance(d, dict) and d.get('heatmaps'): return d['heatmaps']
     return None
 
 def _unit(b64:str, shape:tuple)->np.ndarray:
@@ -116,6 +116,10 @@ def legacy_endpoint(root):
     async def send(ws, typ, res, path=None):
         if isinstance(res, np.ndarray): await ws.send_bytes(npy_frame(res, typ, **({'path': path} if typ == LEGACY_EVENTS['heatmap'] else {})))
         else: await ws.send_json({'type': typ, 'payload': res})
+    async def answer(f, *args):
+        "`f(*args)` off the event loop; a run file that cannot be read is an error message naming it, from the served folder"
+        try: return await run_in_threadpool(f, *args)
+        except (OSError, ValueError) as e: return LEGACY_EVENTS['error'], {'msg': _why(e, root)}
     async def endpoint(ws):
         await ws.accept()
         try:
@@ -134,11 +138,11 @@ def legacy_endpoint(root):
                 event = str(pl.get('event', '')).upper()
                 if event == 'LOAD_INPUT' or (event == 'GET_HEATMAP' and st['idx'] < 0):
                     st['idx'] += 1
-                    await send(ws, *await run_in_threadpool(legacy_input, p, st['idx']))
+                    await send(ws, *await answer(legacy_input, p, st['idx']))
                     if event == 'LOAD_INPUT' and st['path'] is None: continue
                 if event in ('GET_HEATMAP', 'LOAD_INPUT'):
                     if event == 'GET_HEATMAP': st['path'] = str(pl.get('path', ''))
-                    await send(ws, *await run_in_threadpool(legacy_heatmap, p, st['path'], st['idx']), path=st['path'])
+                    await send(ws, *await answer(legacy_heatmap, p, st['path'], st['idx']), path=st['path'])
                 else: await ws.send_json({'type': LEGACY_EVENTS['invalid'], 'payload': {'type': msg.get('type')}})
         except WebSocketDisconnect: pass
     return endpoint

@@ -124,3 +124,16 @@ def test_explore_and_cli_turn_it_on(digits_run):
     finally: learn.explorer.server.stop()
     assert anno_parser(serve_runs).parse_args([str(root), '--legacy-client']).legacy_client is True
     assert anno_parser(serve_runs).parse_args([str(root)]).legacy_client is False
+
+def test_websocket_names_a_damaged_epoch_file(digits_run, tmp_path):
+    "A damaged epoch file: the client gets an error message naming it (from the served folder), and the socket stays open"
+    import shutil
+    root,_ = digits_run
+    shutil.copytree(root/'digits', tmp_path/'digits')
+    (tmp_path/'digits'/'epoch_0001.json').write_text('{"schema": "fastex')
+    with serve(tmp_path, port=0, legacy_client=True) as srv, _connect(srv, origin=LEGACY_ORIGIN) as ws:
+        ws.send('{"type": "CONNECTED"}'); assert json.loads(ws.recv(timeout=10))['type'] == LEGACY_EVENTS['data']
+        ws.send(json.dumps({'type': 'socket/sendEvent', 'payload': {'event': 'GET_HEATMAP', 'path': '0/0'}}))
+        for _ in range(2):       # the input sample, then the heatmap: each an error naming the file
+            msg = json.loads(ws.recv(timeout=10))
+            assert msg['type'] == LEGACY_EVENTS['error'] and msg['payload']['msg'].startswith('digits/epoch_0001.json: not valid JSON'), msg
