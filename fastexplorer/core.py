@@ -113,14 +113,17 @@ class Node:
         path:str|None=None,    # dotted path as in `named_modules`, `None` for pseudo-nodes
     ):
         self.name,self.index,self.type,self.obj,self.path = name,index,type,obj,path
-        self.nodes,self.links,self.xtra = ifnone(nodes, []),ifnone(links, []),ifnone(xtra, {})
+        self.nodes,self.links,self.xtra = [] if nodes is None else nodes,[] if links is None else links,{} if xtra is None else xtra
 
 # %% ../nbs/00_core.ipynb #368e6b4a
 @patch
 def __iter__(self:Node):
     "Depth-first walk over this node and all its descendants"
-    yield self
-    for n in self.nodes: yield from n
+    todo = [self]                     # a stack, not nested generators: a deep tree costs no more per node
+    while todo:
+        n = todo.pop()
+        yield n
+        todo.extend(reversed(n.nodes))
 
 def _close(what:str, s:str, known)->str:
     "An error message for `s`, which is not among `known`, naming the closest ones"
@@ -188,52 +191,64 @@ def _class_name(m:nn.Module)->str:
     if isinstance(m, torch.jit.ScriptModule): return getattr(m, 'original_name', None) or type(m).__name__
     return type(m).__name__
 
-def _param_node(p:nn.Parameter, name:str, idx:int, path:str, seen:dict)->Node:
+class _Seen(dict):
+    "`{id: path}` of the first place each module and tensor was met in a walk; `repeated` once one turns up at a second"
+    repeated = False
+    def first(self, o, path:str)->str:
+        p = self.setdefault(id(o), path)
+        if p != path: self.repeated = True
+        return p
+
+def _param_node(p:nn.Parameter, name:str, idx:int, path:str, seen:_Seen)->Node:
     lazy = _is_lazy(p)
     xtra = {'class': 'Parameter', 'shape': None if lazy else list(p.shape), 'dtype': _dtype_name(p.dtype),
             'numel': None if lazy else p.numel(), 'requires_grad': p.requires_grad}
     if lazy: xtra['lazy'] = True
-    first = seen.setdefault(id(p), path)
-    if first != path: xtra['shared_with'] = first
+    if (first := seen.first(p, path)) != path: xtra['shared_with'] = first
     return Node(name, idx, 'Parameter', p, xtra=xtra, path=path)
 
-def _totals(ps:dict, bs:dict)->list:
-    return [sum(o[0] for o in ps.values()), sum(o[0] for o in ps.values() if o[2]), sum(o[0] for o in bs.values()),
-            sum(o[1] for o in ps.values()) + sum(o[1] for o in bs.values())]
 
-def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:dict)->tuple:
-    "The `Node` of `m`, and `{id: (numel, bytes, trainable)}` of the distinct parameters and buffers of its subtree"
-    # `tot` (params, trainable, buffers, bytes) adds up the children's totals while no tensor turns up twice; else, `None`:
-    # summed over the distinct tensors at the end
-    ps,bs,nodes,lazy,tot = {},{},[],False,[0, 0, 0, 0]
+# %% ../nbs/00_core.ipynb #ca45f9c5
+_TOTALS = ('params', 'trainable', 'buffers', 'bytes')
+
+def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:_Seen)->Node:
+    "The `Node` of `m`, its totals (`_TOTALS`) added up as if no module or tensor repeated"
+    nodes,lazy,tot = [],False,[0, 0, 0, 0]
     for n,c in m._modules.items():
         if c is None: continue
-        node,cps,cbs = _module_node(c, n, len(nodes), _join(path, n), None, seen)
+        node = _module_node(c, n, len(nodes), _join(path, n), None, seen)
         nodes.append(node)
-        x,n0 = node.xtra,len(ps) + len(bs)
-        ps.update(cps); bs.update(cbs)
-        if tot is not None and len(ps) + len(bs) == n0 + len(cps) + len(cbs):
-            tot = [tot[0] + x['params'], tot[1] + x['trainable'], tot[2] + x['buffers'], tot[3] + x['bytes']]
-        else: tot = None
-        lazy = lazy or x.get('lazy', False)
+        x = node.xtra
+        tot[0] += x['params']; tot[1] += x['trainable']; tot[2] += x['buffers']; tot[3] += x['bytes']
+        if x.get('lazy'): lazy = True
     links = [{'source': i, 'target': i+1} for i in range(len(nodes)-1)]
     for n,p in m._parameters.items():
         if p is None: continue
         nodes.append(_param_node(p, n, len(nodes), _join(path, n), seen))
-        if _is_lazy(p): lazy = True
-        elif id(p) not in ps:                     # a tensor already counted (tied inside this subtree) adds nothing
-            ps[id(p)] = (k := p.numel(), b := _nbytes(p), p.requires_grad)
-            if tot is not None: tot = [tot[0] + k, tot[1] + (k if p.requires_grad else 0), tot[2], tot[3] + b]
-    for b in m._buffers.values():
-        if b is not None and not _is_lazy(b) and id(b) not in bs:
-            bs[id(b)] = (k := b.numel(), nb := _nbytes(b), False)
-            if tot is not None: tot = [tot[0], tot[1], tot[2] + k, tot[3] + nb]
-    tot = ifnone(tot, _totals(ps, bs))
-    xtra = {'class': _class_name(m), **ifnone(xtra, {}), 'params': tot[0], 'trainable': tot[1], 'buffers': tot[2], 'bytes': tot[3]}
+        if _is_lazy(p): lazy = True; continue
+        k = p.numel(); tot[0] += k; tot[3] += k * p.element_size()
+        if p.requires_grad: tot[1] += k
+    for n,b in m._buffers.items():
+        if b is None or _is_lazy(b): continue
+        seen.first(b, _join(path, n))
+        tot[2] += (k := b.numel()); tot[3] += k * b.element_size()
+    xtra = {'class': _class_name(m), **(xtra or {}), **dict(zip(_TOTALS, tot))}
     if lazy: xtra['lazy'] = True
-    first = seen.setdefault(id(m), path)
-    if first != path: xtra['shared_with'] = first
-    return Node(name, idx, _kind(m), m, nodes, links, xtra, path), ps, bs
+    if (first := seen.first(m, path)) != path: xtra['shared_with'] = first
+    return Node(name, idx, _kind(m), m, nodes, links, xtra, path)
+
+def _distinct_totals(node:Node)->tuple:
+    "Set the totals of `node` and every module node under it over their distinct tensors; return `(params, buffers)` as `{id: tensor}`"
+    ps,bs = {},{}
+    for c in node.nodes:
+        if c.type != 'Parameter':
+            cps,cbs = _distinct_totals(c); ps.update(cps); bs.update(cbs)
+        elif not _is_lazy(c.obj): ps[id(c.obj)] = c.obj
+    bs.update((id(b), b) for b in node.obj._buffers.values() if b is not None and not _is_lazy(b))
+    node.xtra.update(params=sum(p.numel() for p in ps.values()), trainable=sum(p.numel() for p in ps.values() if p.requires_grad),
+                     buffers=sum(b.numel() for b in bs.values()), bytes=sum(map(_nbytes, (*ps.values(), *bs.values()))))
+    return ps,bs
+
 
 # %% ../nbs/00_core.ipynb #38baf54a
 def _depth_walk(root, kids)->list:
@@ -267,7 +282,10 @@ def to_representation(self:nn.Module,
     xtra:dict|None=None, # extra information for the root node
 )->Node:
     "The structural `Node` tree of this module, its submodules and parameters, built without running it"
-    return _label_depths(_module_node(self, ifnone(name, _class_name(self)), idx, ifnone(path, ''), xtra, {})[0])
+    seen = _Seen()
+    node = _module_node(self, ifnone(name, _class_name(self)), idx, ifnone(path, ''), xtra, seen)
+    if seen.repeated: _distinct_totals(node)   # a shared module or a tied tensor: its subtrees' sums count it twice
+    return _label_depths(node)
 
 # %% ../nbs/00_core.ipynb #76d67df9
 class Representation:

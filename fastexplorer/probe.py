@@ -78,6 +78,8 @@ def _same(a:dict, b:dict)->bool:
     "Do `a` and `b` hold the very same objects under the same keys?"
     return len(a) == len(b) and all(map(operator.is_, a.values(), b.values())) and a.keys() == b.keys()
 
+def _copy(d)->dict: return d.copy() if type(d) is dict else dict(d)   # `copy` is the fast one; `dict` copies any mapping
+
 def scripted(m:nn.Module)->bool:
     "Is `m` a TorchScript module (scripted or traced)? Its attributes and registries live in C++, and it takes no Python hooks"
     return isinstance(m, torch.jit.ScriptModule)
@@ -87,8 +89,10 @@ class ModelState:
     def __init__(self, model:nn.Module, mods:list|None=None):
         self.mods = ifnone(mods, list(model.modules()))
         self.modes = [m.training for m in self.mods]   # a ScriptModule keeps its flag in C++, not in `__dict__`
-        self.dicts = [None if scripted(m) else dict(m.__dict__) for m in self.mods]
-        self.regs = [None if scripted(m) else (dict(m._parameters), dict(m._buffers), dict(m._modules)) for m in self.mods]
+        # each module's attributes, then its registries of parameters, buffers and submodules: the dictionaries and a copy
+        # of each. TorchScript modules are left out: a Python forward cannot rebind what their C++ modules hold
+        self.live = [d for m in self.mods if not scripted(m) for d in (m.__dict__, m._parameters, m._buffers, m._modules)]
+        self.saved = list(map(_copy, self.live))
         self.params = {id(p): (p, p._version) for m in self.mods for p in m._parameters.values() if p is not None}
         self.bufs = {id(b): (b, b._version, b.clone()) for m in self.mods for b in m._buffers.values()
                      if b is not None and not _is_lazy(b)}
@@ -97,11 +101,8 @@ class ModelState:
         "Put back every module's mode, attributes, registered tensors and buffer values; raise if a parameter changed in place (if `check_params`)"
         for m,t in zip(self.mods, self.modes):        # first, and on its own: nothing below can leave a mode changed
             if m.training != t: m.training = t
-        for m,d,regs in zip(self.mods, self.dicts, self.regs):
-            if d is None: continue                    # TorchScript: a Python forward cannot rebind what its C++ module holds
-            if not _same(m.__dict__, d): m.__dict__.clear(); m.__dict__.update(d)
-            for cur,saved in zip((m._parameters, m._buffers, m._modules), regs):
-                if not _same(cur, saved): cur.clear(); cur.update(saved)
+        for cur,saved in zip(self.live, self.saved):   # a module's attributes before its registries, which they hold
+            if not _same(cur, saved): cur.clear(); cur.update(saved)
         with torch.no_grad():
             for b,v,saved in self.bufs.values():
                 # `keep_versions`: compare values, and write through `.data`, which leaves the version counter alone, for a
@@ -139,38 +140,41 @@ def _gc_paused():
 # %% ../nbs/01_probe.ipynb #c98f0897
 _MAX_CALLS = 16
 
+def _record(order)->dict: return {'calls': 0, 'order': order, 'inputs': [], 'outputs': [], 'open': [], 'enter': None, 'exit': None}
+
 class _Recorder:
     "Two process-wide hooks (a forward pre-hook and a forward hook) recording, for the modules of `mods` that this thread calls, calls, order, callers and shapes"
     def __init__(self, mods:list):
         self.mods = {id(m): m for m in mods}
-        self.recs = {k: {'calls': 0, 'order': None, 'inputs': [], 'outputs': [], 'open': [], 'enter': None, 'exit': None} for k in self.mods}
+        self.recs = {}   # a module's record is made when it is first called; `records` adds those never called
         # TorchScript runs its submodules in C++, where no Python hook reaches: its nodes say "scripted" instead
         self.hooked = {k for k,m in self.mods.items() if not scripted(m)}
-        self.stack,self.callees,self.n,self.last,self.ev,self.tid = [],{},0,None,0,threading.get_ident()
+        self.stack,self.callees,self.last,self.ev,self.tid = [],{},None,0,threading.get_ident()
         self.handles = [register_module_forward_pre_hook(self.enter)]
         try: self.handles.append(register_module_forward_hook(self.exit, with_kwargs=True))
         except BaseException: self.remove(); raise
 
-    def _called(self, k, r):
-        if r['order'] is None: r['order'] = self.n; self.n += 1
+    def _called(self, k)->dict:
+        r = self.recs.get(k)
+        if r is None: r = self.recs[k] = _record(len(self.recs))
         self.callees.setdefault(self.stack[-1] if self.stack else None, []).append(k)
+        return r
 
     def enter(self, m, args):
         k = id(m)
         if not m._modules or k not in self.hooked or threading.get_ident() != self.tid: return
-        r = self.recs[k]
-        self._called(k, r)
+        self._called(k)['open'].append(self.ev)
         self.stack.append(k)
-        r['open'].append(self.ev); self.ev += 1
+        self.ev += 1
 
     def exit(self, m, args, kwargs, out):
         k = id(m)
         if k not in self.hooked or threading.get_ident() != self.tid: return
-        r = self.recs[k]
-        if m._modules:
+        r = self.recs.get(k)
+        if r is not None and r['open']:   # a module with children, entered above
             if self.stack and self.stack[-1] == k: self.stack.pop()
-            e = r['open'].pop() if r['open'] else None
-        else: self._called(k, r); e = self.ev; self.ev += 1
+            e = r['open'].pop()
+        else: r = self._called(k); e = self.ev; self.ev += 1
         if r['enter'] is None: r['enter'],r['exit'] = e,self.ev
         self.ev += 1
         r['calls'] += 1
@@ -179,9 +183,16 @@ class _Recorder:
             r['outputs'].append(describe(out))
         self.last = k
 
+    def records(self)->dict:
+        "`{id: record}` of every module, those never called included"
+        for k in self.mods:
+            if k not in self.recs: self.recs[k] = _record(None)
+        return self.recs
+
     def remove(self):
         for h in self.handles: h.remove()
         self.handles = []
+
 
 # %% ../nbs/01_probe.ipynb #862f9ae5
 def _failed_in(e:BaseException, mods:dict):
@@ -261,7 +272,7 @@ def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
     finally:
         if rec is not None: rec.remove()
         state.restore()
-    recs,callees = rec.recs,rec.callees
+    recs,callees = rec.records(),rec.callees
     if ids is not None:
         recs = {ids[k]: v for k,v in recs.items()}
         callees = {ids.get(k): [ids[c] for c in v] for k,v in callees.items()}
@@ -318,8 +329,10 @@ _NOT_RUN = {True: "not called by the probe, which runs in eval mode: a branch ru
             False: "not called by the forward on the probe's input"}
 
 def _annotate(node:Node, recs:dict, callees:dict):
-    for n in node:
-        if n.type == 'Parameter': continue
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        todo.extend(c for c in n.nodes if c.type != 'Parameter')
         r = recs.get(id(n.obj))
         if r is None: continue
         if scripted(n.obj):                   # no hook could run there: nothing is known of its calls and shapes
@@ -331,7 +344,7 @@ def _annotate(node:Node, recs:dict, callees:dict):
         # never called, nor anything inside it (a `ModuleList`'s modules are called directly): say why it may not have run,
         # from the mode it was in (and is in again)
         if not r['calls'] and not any(recs.get(id(m), {}).get('calls') for m in n.obj.modules()): n.xtra['note'] = _NOT_RUN[n.obj.training]
-        if r['calls'] and (links := _exec_links(n, callees.get(id(n.obj), []))): n.links = links
+        if (seq := callees.get(id(n.obj))) and (links := _exec_links(n, seq)): n.links = links
 
 
 # %% ../nbs/01_probe.ipynb #03974e73
