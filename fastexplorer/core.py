@@ -191,15 +191,20 @@ def _class_name(m:nn.Module)->str:
     if isinstance(m, torch.jit.ScriptModule): return getattr(m, 'original_name', None) or type(m).__name__
     return type(m).__name__
 
-class _Seen(dict):
-    "`{id: path}` of the first place each module and tensor was met in a walk; `repeated` once one turns up at a second"
+class _Walk(dict):
+    "What a walk down a module tree met: `{id: path}` of the first place of each module and tensor (`repeated` once one turns up at a second), and the modules at each depth so far"
     repeated = False
+    def __init__(self): super().__init__(); self.depths = {}
     def first(self, o, path:str)->str:
         p = self.setdefault(id(o), path)
         if p != path: self.repeated = True
         return p
+    def label(self, depth:int)->str:
+        "The next module's torchinfo label at `depth`: `'depth-idx'`"
+        self.depths[depth] = k = self.depths.get(depth, 0) + 1
+        return f"{depth}-{k}"
 
-def _param_node(p:nn.Parameter, name:str, idx:int, path:str, seen:_Seen)->Node:
+def _param_node(p:nn.Parameter, name:str, idx:int, path:str, seen:_Walk)->Node:
     lazy = _is_lazy(p)
     xtra = {'class': 'Parameter', 'shape': None if lazy else list(p.shape), 'dtype': _dtype_name(p.dtype),
             'numel': None if lazy else p.numel(), 'requires_grad': p.requires_grad}
@@ -211,12 +216,12 @@ def _param_node(p:nn.Parameter, name:str, idx:int, path:str, seen:_Seen)->Node:
 # %% ../nbs/00_core.ipynb #ca45f9c5
 _TOTALS = ('params', 'trainable', 'buffers', 'bytes')
 
-def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:_Seen)->Node:
-    "The `Node` of `m`, its totals (`_TOTALS`) added up as if no module or tensor repeated"
-    nodes,lazy,tot = [],False,[0, 0, 0, 0]
+def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:_Walk, depth:int=0)->Node:
+    "The `Node` of `m`, its totals (`_TOTALS`) added up as if no module or tensor repeated, and its `depth_idx` label"
+    nodes,lazy,tot,label = [],False,[0, 0, 0, 0],seen.label(depth)   # labelled before its children, as torchinfo lists them
     for n,c in m._modules.items():
         if c is None: continue
-        node = _module_node(c, n, len(nodes), _join(path, n), None, seen)
+        node = _module_node(c, n, len(nodes), _join(path, n), None, seen, depth + 1)
         nodes.append(node)
         x = node.xtra
         tot[0] += x['params']; tot[1] += x['trainable']; tot[2] += x['buffers']; tot[3] += x['bytes']
@@ -235,6 +240,7 @@ def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:
     xtra = {'class': _class_name(m), **(xtra or {}), **dict(zip(_TOTALS, tot))}
     if lazy: xtra['lazy'] = True
     if (first := seen.first(m, path)) != path: xtra['shared_with'] = first
+    xtra['depth_idx'] = label
     return Node(name, idx, _kind(m), m, nodes, links, xtra, path)
 
 def _distinct_totals(node:Node)->tuple:
@@ -261,11 +267,6 @@ def _depth_walk(root, kids)->list:
     walk(root, 0)
     return res
 
-def _label_depths(node:Node)->Node:
-    "Set `xtra['depth_idx']` on every module node under `node` (its root is `0-1`)"
-    for n,_,lbl in _depth_walk(node, lambda n: [c for c in n.nodes if c.type != 'Parameter']): n.xtra['depth_idx'] = lbl
-    return node
-
 def depth_idx_labels(model:nn.Module)->dict:
     "`{'depth-idx': path}` for every module of `model` (a shared module has one label per parent), as torchinfo numbers them"
     def kids(o):
@@ -282,10 +283,10 @@ def to_representation(self:nn.Module,
     xtra:dict|None=None, # extra information for the root node
 )->Node:
     "The structural `Node` tree of this module, its submodules and parameters, built without running it"
-    seen = _Seen()
+    seen = _Walk()
     node = _module_node(self, ifnone(name, _class_name(self)), idx, ifnone(path, ''), xtra, seen)
     if seen.repeated: _distinct_totals(node)   # a shared module or a tied tensor: its subtrees' sums count it twice
-    return _label_depths(node)
+    return node
 
 # %% ../nbs/00_core.ipynb #76d67df9
 class Representation:

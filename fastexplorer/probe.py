@@ -39,9 +39,11 @@ def _fields(o)->dict|None:
     if isinstance(o, nn.Module) or not isinstance(d, dict) or not any(map(_holds_tensor, d.values())): return None
     return {k: v for k,v in d.items() if not k.startswith('_')}
 
+def _tensor(t:torch.Tensor)->dict: return {'shape': list(t.shape), 'dtype': _dtypes[t.dtype]}
+
 def describe(o, depth:int=0):
     "Shape and dtype of every tensor in `o`, keeping its tuples, lists, dicts and `None`s; a container with named fields is `{'type', 'fields'}`"
-    if isinstance(o, torch.Tensor): return {'shape': list(o.shape), 'dtype': _dtypes[o.dtype]}
+    if isinstance(o, torch.Tensor): return _tensor(o)
     if isinstance(o, PackedSequence):
         return {'shape': list(o.data.shape), 'dtype': _dtypes[o.data.dtype], 'packed': True, 'batch_size': int(o.batch_sizes[0])}
     if o is None: return None
@@ -102,7 +104,7 @@ class ModelState:
         for m,t in zip(self.mods, self.modes):        # first, and on its own: nothing below can leave a mode changed
             if m.training != t: m.training = t
         for cur,saved in zip(self.live, self.saved):   # a module's attributes before its registries, which they hold
-            if not _same(cur, saved): cur.clear(); cur.update(saved)
+            if (cur or saved) and not _same(cur, saved): cur.clear(); cur.update(saved)   # most registries are empty
         with torch.no_grad():
             for b,v,saved in self.bufs.values():
                 # `keep_versions`: compare values, and write through `.data`, which leaves the version counter alone, for a
@@ -179,7 +181,9 @@ class _Recorder:
         self.ev += 1
         r['calls'] += 1
         if r['calls'] <= _MAX_CALLS:
-            r['inputs'].append(describe((*args, kwargs) if kwargs else args))
+            # one tensor in, the usual case, described directly: `describe` would walk the tuple
+            one = not kwargs and len(args) == 1 and type(args[0]) is torch.Tensor
+            r['inputs'].append([_tensor(args[0])] if one else describe((*args, kwargs) if kwargs else args))
             r['outputs'].append(describe(out))
         self.last = k
 
