@@ -243,6 +243,8 @@ def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:
     xtra['depth_idx'] = label
     return Node(name, idx, _kind(m), m, nodes, links, xtra, path)
 
+
+# %% ../nbs/00_core.ipynb #20cf1aa3
 def _distinct_totals(node:Node)->tuple:
     "Set the totals of `node` and every module node under it over their distinct tensors; return `(params, buffers)` as `{id: tensor}`"
     ps,bs = {},{}
@@ -338,9 +340,28 @@ def to_dataframe(self:Representation)->pd.DataFrame:
     "One row per node, in tree order: path, name, type, depth, parent, index and the node's `xtra`"
     return pd.DataFrame(list(self.data._rows())).convert_dtypes()
 
-# %% ../nbs/00_core.ipynb #47c43c88
+# %% ../nbs/00_core.ipynb #455355b2
 _LABEL = re.compile(r'^\d+-\d+$')
 
+def _by_label(layer:str, labels)->str:
+    "The path of the module with depth-idx label `layer`; `labels()` gives `{label: path}`"
+    if layer not in labels():
+        d,n = layer.split('-')[0],sum(l.split('-')[0] == layer.split('-')[0] for l in labels())
+        depths = max(int(l.split('-')[0]) for l in labels())
+        hint = f"depth {d} has labels {d}-1 to {d}-{n}" if n else f"depths run from 0 to {depths}"
+        raise ValueError(_close("no layer with depth-idx label", layer, labels()) + f" ({hint})")
+    return labels()[layer]
+
+def _by_string(mods:dict, layer:str, labels, alias:dict)->set:
+    "The paths a string selects: an exact path, else a depth-idx label, else a glob"
+    if layer in alias: return {alias[layer]}
+    if _LABEL.match(layer): return {alias[_by_label(layer, labels)]}
+    res = {a for p,a in alias.items() if fnmatch.fnmatchcase(p, layer)}
+    if not res: raise ValueError(_close("layer path or pattern matches no module:", layer, mods))
+    return res
+
+
+# %% ../nbs/00_core.ipynb #3ef68a98
 def _select(mods:dict, layers, labels, alias:dict)->set:
     "The paths of `mods` that `layers` selects; `alias` maps every path, a shared module's second ones too, to the first"
     if isinstance(layers, type) or (isinstance(layers, tuple) and layers and all(isinstance(t, type) for t in layers)):
@@ -354,18 +375,7 @@ def _select(mods:dict, layers, labels, alias:dict)->set:
         ps = list(mods)
         if not -len(ps) <= layers < len(ps): raise ValueError(f"layer index {layers} is out of range: the model has {len(ps)} modules (0 is the model itself)")
         return {ps[layers]}
-    if isinstance(layers, str):
-        if layers in alias: return {alias[layers]}
-        if _LABEL.match(layers):
-            if layers not in labels():
-                d,n = layers.split('-')[0],sum(l.split('-')[0] == layers.split('-')[0] for l in labels())
-                depths = max(int(l.split('-')[0]) for l in labels())
-                hint = f"depth {d} has labels {d}-1 to {d}-{n}" if n else f"depths run from 0 to {depths}"
-                raise ValueError(_close("no layer with depth-idx label", layers, labels()) + f" ({hint})")
-            return {alias[labels()[layers]]}
-        res = {a for p,a in alias.items() if fnmatch.fnmatchcase(p, layers)}
-        if not res: raise ValueError(_close("layer path or pattern matches no module:", layers, mods))
-        return res
+    if isinstance(layers, str): return _by_string(mods, layers, labels, alias)
     if isinstance(layers, (list, tuple)): return set().union(*(_select(mods, o, labels, alias) for o in layers))
     if callable(layers): return {p for p,m in mods.items() if layers(p, m)}
     raise TypeError(f"a layer is chosen by a module class, a path or glob, a depth-idx label, an index, a module or a predicate `f(path, module)`, not {type(layers).__name__}")
@@ -384,6 +394,7 @@ def select_modules(
         return cache
     sel = _select(mods, layers, labels, alias)
     return {p: m for p,m in mods.items() if p in sel}
+
 
 # %% ../nbs/00_core.ipynb #75f4c367
 def site_key(path:str, call:int)->str:
