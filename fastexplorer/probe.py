@@ -75,7 +75,7 @@ def _first_tensor(o):
         if (t := _first_tensor(v)) is not None: return t
     return None
 
-# %% ../nbs/01_probe.ipynb #84d9473e
+# %% ../nbs/01_probe.ipynb #a563284d
 def _same(a:dict, b:dict)->bool:
     "Do `a` and `b` hold the very same objects under the same keys?"
     return len(a) == len(b) and all(map(operator.is_, a.values(), b.values())) and a.keys() == b.keys()
@@ -86,6 +86,8 @@ def scripted(m:nn.Module)->bool:
     "Is `m` a TorchScript module (scripted or traced)? Its attributes and registries live in C++, and it takes no Python hooks"
     return isinstance(m, torch.jit.ScriptModule)
 
+
+# %% ../nbs/01_probe.ipynb #fa7edd38
 class ModelState:
     "Snapshot of what a forward can change in `model`; `restore` puts it back"
     def __init__(self, model:nn.Module, mods:list|None=None):
@@ -139,7 +141,7 @@ def _gc_paused():
     finally:
         if on: gc.enable()
 
-# %% ../nbs/01_probe.ipynb #c98f0897
+# %% ../nbs/01_probe.ipynb #1755af0b
 _MAX_CALLS = 16
 
 def _record(order)->dict: return {'calls': 0, 'order': order, 'inputs': [], 'outputs': [], 'open': [], 'enter': None, 'exit': None}
@@ -151,41 +153,17 @@ class _Recorder:
         self.recs = {}   # a module's record is made when it is first called; `records` adds those never called
         # TorchScript runs its submodules in C++, where no Python hook reaches: its nodes say "scripted" instead
         self.hooked = {k for k,m in self.mods.items() if not scripted(m)}
-        self.stack,self.callees,self.last,self.ev,self.tid = [],{},None,0,threading.get_ident()
-        self.handles = [register_module_forward_pre_hook(self.enter)]
-        try: self.handles.append(register_module_forward_hook(self.exit, with_kwargs=True))
-        except BaseException: self.remove(); raise
+        self.stack,self.callees,self.last,self.ev,self.tid,self.handles = [],{},None,0,threading.get_ident(),[]
 
-    def _called(self, k)->dict:
-        r = self.recs.get(k)
-        if r is None: r = self.recs[k] = _record(len(self.recs))
-        self.callees.setdefault(self.stack[-1] if self.stack else None, []).append(k)
-        return r
+    def __enter__(self):
+        self.tid = threading.get_ident()
+        try: self.handles += [register_module_forward_pre_hook(self.enter), register_module_forward_hook(self.exit, with_kwargs=True)]
+        except BaseException: self.__exit__(); raise
+        return self
 
-    def enter(self, m, args):
-        k = id(m)
-        if not m._modules or k not in self.hooked or threading.get_ident() != self.tid: return
-        self._called(k)['open'].append(self.ev)
-        self.stack.append(k)
-        self.ev += 1
-
-    def exit(self, m, args, kwargs, out):
-        k = id(m)
-        if k not in self.hooked or threading.get_ident() != self.tid: return
-        r = self.recs.get(k)
-        if r is not None and r['open']:   # a module with children, entered above
-            if self.stack and self.stack[-1] == k: self.stack.pop()
-            e = r['open'].pop()
-        else: r = self._called(k); e = self.ev; self.ev += 1
-        if r['enter'] is None: r['enter'],r['exit'] = e,self.ev
-        self.ev += 1
-        r['calls'] += 1
-        if r['calls'] <= _MAX_CALLS:
-            # one tensor in, the usual case, described directly: `describe` would walk the tuple
-            one = not kwargs and len(args) == 1 and type(args[0]) is torch.Tensor
-            r['inputs'].append([_tensor(args[0])] if one else describe((*args, kwargs) if kwargs else args))
-            r['outputs'].append(describe(out))
-        self.last = k
+    def __exit__(self, *exc):
+        for h in self.handles: h.remove()
+        self.handles = []
 
     def records(self)->dict:
         "`{id: record}` of every module, those never called included"
@@ -193,9 +171,45 @@ class _Recorder:
             if k not in self.recs: self.recs[k] = _record(None)
         return self.recs
 
-    def remove(self):
-        for h in self.handles: h.remove()
-        self.handles = []
+
+# %% ../nbs/01_probe.ipynb #d000e306
+@patch
+def _called(self:_Recorder, k)->dict:
+    r = self.recs.get(k)
+    if r is None: r = self.recs[k] = _record(len(self.recs))
+    self.callees.setdefault(self.stack[-1] if self.stack else None, []).append(k)
+    return r
+
+@patch
+def enter(self:_Recorder, m, args):
+    "The forward pre-hook: a module with children is entered; it calls the next ones"
+    k = id(m)
+    if not m._modules or k not in self.hooked or threading.get_ident() != self.tid: return
+    self._called(k)['open'].append(self.ev)
+    self.stack.append(k)
+    self.ev += 1
+
+
+# %% ../nbs/01_probe.ipynb #09602562
+@patch
+def exit(self:_Recorder, m, args, kwargs, out):
+    "The forward hook: count the call, close its events, describe its inputs and output"
+    k = id(m)
+    if k not in self.hooked or threading.get_ident() != self.tid: return
+    r = self.recs.get(k)
+    if r is not None and r['open']:   # a module with children, entered above
+        if self.stack and self.stack[-1] == k: self.stack.pop()
+        e = r['open'].pop()
+    else: r = self._called(k); e = self.ev; self.ev += 1
+    if r['enter'] is None: r['enter'],r['exit'] = e,self.ev
+    self.ev += 1
+    r['calls'] += 1
+    if r['calls'] <= _MAX_CALLS:
+        # one tensor in, the usual case, described directly: `describe` would walk the tuple
+        one = not kwargs and len(args) == 1 and type(args[0]) is torch.Tensor
+        r['inputs'].append([_tensor(args[0])] if one else describe((*args, kwargs) if kwargs else args))
+        r['outputs'].append(describe(out))
+    self.last = k
 
 
 # %% ../nbs/01_probe.ipynb #862f9ae5
@@ -241,7 +255,7 @@ def _has_lazy(mods:list)->bool:
 
 def _path_of(model:nn.Module)->dict: return {id(m): p for p,m in model.named_modules()}
 
-# %% ../nbs/01_probe.ipynb #32666f2d
+# %% ../nbs/01_probe.ipynb #4a368912
 def _materialised(model:nn.Module, run:nn.Module)->dict:
     "`{id: count}` of each module of `model` holding lazy parameters: its parameters once `run` (a probed copy) materialised them"
     res = {}
@@ -251,6 +265,8 @@ def _materialised(model:nn.Module, run:nn.Module)->dict:
         if not any(_is_lazy(p) for p in ps): res[id(o)] = sum(p.numel() for p in ps)   # some never ran: not known
     return res
 
+
+# %% ../nbs/01_probe.ipynb #219804a7
 def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
     "Run `model(*xb, **kw)` once and return `(records, callees, output)`; the model is left exactly as it was"
     kw = kw or {}
@@ -259,12 +275,11 @@ def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
     ids = ({id(c): id(o) for (_,o),(_,c) in zip(model.named_modules(remove_duplicate=False), run.named_modules(remove_duplicate=False))}
            if run is not model else None)
     state = ModelState(model, mods)
-    rec = None
+    rec = _Recorder(mods if run is model else list(run.modules()))
     try:
         if any(m.training for m in mods): run.eval()   # a model already in eval mode is left alone
-        rec = _Recorder(mods if run is model else list(run.modules()))
         try:
-            with torch.no_grad(): out = run(*xb, **kw)
+            with rec, torch.no_grad(): out = run(*xb, **kw)
         except Exception as e:
             paths = _path_of(run)
             def _nm(k): return f"`{paths.get(k, '?') or '(the model itself)'}` ({type(rec.mods[k]).__name__})"
@@ -273,9 +288,7 @@ def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
             last = f"; the last module to finish was {_nm(rec.last)}" if rec.last is not None else "; no module finished"
             raise RuntimeError(f"the forward of {type(model).__name__} {inside}{last}") from e
         out = describe(out)
-    finally:
-        if rec is not None: rec.remove()
-        state.restore()
+    finally: state.restore()
     recs,callees = rec.records(),rec.callees
     if ids is not None:
         recs = {ids[k]: v for k,v in recs.items()}
@@ -284,7 +297,7 @@ def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
     return recs,callees,out
 
 
-# %% ../nbs/01_probe.ipynb #89273b4b
+# %% ../nbs/01_probe.ipynb #fd710a7e
 @contextmanager
 def kept_dl_rng(dl):
     "Put fastai DataLoader `dl`'s random generator back on exit: iterating replaces it with one seeded from the old"
@@ -311,6 +324,8 @@ def _default_batch(dls):
         if dl is not None and len(dl): return _dl_batch(dl)
     raise ValueError("the Learner's DataLoaders have no batch to probe with: pass one as `b`")
 
+
+# %% ../nbs/01_probe.ipynb #cc9944fc
 def to_model_device(o, device):
     "`o` with every tensor it holds on `device`, its containers rebuilt as they were: a namedtuple from its fields (fastai's `to_device` passes them as one argument), a PackedSequence by its own `to`"
     if isinstance(o, PackedSequence): return o.to(device)   # a namedtuple too, whose `batch_sizes` must stay on the CPU
@@ -327,6 +342,7 @@ def split_batch(dls, b)->tuple:
     b = tuple(b)
     i = getattr(dls, 'n_inp', 1 if len(b)==1 else len(b)-1)
     return b[:i]
+
 
 # %% ../nbs/01_probe.ipynb #84d65e75
 _NOT_RUN = {True: "not called by the probe, which runs in eval mode: a branch run only in training (an auxiliary head) runs then",
