@@ -226,7 +226,7 @@ def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:
         x = node.xtra
         tot[0] += x['params']; tot[1] += x['trainable']; tot[2] += x['buffers']; tot[3] += x['bytes']
         if x.get('lazy'): lazy = True
-    links = [{'source': i, 'target': i+1} for i in range(len(nodes)-1)]
+    links = [{'source': i, 'target': i+1} for i in range(len(nodes)-1)] if len(nodes) > 1 else []
     for n,p in m._parameters.items():
         if p is None: continue
         nodes.append(_param_node(p, n, len(nodes), _join(path, n), seen))
@@ -237,7 +237,7 @@ def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:
         if b is None or _is_lazy(b): continue
         seen.first(b, _join(path, n))
         tot[2] += (k := b.numel()); tot[3] += k * b.element_size()
-    xtra = {'class': _class_name(m), **(xtra or {}), **dict(zip(_TOTALS, tot))}
+    xtra = {'class': _class_name(m), **(xtra or {}), 'params': tot[0], 'trainable': tot[1], 'buffers': tot[2], 'bytes': tot[3]}
     if lazy: xtra['lazy'] = True
     if (first := seen.first(m, path)) != path: xtra['shared_with'] = first
     xtra['depth_idx'] = label
