@@ -5,111 +5,128 @@
     python scripts/docs.py --no-exec  # render the notebooks with the outputs they have stored (fast)
 
 nbdev's own site needs Quarto (`nbdev-docs`, which still works from the same notebooks where Quarto is installed).
-This script does what nbdev's processing does for Quarto with tools that install from PyPI:
+This script glues nbdev's processing to MkDocs, which installs from PyPI:
 
-- each notebook is executed in a scratch folder (nbclient); cells flagged `#| eval: false` or with one of the
-  `tst_flags` (`notest`, `slow`, `cuda`) are shown but not run;
-- exported cells are replaced by their documentation (signature, docstring, a table of the parameters and their
-  docments), `#| hide` cells are dropped and the remaining `#|` directives are stripped, as nbdev does;
-- `api.md` documents every public symbol of `fastexplorer.all` and every method fastexplorer patches onto fastai
-  or PyTorch classes;
+- each notebook is executed in a Jupyter kernel, in a scratch folder: the cells `nbdev-test` runs (nbdev's
+  `nb_test_cells`: not `#| eval: false` cells, nor those with one of the `tst_flags` of pyproject.toml);
+- nbdev's doc processors (`FilterDefaults`, less the few that write for Quarto only) add a `show_doc` after each
+  exported definition and run it, drop exported and `#| hide` cells and strip the `#|` directives; `show_doc` renders
+  with the `renderer` set in pyproject.toml (`fastexplorer._showdoc.TableRenderer`: signature, docstring, a table of
+  the parameters and their docments);
+- `api.md` runs `show_doc` on every public symbol of `fastexplorer.all` and every method fastexplorer patches onto
+  fastai or PyTorch classes (nbdev has no such page);
 - MkDocs (Material theme, mkdocs-jupyter) renders it all into static pages that need no network.
 """
 from __future__ import annotations
-import argparse, copy, functools, http.server, importlib, inspect, os, re, shutil, sys, tempfile, warnings
-from concurrent.futures import ThreadPoolExecutor
+import argparse, functools, http.server, importlib, inspect, os, re, shutil, sys, tempfile, warnings
+from itertools import groupby
 from pathlib import Path
+from fastcore.nbio import read_nb, write_nb, mk_cell, nb_frontmatter
+from fastcore.xtras import working_directory
+from nbdev.config import get_config
+from nbdev.process import NBProcessor, Processor
+from nbdev.processors import FilterDefaults, FrontmatterProc, insert_warning, add_show_docs, add_links, add_fold
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS, SRC, SITE = ROOT/'nbs', ROOT/'_docs_src', ROOT/'docs'
-FLAGS = ('notest', 'slow', 'cuda')            # the `tst_flags` of pyproject.toml: nbdev-test skips these cells
-_dir_re = re.compile(r'^\s*#\|\s*([\w-]+)(?::?\s*(.*))?$')
 
-def directives(src:str)->dict:
-    "The `#|` directives at the top of a cell's source, as {name: value}"
+# ---- Notebooks: nbdev's processing, then what MkDocs needs -------------------------------------------------------
+class _show_docs_in_order(Processor):
+    "After `add_show_docs`, which inserts a cell's last definition's `show_doc` first: source order, headings under `###`"
+    def begin(self):
+        sd = lambda c: getattr(c, 'has_sd', False)
+        self.nb.cells = [c for k, g in groupby(self.nb.cells, sd) for c in (list(g)[::-1] if k else g)]
+        for c in filter(sd, self.nb.cells): c.source = c.source[:-1] + ', title_level=4)'
+
+class DocsFilter(FilterDefaults):
+    "nbdev's doc processors, less those that write for Quarto only: frontmatter, a warning, links to the hosted docs, code folding"
+    def base_procs(self):
+        res = [p for p in super().base_procs() if p not in (FrontmatterProc, insert_warning, add_links, add_fold)]
+        i = res.index(add_show_docs) + 1
+        return res[:i] + [_show_docs_in_order] + res[i:]
+
+    def nb_proc(self, nb):
+        "Directives removed, not turned into Quarto's cell options, which MkDocs would show as code"
+        return NBProcessor(nb=nb, procs=self.procs(), rm_directives=True)
+
+_link_re = re.compile(r'\]\((?!https?:|#|mailto:)([^)\s]+?)\.ipynb(#[^)]*)?\)')
+
+def _page_cell(c):
+    "A processed cell as MkDocs should show it (None: not at all), doing what Quarto does with the cell options nbdev sets"
+    if c.cell_type == 'markdown': c.source = _link_re.sub(lambda m: f"]({m.group(1)}.html{m.group(2) or ''})", c.source)
+    if c.cell_type != 'code': return c
+    if c.directives.get('output') == 'asis':    # a `show_doc` cell, as nbdev's `clean_show_doc` marks it: its markdown only
+        return mk_cell(''.join(''.join(o.data['text/markdown']) for o in c.outputs if 'text/markdown' in o.get('data', {})),
+                       'markdown')
+    if c.directives_.get('include') == 'false': return None
+    c.outputs = [o for o in c.outputs if o.get('name') != 'stderr']    # warnings are no part of the lesson
+    c.metadata.pop('execution', None)    # timings `exec_show_docs` leaves, in seconds where nbformat wants ISO strings
+    return c
+
+def execute_notebook(src:Path, dst:Path, timeout:int=600):
+    "Run the cells of `src` that `nbdev-test` runs in a Jupyter kernel, in a scratch folder; write it with its outputs to `dst`"
+    # A kernel, not `nbdev-test`'s own shell (execnb): there fastprogress prints console bars instead of its HTML tables
+    import nbformat
+    from nbclient import NotebookClient
+    from jupyter_client.manager import KernelManager
+    from nbdev.test import nb_test_cells
+    run = {c.idx_ for c in nb_test_cells(src, skip_flags=get_config(ROOT).tst_flags.split())}
+    nb = nbformat.read(src, as_version=4)
+    for i, c in enumerate(nb.cells):
+        if c.cell_type != 'code': continue
+        c.outputs, c.execution_count = [], None
+        if i not in run: c.metadata.setdefault('tags', []).append('skip-execution')
+    with tempfile.TemporaryDirectory() as tmp:    # what a notebook writes lands here, not in nbs/
+        shutil.copytree(NBS/'images', Path(tmp)/'images')
+        # a local socket, not TCP: nothing to eavesdrop on, and no kernel warning about unencrypted TCP per notebook
+        km = KernelManager(kernel_name='python3', transport='ipc', ip=str(Path(tmp)/'kernel'))
+        try: NotebookClient(nb, km=km, timeout=timeout, resources={'metadata': {'path': tmp}},
+                            skip_cells_with_tag='skip-execution').execute()
+        finally:
+            if km.has_kernel: km.shutdown_kernel()
+    nbformat.write(nb, dst)
+
+def render_notebook(src:Path, execute:bool=True):
+    "Execute `src` (unless told not to), process it with `DocsFilter`, and write the page version of it to `_docs_src/`"
+    os.environ['IN_TEST'] = '1'    # as under nbdev-test: notebooks skip what only makes sense interactively
+    warnings.filterwarnings('ignore')
+    if execute: execute_notebook(src, SRC/src.name)
+    nb = read_nb(SRC/src.name if execute else src)
+    main = sys.modules['__main__']    # the shell nbdev runs `show_doc` in makes itself `__main__`; the pool needs ours back
+    try:
+        with working_directory(NBS): DocsFilter()(nb)    # where nbdev finds its config, the `renderer` included
+    finally: sys.modules['__main__'] = main
+    nb.cells = [c for c in map(_page_cell, nb.cells) if c is not None]
+    write_nb(nb, SRC/src.name)
+
+def _notebooks()->list:
+    return sorted(p for p in NBS.glob('*.ipynb') if not p.name.startswith(('_', '.')))
+
+@functools.cache
+def _outline()->dict:
+    "{notebook file name: (title, default_exp)}, each notebook read once"
     res = {}
-    for line in src.splitlines():
-        if not line.strip(): continue
-        m = _dir_re.match(line)
-        if not m: break
-        res[m.group(1)] = (m.group(2) or '').strip()
+    for p in _notebooks():
+        nb = read_nb(p)
+        exp = next((c.directives['default_exp'] for c in nb.cells
+                    if c.cell_type == 'code' and 'default_exp' in c.directives), None)
+        res[p.name] = (nb_frontmatter(nb).get('title', p.stem), exp)
     return res
 
-def strip_directives(src:str)->str:
-    lines = src.splitlines()
-    while lines and (not lines[0].strip() or _dir_re.match(lines[0])): lines.pop(0)
-    return '\n'.join(lines)
+def _modules()->dict:
+    "{module name: (page file, title)} from each notebook's `default_exp`"
+    return {f'fastexplorer.{exp}': (name, title) for name, (title, exp) in _outline().items() if exp}
 
-# ---- API documentation: one markdown block per symbol ------------------------------------------------------------
-def _code(s:str)->str:
-    "An HTML code span safe in a markdown table cell (a `|` in a type such as `dict | None` would split the cell)"
-    import html
-    return '<code>' + html.escape(s).replace('|', '&#124;') + '</code>'
-
-def _cell(s:str)->str:
-    "Markdown for a table cell: code spans as HTML, other pipes escaped, on one line"
-    parts = re.split(r'(`[^`]*`)', s.replace('\n', ' '))
-    return ''.join(_code(p[1:-1]) if p.startswith('`') and p.endswith('`') and len(p) > 1 else p.replace('|', '\\|')
-                   for p in parts)
-
-def _anno(a)->str:
-    if a is inspect.Parameter.empty: return ''
-    return a if isinstance(a, str) else inspect.formatannotation(a)
-
-def _fmt_default(v)->str: return '' if v is inspect.Parameter.empty else repr(v)
-
-def _param(p:inspect.Parameter)->str:
-    star = {p.VAR_POSITIONAL: '*', p.VAR_KEYWORD: '**'}.get(p.kind, '')
-    s = star + p.name + (f':{_anno(p.annotation)}' if p.annotation is not p.empty else '')
-    return s + (f'={_fmt_default(p.default)}' if p.default is not p.empty else '')
-
-def signature(name:str, sig:inspect.Signature)->str:
-    "`name(a:int=1, ...)->T` as in the source (string annotations unquoted), one parameter per line when long"
-    ps, prev = [], None
-    for p in sig.parameters.values():
-        if p.name in ('self', 'cls'): continue
-        if p.kind == p.KEYWORD_ONLY and prev not in (p.KEYWORD_ONLY, p.VAR_POSITIONAL): ps.append('*')
-        if prev == p.POSITIONAL_ONLY and p.kind != p.POSITIONAL_ONLY: ps.append('/')
-        ps.append(_param(p)); prev = p.kind
-    ret = '' if sig.return_annotation is sig.empty else f'->{_anno(sig.return_annotation)}'
-    one = f"{name}({', '.join(ps)}){ret}"
-    if len(one) <= 90: return one
-    return f"{name}(\n" + ''.join(f"    {p},\n" for p in ps) + f"){ret}"
-
-def _target(obj):
-    return obj.__init__ if inspect.isclass(obj) and '__init__' in vars(obj) else obj
-
-def doc_markdown(name:str, obj, level:int=3)->str:
-    "Markdown for one public symbol: heading, signature, docstring and a table of parameters with their docments"
-    from fastcore.docments import docments
-    out = [f"{'#'*level} {name}", '']
-    f = _target(obj)
-    if callable(obj):
-        try: sig = inspect.signature(obj)
-        except (TypeError, ValueError): sig = None
-        if sig is not None: out += ['```python', signature(name, sig), '```', '']
-        doc = inspect.getdoc(obj) or inspect.getdoc(f) or ''
-        if doc: out += [doc, '']
-        if sig is not None:
-            try: dm = docments(f, full=True)
-            except Exception: dm = {}
-            rows = [(k, v) for k, v in dm.items() if k not in ('self', 'return')]
-            if rows:
-                out += ['| parameter | type | default | description |', '|---|---|---|---|']
-                for k, v in rows:
-                    out.append(f"| {_code(k)} | {_code(_anno(v.get('anno', inspect.Parameter.empty))) if v.get('anno', inspect.Parameter.empty) is not inspect.Parameter.empty else ''} | "
-                               f"{_code(_fmt_default(v['default'])) if v.get('default', inspect.Parameter.empty) is not inspect.Parameter.empty else ''} | "
-                               f"{_cell(v.get('docment') or '')} |")
-                out.append('')
-            ret = dm.get('return') if isinstance(dm, dict) else None
-            if ret and ret.get('docment'): out += [f"**Returns:** {ret['docment']}", '']
-    else:
-        val = (f"({', '.join(o.__name__ for o in obj)})" if isinstance(obj, tuple) and all(inspect.isclass(o) for o in obj)
-               else repr(obj))
-        out += ['```python', f'{name} = {val}', '```', '']
-        doc = _constant_docs().get(name)
-        if doc: out += [doc, '']
-    return '\n'.join(out)
+# ---- The API page: nbdev has none --------------------------------------------------------------------------------
+def doc_markdown(name:str, obj)->str:
+    "`show_doc`'s markdown for `obj`; for a constant, which it cannot document, the value and the comment defining it"
+    if callable(obj) or isinstance(obj, (property, functools.cached_property)):
+        from nbdev.showdoc import show_doc
+        return show_doc(obj, name=name)._repr_markdown_()
+    val = (f"({', '.join(o.__name__ for o in obj)})" if isinstance(obj, tuple) and all(inspect.isclass(o) for o in obj)
+           else repr(obj))
+    doc = _constant_docs().get(name)
+    return f"### {name}\n\n```python\n{name} = {val}\n```\n" + (f"\n{doc}\n" if doc else '')
 
 @functools.cache
 def _constant_docs()->dict:
@@ -129,28 +146,27 @@ def public_api()->list:
     "(module, name, object) for every public symbol of `fastexplorer.all` and every public patched method"
     import fastexplorer.all as fa
     from fastexplorer import _modidx
-    res, seen = [], set()
+    res = []
     for n in sorted(n for n in dir(fa) if not n.startswith('_')):
         o = getattr(fa, n)
         if inspect.ismodule(o): continue
         mod = getattr(o, '__module__', None) or _module_of(n)
-        if not str(mod).startswith('fastexplorer'): continue
-        res.append((mod, n, o)); seen.add(n)
+        if str(mod).startswith('fastexplorer'): res.append((mod, n, o))
     for mod, syms in _modidx.d['syms'].items():
         m = importlib.import_module(mod)
         for full in syms:
-            nm = full[len(mod)+1:]
-            parts = nm.split('.')
+            parts = full[len(mod)+1:].split('.')
             if len(parts) < 2 or any(p.startswith('_') for p in parts): continue
             try: o = functools.reduce(getattr, parts[1:], _resolve(m, parts[0]))
             except AttributeError: continue
-            res.append((mod, nm, o))
+            res.append((mod, '.'.join(parts), o))
     order = list(_modules())
     return sorted(res, key=lambda r: (order.index(r[0]) if r[0] in order else len(order), _line(*r)))
 
 def _line(mod:str, name:str, obj)->int:
     "Where `name` is defined in its module, to list symbols in the order the notebook explains them"
-    try: return inspect.getsourcelines(inspect.unwrap(obj))[1]
+    f = obj.fget if isinstance(obj, property) else obj.func if isinstance(obj, functools.cached_property) else obj
+    try: return inspect.getsourcelines(inspect.unwrap(f))[1]
     except (TypeError, OSError):
         src = Path(importlib.import_module(mod).__file__).read_text().splitlines()
         return next((i for i, l in enumerate(src) if re.match(rf'^{re.escape(name)}\s*=', l)), 10**6)
@@ -180,112 +196,6 @@ def api_page()->str:
         out += [doc_markdown(name, o), '']
     return '\n'.join(out)
 
-def _default_exp(cells)->str|None:
-    "The module a notebook exports to (its `#| default_exp`), if any"
-    return next((directives(c.source)['default_exp'] for c in cells
-                 if c.cell_type == 'code' and 'default_exp' in directives(c.source)), None)
-
-@functools.cache
-def _outline()->dict:
-    "{notebook file name: (title, default_exp)}, each notebook read once"
-    import nbformat
-    res = {}
-    for nb in _notebooks():
-        cells = nbformat.read(nb, as_version=4).cells
-        res[nb.name] = (_title(cells, nb.stem), _default_exp(cells))
-    return res
-
-def _modules()->dict:
-    "{module name: (page file, title)} from each notebook's `default_exp`"
-    return {f'fastexplorer.{exp}': (name, title) for name, (title, exp) in _outline().items() if exp}
-
-def _title(cells, default:str)->str:
-    for c in cells:
-        if c.cell_type == 'markdown':
-            m = re.search(r'^#\s+(.+)$', c.source, re.M)
-            if m: return m.group(1).strip()
-    return default
-
-# ---- Notebooks ---------------------------------------------------------------------------------------------------
-def _notebooks()->list:
-    return sorted(p for p in NBS.glob('*.ipynb') if not p.name.startswith(('_', '.')))
-
-def _def_names(src:str)->list:
-    "Public names an exported cell defines, as nbdev's `show_doc` would name them (`Learner.fit` for a patch)"
-    import ast
-    try: tree = ast.parse(src)
-    except SyntaxError: return []
-    res = []
-    for o in tree.body:
-        if not isinstance(o, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or o.name.startswith('_'): continue
-        patched = any((isinstance(d, ast.Name) and d.id == 'patch') or
-                      (isinstance(d, ast.Call) and getattr(d.func, 'id', '') == 'patch') for d in o.decorator_list)
-        if patched and o.args.args and o.args.args[0].annotation is not None:
-            res.append(f"{ast.unparse(o.args.args[0].annotation)}.{o.name}")
-        elif not patched: res.append(o.name)
-    return res
-
-def _doc_cells(names:list, module)->list:
-    import nbformat
-    res = []
-    for nm in names:
-        try: o = functools.reduce(getattr, nm.split('.')[1:], _resolve(module, nm.split('.')[0]))
-        except AttributeError: continue
-        res.append(nbformat.v4.new_markdown_cell(doc_markdown(nm, o, level=4)))
-    return res
-
-_link_re = re.compile(r'\]\((?!https?:|#|mailto:)([^)\s]+?)\.ipynb(#[^)]*)?\)')
-
-def render_notebook(src:Path, dst:Path, execute:bool=True, timeout:int=600):
-    "Execute `src` (unless told not to) in a scratch folder, then write the page version of it to `dst`"
-    import nbformat
-    nb = nbformat.read(src, as_version=4)
-    for c in nb.cells:
-        if c.cell_type != 'code': continue
-        d = directives(c.source)
-        if d.get('eval', '').lower() == 'false' or d.keys() & set(FLAGS) or 'nbdev_export()' in c.source:
-            c.metadata.setdefault('tags', []).append('skip-execution')
-    if execute:
-        from nbclient import NotebookClient
-        from jupyter_client.manager import KernelManager
-        for c in nb.cells:
-            if c.cell_type == 'code': c.outputs, c.execution_count = [], None
-        with tempfile.TemporaryDirectory() as tmp:
-            shutil.copytree(NBS/'images', Path(tmp)/'images', dirs_exist_ok=True)
-            # a local socket, not TCP: nothing to eavesdrop on, and no kernel warning about unencrypted TCP per notebook
-            km = KernelManager(kernel_name='python3', transport='ipc', ip=str(Path(tmp)/'kernel'))
-            try: NotebookClient(nb, km=km, timeout=timeout, resources={'metadata': {'path': tmp}},
-                                skip_cells_with_tag='skip-execution').execute()
-            finally:
-                if km.has_kernel: km.shutdown_kernel()
-    exp = _default_exp(nb.cells)
-    module = importlib.import_module(f'fastexplorer.{exp}') if exp else None
-    cells = []
-    for c in nb.cells:
-        if c.cell_type == 'markdown':
-            c.source = _link_re.sub(lambda m: f"]({m.group(1)}.html{m.group(2) or ''})", c.source)
-            cells.append(c); continue
-        if c.cell_type != 'code': continue
-        d = directives(c.source)
-        if d.keys() & {'export', 'exports'} and module is not None:
-            cells += _doc_cells(_def_names(c.source), module)
-            if 'exports' in d: cells.append(_code_cell(c))
-            continue
-        if d.keys() & {'exporti', 'hide', 'default_exp'} or d.get('include', '') == 'false': continue
-        cells.append(_code_cell(c))
-    out = nbformat.v4.new_notebook(cells=cells, metadata={'kernelspec': nb.metadata.get('kernelspec', {}),
-                                                          'language_info': {'name': 'python'}})
-    for c in out.cells: c.pop('id', None)
-    nbformat.write(out, dst, version=4)
-
-def _code_cell(c):
-    "A clean copy of a code cell: directives stripped, only the keys nbformat accepts (nbdev adds others)"
-    import nbformat
-    n = nbformat.v4.new_code_cell(strip_directives(c.source))
-    n.outputs = [o for o in c.get('outputs', []) if not (o.get('output_type') == 'stream' and o.get('name') == 'stderr')]
-    n.execution_count = c.get('execution_count')
-    return n
-
 # ---- Site --------------------------------------------------------------------------------------------------------
 def nav()->list:
     "Home, the guides (the tutorial, Hugging Face models), one page per module notebook (in number order), the API reference"
@@ -298,15 +208,14 @@ def nav()->list:
     return res
 
 def build(execute:bool=True, workers:int=2, site:Path=SITE):
+    from fastcore.parallel import parallel
     warnings.filterwarnings('ignore')
-    os.environ['IN_TEST'] = '1'    # as under nbdev-test: notebooks skip what only makes sense interactively
     if SRC.exists(): shutil.rmtree(SRC)
     SRC.mkdir()
     shutil.copytree(NBS/'images', SRC/'images')
     nbs = _notebooks()
-    with ThreadPoolExecutor(max(1, workers)) as ex:
-        list(ex.map(lambda nb: render_notebook(nb, SRC/nb.name, execute=execute), nbs))
-    (SRC/'api.md').write_text(api_page())
+    parallel(render_notebook, nbs, execute=execute, n_workers=workers)
+    with working_directory(NBS): (SRC/'api.md').write_text(api_page())
     from mkdocs.config import load_config
     from mkdocs.commands.build import build as mk_build
     cfg = load_config(str(ROOT/'mkdocs.yml'), nav=nav(), docs_dir=str(SRC), site_dir=str(site))

@@ -22,7 +22,7 @@ if not os.path.exists(CHROMIUM):
 def _stale()->bool:
     idx = SITE/'index.html'
     if not idx.exists(): return True
-    srcs = list((ROOT/'nbs').glob('*.ipynb')) + list((ROOT/'fastexplorer').glob('*.py')) + [ROOT/'scripts'/'docs.py']
+    srcs = list((ROOT/'nbs').glob('*.ipynb')) + list((ROOT/'fastexplorer').glob('*.py')) + [ROOT/'scripts'/'docs.py', ROOT/'pyproject.toml']
     return max(p.stat().st_mtime for p in srcs) > idx.stat().st_mtime
 
 @pytest.fixture(scope='module')
@@ -133,6 +133,8 @@ def test_api_reference_documents_every_public_symbol(crawl, site):
     assert not missing, f"methods not in the API reference: {missing}"
     undocumented = [m for m,f in methods.items() if not inspect.getdoc(f)]
     assert not undocumented, f"public methods without a docstring: {undocumented}"
+    no_doc = [m for m,f in methods.items() if _plain(inspect.getdoc(f).splitlines()[0]) not in text]
+    assert not no_doc, f"method or property docstring missing from the API reference: {no_doc}"
 
 def _public_methods(names:list)->dict:
     "`{'Class.method': function}` for the public methods and properties fastexplorer defines on the public classes of `names`"

@@ -19,3 +19,24 @@ def test_nbdev_doc_processing(name, monkeypatch):
         nb = read_nb(NBS/name)
         FilterDefaults()(nb)                     # processes in place; raises on a cell that fails
     assert nb.cells
+
+def test_show_doc_renderer():
+    "`show_doc` with the renderer of pyproject.toml: heading, the signature as called, docstring, the documented parameters"
+    from nbdev.showdoc import show_doc
+    from fastai.learner import Learner
+    from fastexplorer.all import ExplorerCallback, Run, digits_learner
+    syms = digits_learner, ExplorerCallback, ExplorerCallback.add_stat, Learner.to_representation, Run.df
+    with working_directory(NBS): md = {o: show_doc(o)._repr_markdown_() for o in syms}   # where nbdev finds its config
+    d = md[digits_learner]
+    assert d.startswith('### digits\\_learner\n'), d
+    assert '```python\ndigits_learner(bs:int=64, seed:int=42, **kwargs)->Learner\n```' in d, d
+    assert '| parameter | type | default | description |\n|---|---|---|---|\n| <code>bs</code> | <code>int</code> | <code>64</code> | batch size |' in d, d
+    assert '| <code>**kwargs</code> |  |  | passed to <code>Learner</code> |' in d and 'Returns' not in d, "a `**kwargs` docment is its row's"
+    c = md[ExplorerCallback]
+    assert "```python\nExplorerCallback(\n    path='runs/run',\n    every:int=10,\n    layers=None," in c, 'a class as called, types as written'
+    assert 'NoneType' not in c and 'def ' not in c, c
+    a = md[ExplorerCallback.add_stat]
+    assert "ExplorerCallback.add_stat(f, on:str='out', name:str | None=None)" in a, 'a patched method under its class'
+    assert '| parameter' not in a, 'no table when no parameter is documented'
+    assert 'Learner.to_representation(b=None)->Representation' in md[Learner.to_representation]
+    assert '```python\nRun.df: pd.DataFrame\n```\n\nOne row per epoch' in md[Run.df], 'a property: its type and docstring'
