@@ -11,7 +11,7 @@ This script glues nbdev's processing to MkDocs, which installs from PyPI:
   `nb_test_cells`: not `#| eval: false` cells, nor those with one of the `tst_flags` of pyproject.toml);
 - nbdev's doc processors (`FilterDefaults`, less the few that write for Quarto only) add a `show_doc` after each
   exported definition and run it, drop exported and `#| hide` cells and strip the `#|` directives; `show_doc` renders
-  with the `renderer` set in pyproject.toml (`fastexplorer._showdoc.TableRenderer`: signature, docstring, a table of
+  with the `renderer` set in pyproject.toml (`fastexplorer.showdoc.TableRenderer`: signature, docstring, a table of
   the parameters and their docments);
 - `api.md` runs `show_doc` on every public symbol of `fastexplorer.all` and every method fastexplorer patches onto
   fastai or PyTorch classes (nbdev has no such page);
