@@ -151,6 +151,7 @@ def serve_runs(
     if not Path(path).is_dir(): raise CliError(f"no such folder: {path!r}")
     _serve_until_interrupted(path, host, port, legacy_client)
 
+# %% ../nbs/06_cli.ipynb #4ec36ebc
 def report_runs(
     path:str,                  # a run folder, or a folder of run folders
     output:str='report.html',  # the HTML file to write (`-o`)

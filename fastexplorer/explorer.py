@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio, errno, ipaddress, json, os, re, socket, sqlite3, threading, time, warnings
 from importlib.resources import files
 from pathlib import Path
+from fastcore.basics import patch
 from .core import *
 from .legacy import legacy_endpoint, LEGACY_ORIGIN, LEGACY_CLIENT
 from .export import ROOT_RUN, run_dir, list_runs, read_manifest, entry_path, epoch_path
@@ -35,6 +36,7 @@ def _loopback(host:str)->bool:
     try: return ipaddress.ip_address(host.strip('[]')).is_loopback
     except ValueError: return host == 'localhost'
 
+# %% ../nbs/05_explorer.ipynb #4fb7ae0b
 class _Guard:
     "ASGI middleware: only GET/HEAD, only the served origin's `Host` and `Origin`, security headers on every response"
     def __init__(self, app, hosts:set, any_ip:bool=False, ws_origins:tuple=()):
@@ -74,6 +76,60 @@ async def _error(send, status:int, msg:str):
                 'headers': [(b'content-type', b'application/json'), (b'content-length', str(len(body)).encode())] + _HEADERS})
     await send({'type': 'http.response.body', 'body': body})
 
+# %% ../nbs/05_explorer.ipynb #118a5967
+def _static(name:str)->bytes: return files('fastexplorer').joinpath('static', name).read_bytes()
+
+def _run_of(root:Path, req)->Path:
+    "The folder of the run that request `req` names under `root`; a 404 if there is no such run"
+    from starlette.exceptions import HTTPException
+    p = run_dir(root, req.path_params['run'])
+    if p is None: raise HTTPException(404, 'no such run')
+    return p
+
+def _unreadable(e:Exception, root:Path):
+    "The reply to a run file that cannot be read: 404 if it is gone, else 422 naming it (from the served folder) and what is wrong"
+    from starlette.exceptions import HTTPException
+    return HTTPException(404 if isinstance(e, FileNotFoundError) else 422, _why(e, root))
+
+def _file(p:Path, base:Path, root:Path):
+    "A response with the JSON file `p` of run folder `base` under `root`; a 404 if it is not there or not inside `base`"
+    from starlette.responses import Response
+    from starlette.exceptions import HTTPException
+    try:
+        if not p.is_file() or not _inside(p, base): raise HTTPException(404, 'not found')
+        return Response(p.read_bytes(), media_type='application/json')
+    except OSError as e: raise _unreadable(e, root)
+
+# %% ../nbs/05_explorer.ipynb #3dbd9618
+def _file_routes(root:Path)->dict:
+    "The handlers, by name, of the page, its static files, the list of runs, a run's JSON files and its epoch files"
+    from starlette.responses import Response, JSONResponse
+    from starlette.exceptions import HTTPException
+    async def index(req): return Response(_static('index.html'), media_type='text/html; charset=utf-8')
+    async def static(req):
+        name = req.path_params['name']
+        if name not in _STATIC: raise HTTPException(404, 'not found')
+        return Response(_static(name), media_type=_STATIC[name])
+    async def runs(req):
+        try: return JSONResponse({'runs': list_runs(root)})
+        except OSError as e: raise HTTPException(404, f"cannot list the served folder: {e.strerror or e}")
+    async def run_file(req):
+        name = req.path_params['name']
+        if name not in ('run.json', 'representation.json', 'landscape.json'): raise HTTPException(404, 'not found')
+        p = _run_of(root, req)
+        if name == 'run.json':     # the manifest with its epochs, whichever version wrote it
+            try: return Response(dumps(read_manifest(p)), media_type='application/json')
+            except (OSError, ValueError) as e: raise _unreadable(e, root)
+        return _file(p/name, p, root)
+    async def epoch(req):
+        p,n = _run_of(root, req),req.path_params['n']
+        if not re.fullmatch('[0-9]{1,9}', n): raise HTTPException(404, 'not found')   # checked here: Starlette's `int` takes any length
+        try: f = epoch_path(p, int(n))
+        except (OSError, ValueError) as e: raise _unreadable(e, root)
+        if f is None: raise HTTPException(404, f'no epoch {int(n)}')
+        return _file(f, p, root)
+    return dict(index=index, static=static, runs=runs, run_file=run_file, epoch=epoch)
+
 # %% ../nbs/05_explorer.ipynb #75d4fb54
 STEP_KINDS = ('act', 'valid_act', 'grad', 'weight', 'loss', 'hyper')
 MAX_POINTS = 2000   # the most buckets one request of the step series may ask for
@@ -104,65 +160,14 @@ def step_query(q, hist:bool=False)->dict:
         if s := q.get('stats'): res['stats'] = s.split(',')[0] if kind == 'hyper' else s.split(',')
     return {k: v for k,v in res.items() if v is not None}
 
-# %% ../nbs/05_explorer.ipynb #118a5967
-def _static(name:str)->bytes: return files('fastexplorer').joinpath('static', name).read_bytes()
-
-def make_app(
-    root,                # the folder served: a run folder or a folder of run folders
-    hosts:set|None=None, # `Host` values accepted (default: none, which rejects every request)
-    any_ip:bool=False,   # also accept any IP-literal `Host` (for a server bound to all interfaces)
-    poll:float=0.5,      # seconds between checks of `run.json` for the event stream
-    closing:threading.Event|None=None, # set when the server stops: event streams end, so shutdown is graceful
-    legacy_client:bool=False, # also serve the original fastexplorer client's websocket at `/ws`, and accept its origin
-):
-    "The Starlette application serving the explorer page and the runs under `root`, read-only"
-    from starlette.applications import Starlette
-    from starlette.responses import Response, JSONResponse, StreamingResponse
-    from starlette.routing import Route, WebSocketRoute
+# %% ../nbs/05_explorer.ipynb #a473e005
+def _step_routes(root:Path)->dict:
+    "The handlers, by name, of a run's step series: its summary (`steps`), and a series or a layer's histograms (`steps_what`)"
+    from starlette.responses import Response, JSONResponse
     from starlette.exceptions import HTTPException
     from starlette.concurrency import run_in_threadpool
-    root = Path(root)
-
-    def _run(req):
-        p = run_dir(root, req.path_params['run'])
-        if p is None: raise HTTPException(404, 'no such run')
-        return p
-
-    def _unreadable(e:Exception):
-        "The reply to a run file that cannot be read: 404 if it is gone, else 422 naming it (from the served folder) and what is wrong"
-        return HTTPException(404 if isinstance(e, FileNotFoundError) else 422, _why(e, root))
-
-    def _file(p:Path, base:Path):
-        try:
-            if not p.is_file() or not _inside(p, base): raise HTTPException(404, 'not found')
-            return Response(p.read_bytes(), media_type='application/json')
-        except OSError as e: raise _unreadable(e)
-
-    async def index(req): return Response(_static('index.html'), media_type='text/html; charset=utf-8')
-    async def static(req):
-        name = req.path_params['name']
-        if name not in _STATIC: raise HTTPException(404, 'not found')
-        return Response(_static(name), media_type=_STATIC[name])
-    async def runs(req):
-        try: return JSONResponse({'runs': list_runs(root)})
-        except OSError as e: raise HTTPException(404, f"cannot list the served folder: {e.strerror or e}")
-    async def run_file(req):
-        name = req.path_params['name']
-        if name not in ('run.json', 'representation.json', 'landscape.json'): raise HTTPException(404, 'not found')
-        p = _run(req)
-        if name == 'run.json':     # the manifest with its epochs, whichever version wrote it
-            try: return Response(dumps(read_manifest(p)), media_type='application/json')
-            except (OSError, ValueError) as e: raise _unreadable(e)
-        return _file(p/name, p)
-    async def epoch(req):
-        p,n = _run(req),req.path_params['n']
-        if not re.fullmatch('[0-9]{1,9}', n): raise HTTPException(404, 'not found')   # checked here: Starlette's `int` takes any length
-        try: f = epoch_path(p, int(n))
-        except (OSError, ValueError) as e: raise _unreadable(e)
-        if f is None: raise HTTPException(404, f'no epoch {int(n)}')
-        return _file(f, p)
     async def steps(req):
-        p,what = _run(req),req.path_params.get('what')
+        p,what = _run_of(root, req),req.path_params.get('what')
         try:
             if what is None:
                 if req.query_params: raise ValueError(f"unknown query parameter `{next(iter(req.query_params.keys()))[:40]}`")
@@ -173,27 +178,42 @@ def make_app(
         except ValueError as e: raise HTTPException(400, str(e))
         except KeyError as e: raise HTTPException(404, e.args[0] if e.args else 'not found')
         except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no step series (steps.sqlite): it was recorded without them or by an older fastexplorer")
-        except OSError as e: raise _unreadable(e)
+        except OSError as e: raise _unreadable(e, root)
         except sqlite3.Error as e: raise HTTPException(422, f"the step series of run {req.path_params['run']!r} cannot be read (steps.sqlite: {e})")
+    async def steps_what(req):
+        if req.path_params['what'] not in ('series', 'hist'): raise HTTPException(404, 'not found')
+        return await steps(req)
+    return dict(steps=steps, steps_what=steps_what)
+
+# %% ../nbs/05_explorer.ipynb #4576d1a1
+def _history_routes(root:Path)->dict:
+    "The handlers, by name, of a run's epoch history: every epoch's summary (`summaries`) and a few nodes' statistics (`history`)"
+    from starlette.responses import Response
+    from starlette.exceptions import HTTPException
+    from starlette.concurrency import run_in_threadpool
     async def summaries(req):
-        p = _run(req)
+        p = _run_of(root, req)
         # the epochs the manifest lists: the history may hold one more (written just before it is listed), or a cut run's
         try: return Response(await run_in_threadpool(lambda: summaries_json(p, [e['epoch'] for e in read_manifest(p)['epochs']])), media_type='application/json')
         except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite): an older fastexplorer wrote it; `build_history` makes one")
-        except RunFileError as e: raise _unreadable(e)
+        except RunFileError as e: raise _unreadable(e, root)
         except (ValueError, sqlite3.Error) as e: raise HTTPException(404, str(e))
     async def history(req):
-        p = _run(req)
+        p = _run_of(root, req)
         if set(req.query_params.keys()) - {'path'}: raise HTTPException(400, f"unknown query parameter `{next(iter(set(req.query_params.keys()) - {'path'}))[:40]}`")
         try: return Response(await run_in_threadpool(history_json, p, req.query_params.getlist('path')), media_type='application/json')
         except ValueError as e: raise HTTPException(400, str(e))
         except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite)")
         except sqlite3.Error as e: raise HTTPException(404, str(e))
-    async def steps_what(req):
-        if req.path_params['what'] not in ('series', 'hist'): raise HTTPException(404, 'not found')
-        return await steps(req)
+    return dict(summaries=summaries, history=history)
+
+# %% ../nbs/05_explorer.ipynb #aaa5c6b1
+def _events_route(root:Path, poll:float=0.5, closing:threading.Event|None=None):
+    "The handler of a run's event stream: `update` when its `run.json` changes, `steps` when its step database does; it ends when `closing` is set"
+    from starlette.responses import StreamingResponse
+    from starlette.concurrency import run_in_threadpool
     async def events(req):
-        p = _run(req)
+        p = _run_of(root, req)
         def db_mtime(): return max(((p/f).stat().st_mtime_ns for f in ('steps.sqlite', 'steps.sqlite-wal') if (p/f).exists()), default=None)
         async def stream():
             last,last_db = None,None
@@ -213,16 +233,57 @@ def make_app(
                 except (OSError, ValueError, sqlite3.Error): pass      # mid-replace, removed, or mid-creation: try again at the next poll
                 await asyncio.sleep(poll)
         return StreamingResponse(stream(), media_type='text/event-stream', headers={'x-accel-buffering': 'no'})
+    return events
 
+# %% ../nbs/05_explorer.ipynb #e58fa759
+def make_app(
+    root,                # the folder served: a run folder or a folder of run folders
+    hosts:set|None=None, # `Host` values accepted (default: none, which rejects every request)
+    any_ip:bool=False,   # also accept any IP-literal `Host` (for a server bound to all interfaces)
+    poll:float=0.5,      # seconds between checks of `run.json` for the event stream
+    closing:threading.Event|None=None, # set when the server stops: event streams end, so shutdown is graceful
+    legacy_client:bool=False, # also serve the original fastexplorer client's websocket at `/ws`, and accept its origin
+):
+    "The Starlette application serving the explorer page and the runs under `root`, read-only"
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route, WebSocketRoute
+    from starlette.exceptions import HTTPException
+    root = Path(root)
+    h = {**_file_routes(root), **_step_routes(root), **_history_routes(root), 'events': _events_route(root, poll, closing)}
     async def http_error(req, exc): return JSONResponse({'error': exc.detail}, status_code=exc.status_code)
-    routes = [Route('/', index), Route('/static/{name}', static), Route('/api/runs', runs),
-              Route('/api/runs/{run}/epochs', summaries), Route('/api/runs/{run}/epochs/{n}', epoch),
-              Route('/api/runs/{run}/history', history), Route('/api/runs/{run}/events', events),
-              Route('/api/runs/{run}/steps', steps), Route('/api/runs/{run}/steps/{what:str}', steps_what),
-              Route('/api/runs/{run}/{name}', run_file)]
+    routes = [Route('/', h['index']), Route('/static/{name}', h['static']), Route('/api/runs', h['runs']),
+              Route('/api/runs/{run}/epochs', h['summaries']), Route('/api/runs/{run}/epochs/{n}', h['epoch']),
+              Route('/api/runs/{run}/history', h['history']), Route('/api/runs/{run}/events', h['events']),
+              Route('/api/runs/{run}/steps', h['steps']), Route('/api/runs/{run}/steps/{what:str}', h['steps_what']),
+              Route('/api/runs/{run}/{name}', h['run_file'])]
     if legacy_client: routes.append(WebSocketRoute('/ws', legacy_endpoint(root)))
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, 404: http_error, 405: http_error})
     return _Guard(app, set(hosts or ()), any_ip, (LEGACY_ORIGIN,) if legacy_client else ())
+
+# %% ../nbs/05_explorer.ipynb #29cfc97e
+def _bind(host:str, port:int)->socket.socket:
+    "A listening TCP socket bound to `host`:`port` (0: any free port); a busy port is an `OSError` naming it"
+    fam = socket.AF_INET6 if ':' in host else socket.AF_INET
+    # protocol IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on accepted sockets whose `proto` says TCP (they inherit
+    # it from this one); without it every small response on a kept-alive connection waits for a delayed ACK (~40 ms)
+    sock = socket.socket(fam, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    # as every server does: reuse a port whose old connections linger in TIME_WAIT (a listening socket still blocks it)
+    if os.name == 'posix': sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try: sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE: raise OSError(errno.EADDRINUSE, f"port {port} on {host} is already in use: pass another `port` (or 0 for any free one)") from None
+        raise OSError(e.errno, f"cannot serve on {host}:{port}: {e.strerror}") from None
+    sock.listen(128)
+    return sock
+
+def _served_as(host:str, port:int)->tuple:
+    "`(hosts, any_ip, url)` of a server bound to `host`:`port`: the `Host` values it answers, whether any IP literal too, and its URL"
+    name = f"[{host}]" if ':' in host else host
+    hosts = {f"{name}:{port}"} | ({f"localhost:{port}", f"127.0.0.1:{port}"} if _loopback(host) else set())
+    any_ip = host in ('0.0.0.0', '::')
+    return hosts,any_ip,f"http://{'127.0.0.1' if any_ip else name}:{port}/"
 
 # %% ../nbs/05_explorer.ipynb #fc23e062
 class ExplorerServer:
@@ -239,24 +300,10 @@ class ExplorerServer:
         if not root.is_dir(): raise NotADirectoryError(f"nothing to serve: {str(root)!r} is not a folder")
         if not _loopback(host):
             warnings.warn(f"serving {str(root)!r} on {host}: anyone who can reach this machine on port {port} can read these runs")
-        fam = socket.AF_INET6 if ':' in host else socket.AF_INET
-        # protocol IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on accepted sockets whose `proto` says TCP (they inherit
-        # it from this one); without it every small response on a kept-alive connection waits for a delayed ACK (~40 ms)
-        self.sock = socket.socket(fam, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        # as every server does: reuse a port whose old connections linger in TIME_WAIT (a listening socket still blocks it)
-        if os.name == 'posix': self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try: self.sock.bind((host, port))
-        except OSError as e:
-            self.sock.close()
-            if e.errno == errno.EADDRINUSE: raise OSError(errno.EADDRINUSE, f"port {port} on {host} is already in use: pass another `port` (or 0 for any free one)") from None
-            raise OSError(e.errno, f"cannot serve on {host}:{port}: {e.strerror}") from None
-        self.sock.listen(128)
+        self.sock = _bind(host, port)
         self.port = self.sock.getsockname()[1]
         self.host,self.legacy_client = host,legacy_client
-        name = f"[{host}]" if ':' in host else host
-        hosts = {f"{name}:{self.port}"} | ({f"localhost:{self.port}", f"127.0.0.1:{self.port}"} if _loopback(host) else set())
-        any_ip = host in ('0.0.0.0', '::')
-        self.url = f"http://{'127.0.0.1' if any_ip else name}:{self.port}/"
+        hosts,any_ip,self.url = _served_as(host, self.port)
         self.closing = threading.Event()
         app = make_app(root, hosts, any_ip=any_ip, poll=poll, closing=self.closing, legacy_client=legacy_client)
         self.server = uvicorn.Server(uvicorn.Config(app, log_level='warning', lifespan='off', timeout_graceful_shutdown=1))
@@ -274,17 +321,22 @@ class ExplorerServer:
         try: asyncio.run(self.server.serve(sockets=[self.sock]))
         except BaseException as e: self.error = e
 
-    def stop(self):
-        "Stop serving and free the port"
-        self.closing.set()                     # open event streams end at their next poll
-        self.server.should_exit = True
-        self.thread.join(timeout=3)
-        if self.thread.is_alive(): self.server.force_exit = True; self.thread.join(timeout=3)
-        self.sock.close()
+# %% ../nbs/05_explorer.ipynb #9a939c61
+@patch
+def stop(self:ExplorerServer):
+    "Stop serving and free the port"
+    self.closing.set()                     # open event streams end at their next poll
+    self.server.should_exit = True
+    self.thread.join(timeout=3)
+    if self.thread.is_alive(): self.server.force_exit = True; self.thread.join(timeout=3)
+    self.sock.close()
 
-    def __enter__(self): return self
-    def __exit__(self, *args): self.stop()
-    def __repr__(self): return f"ExplorerServer({self.url})"
+@patch
+def __enter__(self:ExplorerServer): return self
+@patch
+def __exit__(self:ExplorerServer, *args): self.stop()
+@patch
+def __repr__(self:ExplorerServer): return f"ExplorerServer({self.url})"
 
 def serve(root, host:str='127.0.0.1', port:int=8000, legacy_client:bool=False)->ExplorerServer:
     "Serve the explorer for `root` (a run folder or a folder of runs) from a background thread; returns the server"
@@ -336,6 +388,7 @@ def _steps_pieces(p:Path, points:int=REPORT_POINTS, hist_points:int=REPORT_HIST_
         yield '}}'
     finally: con.close()
 
+# %% ../nbs/05_explorer.ipynb #2833ac03
 def _raw_json(f)->str:
     "The text of JSON file `f`, checked, for the report to embed as it is (`null` when there is no such file)"
     if f is None or not Path(f).is_file(): return 'null'
@@ -355,6 +408,7 @@ def _run_pieces(p:Path, run:dict):
     yield from _steps_pieces(p)
     yield '}'
 
+# %% ../nbs/05_explorer.ipynb #3177682d
 def report(
     root,                   # a run folder or a folder of run folders
     output='report.html',   # the HTML file to write

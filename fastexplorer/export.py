@@ -16,10 +16,10 @@ try: import fcntl
 except ImportError: fcntl = None      # Windows: run folders are not locked
 
 # %% auto #0
-__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'LOCK', 'HINTS', 'DF_COLUMNS', 'ROOT_RUN', 'append_line', 'RunLockedError', 'lock_run',
-           'unlock_run', 'foreign_files', 'repair_run', 'RunWriter', 'epoch_doc', 'group_alerts', 'find_alerts',
-           'RunFileError', 'read_epoch_index', 'Run', 'load_run', 'run_dir', 'list_runs', 'read_manifest', 'entry_path',
-           'epoch_path', 'plot_stat', 'plot_hist', 'plot_grad_norms']
+__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'LOCK', 'DF_COLUMNS', 'HINTS', 'ROOT_RUN', 'append_line', 'read_epoch_index',
+           'RunLockedError', 'lock_run', 'unlock_run', 'foreign_files', 'repair_run', 'RunWriter', 'epoch_doc',
+           'RunFileError', 'Run', 'load_run', 'group_alerts', 'find_alerts', 'run_dir', 'list_runs', 'read_manifest',
+           'entry_path', 'epoch_path', 'plot_stat', 'plot_hist', 'plot_grad_norms']
 
 # %% ../nbs/02_export.ipynb #df32d152
 def _versions()->dict:
@@ -44,6 +44,36 @@ def append_line(fname, d:dict):
             if f.read(1) != b'\n': f.write(b'\n')
         f.write(dumps(d).encode() + b'\n')
         f.flush(); os.fsync(f.fileno())
+
+# %% ../nbs/02_export.ipynb #70f76f79
+_INDEXES = {}   # `epochs.jsonl` path -> (its inode, size and modification time, `{epoch: entry}`), for the last 64 read
+
+def _epoch_index(p)->dict:
+    "`{epoch: entry}` of run folder `p`'s `epochs.jsonl`, sorted; parsed again only when the file changed (the server asks at every request)"
+    f = Path(p)/EPOCH_INDEX
+    try: st = f.stat()
+    except OSError: return {}
+    if not stat.S_ISREG(st.st_mode): return {}
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    if (hit := _INDEXES.get(f)) is not None and hit[0] == key: return hit[1]
+    res = {}
+    for line in f.read_bytes().splitlines():      # read after the stat: never older than its key
+        try: e = json.loads(line)
+        except (ValueError, RecursionError): continue
+        if isinstance(e, dict) and isinstance(e.get('epoch'), int) and isinstance(e.get('file'), str): res[e['epoch']] = e
+    res = dict(sorted(res.items()))
+    if len(_INDEXES) >= 64: _INDEXES.pop(next(iter(_INDEXES)))
+    _INDEXES[f] = (key, res)
+    return res
+
+def read_epoch_index(p)->list:
+    "The epochs of run folder `p` as `epochs.jsonl` lists them, by epoch: the last line of an epoch wins, a torn line is skipped"
+    return [dict(e) for e in _epoch_index(p).values()]      # copies: the parsed index is kept for the next reader
+
+def _with_epochs(m:dict, p)->dict:
+    "Manifest `m` with its `epochs` list: version 1 has it, version 2 lists them in `epochs.jsonl`"
+    if 'epochs' not in m: m['epochs'] = read_epoch_index(p)
+    return m
 
 # %% ../nbs/02_export.ipynb #91689d98
 class RunLockedError(RuntimeError):
@@ -109,7 +139,6 @@ def foreign_files(p:Path, m:dict|None=None)->list:
     "The files in run folder `p` that have the names of a run's files but were not written by the run of manifest `m`"
     return sorted(f.name for f in Path(p).iterdir() if _OURS.match(f.name) and not _is_ours(f, m))
 
-
 # %% ../nbs/02_export.ipynb #55a4579f
 @contextlib.contextmanager
 def _naming(fname):
@@ -132,6 +161,7 @@ def _remove_temporaries(p:Path):
     for f in p.iterdir():
         if _TEMP.match(f.name): f.unlink(missing_ok=True)
 
+# %% ../nbs/02_export.ipynb #a3d4e43f
 def repair_run(p)->bool:
     "If the run in folder `p` was left `running` by a writer that is gone (its lock is free), mark it `failed`; remove stale temporaries. Returns whether it was marked"
     p = Path(p)
@@ -200,6 +230,34 @@ def relock(self:RunWriter):
         raise FileExistsError(f"run folder {str(self.path)!r} no longer holds this run: another writer replaced it since the last fit")
     return self
 
+# %% ../nbs/02_export.ipynb #70080842
+@patch
+def claim(self:RunWriter, *names):
+    "List `names` in the manifest's `files` before they are written, so that `overwrite` knows them for ours (epoch and snapshot files by their highest number)"
+    fs,new = self.manifest['files'],False
+    for n in names:
+        if (e := _NUMBERED.match(n)):
+            if int(e[2]) > fs.get(e[1] + 's', 0): fs[e[1] + 's'],new = int(e[2]),True
+        elif n not in fs['names']: fs['names'],new = sorted([*fs['names'], n]),True
+    if new: self.write_manifest()
+
+@patch
+def write_manifest(self:RunWriter, **updates):
+    "Update the manifest with `updates` and write `run.json`"
+    self.manifest.update(updates, updated=_now())
+    with _naming(self.path/'run.json'): save_json(self.manifest, self.path/'run.json', indent=1)
+
+@patch
+def write_representation(self:RunWriter, doc:dict):
+    "Write the probe's tree as `representation.json`"
+    self.claim('representation.json')
+    with _naming(self.path/'representation.json'): save_json(doc, self.path/'representation.json')
+
+@patch(as_prop=True)
+def lock_owner(self:RunWriter)->str:
+    "`pid@host` of this process, as the lock file and the manifest's `writer` name it"
+    return f"{os.getpid()}@{socket.gethostname()}"
+
 # %% ../nbs/02_export.ipynb #a5426e1e
 @patch
 def _start(self:RunWriter, model_class:str, info:dict):
@@ -257,34 +315,6 @@ def _forget_after(p:Path, epoch:int):
                     for t,s in stmts:
                         if t in tables: con.execute(s, (epoch,))
             finally: con.close()
-
-@patch(as_prop=True)
-def lock_owner(self:RunWriter)->str:
-    "`pid@host` of this process, as the lock file and the manifest's `writer` name it"
-    return f"{os.getpid()}@{socket.gethostname()}"
-
-# %% ../nbs/02_export.ipynb #70080842
-@patch
-def claim(self:RunWriter, *names):
-    "List `names` in the manifest's `files` before they are written, so that `overwrite` knows them for ours (epoch and snapshot files by their highest number)"
-    fs,new = self.manifest['files'],False
-    for n in names:
-        if (e := _NUMBERED.match(n)):
-            if int(e[2]) > fs.get(e[1] + 's', 0): fs[e[1] + 's'],new = int(e[2]),True
-        elif n not in fs['names']: fs['names'],new = sorted([*fs['names'], n]),True
-    if new: self.write_manifest()
-
-@patch
-def write_manifest(self:RunWriter, **updates):
-    "Update the manifest with `updates` and write `run.json`"
-    self.manifest.update(updates, updated=_now())
-    with _naming(self.path/'run.json'): save_json(self.manifest, self.path/'run.json', indent=1)
-
-@patch
-def write_representation(self:RunWriter, doc:dict):
-    "Write the probe's tree as `representation.json`"
-    self.claim('representation.json')
-    with _naming(self.path/'representation.json'): save_json(doc, self.path/'representation.json')
 
 # %% ../nbs/02_export.ipynb #035d8138
 @patch
@@ -346,6 +376,138 @@ def epoch_doc(
     return {'schema': 'fastexplorer/epoch', 'version': SCHEMA_VERSION, 'epoch': epoch, 'partial': False, **info,
             'recorder': recorder or {}, 'alerts': alerts or [], 'tree': _node_copy(tree, stats, calls)}
 
+# %% ../nbs/02_export.ipynb #b936cce3
+class RunFileError(ValueError):
+    "A file of a run folder that cannot be read: `path` names it, `reason` says why"
+    def __init__(self, path, reason:str):
+        self.path,self.reason = Path(path),reason
+        super().__init__(f"{path}: {reason}")
+
+def _what(d)->str:
+    return {dict: 'an object', list: 'an array', str: 'a string', int: 'a number', float: 'a number', bool: 'a boolean'}.get(type(d), 'null')
+
+def _load_json(fname):
+    "The JSON in file `fname`; `RunFileError` naming it when it is not UTF-8 JSON (cut short by a copy, say)"
+    with open(fname, 'rb') as f: b = f.read()
+    try: return json.loads(b.decode('utf-8'))
+    except (ValueError, RecursionError) as e: raise RunFileError(fname, f"not valid JSON ({str(e)[:200]})") from None
+
+def _check_manifest(m, fname)->dict:
+    "Manifest `m` read from `fname`, if readers can use it: an object with a `status` and well-formed `epochs`; else `RunFileError` saying what is wrong"
+    if not isinstance(m, dict): raise RunFileError(fname, f"holds {_what(m)}, not a run manifest (an object)")
+    if m.get('schema', 'fastexplorer/run') != 'fastexplorer/run': raise RunFileError(fname, f"not a fastexplorer run manifest (schema {m['schema']!r:.60})")
+    if not isinstance(m.get('status'), str): raise RunFileError(fname, "has no `status` string: not a run manifest")
+    es = m.get('epochs', [])
+    if not isinstance(es, list) or not all(isinstance(e, dict) and type(e.get('epoch')) is int for e in es):
+        raise RunFileError(fname, "its `epochs` is not a list of epoch entries (objects with an integer `epoch`)")
+    if not isinstance(m.get('live_alerts') or [], list): raise RunFileError(fname, "its `live_alerts` is not a list")
+    return m
+
+# %% ../nbs/02_export.ipynb #3ef25263
+def _read(fname, kind:str)->dict:
+    "The `kind` document (`run` or `epoch`) in file `fname`; `RunFileError` naming it when it is not one this version reads"
+    d = _load_json(fname)
+    if kind == 'run': _check_manifest(d, fname)
+    elif not isinstance(d, dict): raise RunFileError(fname, f"holds {_what(d)}, not a fastexplorer {kind} file (an object)")
+    if d.get('schema') != f'fastexplorer/{kind}': raise RunFileError(fname, f"not a fastexplorer {kind} file (schema {d.get('schema')!r:.60})")
+    ok = (1, RUN_VERSION) if kind == 'run' else (SCHEMA_VERSION,)
+    if d.get('version') not in ok: raise RunFileError(fname, f"has version {d.get('version')!r:.20}; this fastexplorer reads version {' or '.join(map(str, ok))}")
+    return d
+
+# %% ../nbs/02_export.ipynb #fd941421
+class Run:
+    "A run folder read back: `meta` (the manifest, with its `epochs` list), `representation`, `epochs` (documents) and `df` (long DataFrame)"
+    def __init__(self, path):
+        self.path = Path(path)
+        if not (self.path/'run.json').exists(): raise FileNotFoundError(f"no run.json in {str(self.path)!r}: not a fastexplorer run folder")
+        self.meta = _with_epochs(_read(self.path/'run.json', 'run'), self.path)
+
+    # read on first use: `load_run(p).steps` of a 2,002-module net must not parse 30 epoch files of 3 MB first
+    @functools.cached_property
+    def representation(self)->Representation|None:
+        "The probe's tree (`representation.json`), or `None` if the run has none"
+        rep = self.path/'representation.json'
+        return Representation.load(rep) if rep.exists() else None
+
+    @functools.cached_property
+    def epochs(self)->list:
+        "The epoch documents, in order"
+        return [_read(self.path/e['file'], 'epoch') for e in self.meta['epochs']]
+
+    def load(self)->Run:
+        "Read the representation and every epoch document now (before the folder goes away, say); returns the run"
+        self.representation; self.epochs
+        return self
+
+    def _each_epoch(self):
+        "The epoch documents one at a time: from `epochs` if they are read, else file by file, holding one at a time"
+        if 'epochs' in self.__dict__: yield from self.epochs
+        else:
+            for e in self.meta['epochs']: yield _read(self.path/e['file'], 'epoch')
+
+    def __repr__(self):
+        return f"Run({str(self.path)!r}, {self.meta['model']}, {len(self.meta['epochs'])} epochs, {self.meta['status']})"
+
+# %% ../nbs/02_export.ipynb #a3682997
+def _walk(d:dict):
+    yield d
+    for c in d.get('nodes', []): yield from _walk(c)
+
+DF_COLUMNS = ['epoch', 'layer', 'class', 'kind', 'stat', 'value']
+
+@patch(as_prop=True)
+def df(self:Run)->pd.DataFrame:
+    "One row per epoch, layer, kind and scalar statistic (a custom statistic's row holds its epoch mean)"
+    frames = []
+    for e in self._each_epoch():
+        rows = []
+        for d in _walk(e['tree']):
+            if 'shared_with' in d.get('xtra', {}): continue
+            for kind,s in d.get('xtra', {}).get('stats', {}).items():
+                for k,v in (s or {}).items():
+                    if isinstance(v, dict) and kind.startswith('custom_'): v = v.get('mean')   # custom statistics: the epoch mean
+                    if isinstance(v, (int, float)) and not isinstance(v, bool) or v is None:
+                        rows.append((e['epoch'], d['path'], d['xtra'].get('class'), kind, k, v))
+        frames.append(pd.DataFrame(rows, columns=DF_COLUMNS).astype({'value': float}))   # an epoch's rows, then its document goes
+    if not frames: return pd.DataFrame(columns=DF_COLUMNS).astype({'value': float})
+    return pd.concat(frames, ignore_index=True)
+
+# %% ../nbs/02_export.ipynb #2a43de04
+@patch(as_prop=True)
+def recorder(self:Run)->pd.DataFrame:
+    "The `Recorder` rows of the epochs: losses, metrics, learning rate, time"
+    return pd.DataFrame([{'epoch': e['epoch'], **e['recorder']} for e in self.epochs]).set_index('epoch')
+
+@patch(as_prop=True)
+def alerts(self:Run)->pd.DataFrame:
+    "Every epoch's alerts, then those raised inside an epoch whose file is not written yet (`live_alerts` in `run.json`, with their step)"
+    written = {e['epoch'] for e in self.epochs}
+    rows = [{'epoch': e['epoch'], **a} for e in self.epochs for a in e['alerts']]
+    rows += [a for a in self.meta.get('live_alerts', []) if a['epoch'] not in written]
+    return pd.DataFrame(rows, columns=['epoch', 'kind', 'layer', 'stat', 'value', 'message', 'hint', 'layers', 'step'])
+
+# %% ../nbs/02_export.ipynb #cb1cd237
+@patch
+def stats(self:Run, layer:str, kind:str='act')->list:
+    "The `kind` statistics of `layer` in each epoch (`None` where not recorded)"
+    res = []
+    for e in self.epochs:
+        d = next((d for d in _walk(e['tree']) if d.get('path') == layer), None)
+        if d is None: raise KeyError(f"no layer {layer!r} in epoch {e['epoch']}")
+        res.append((d.get('xtra', {}).get('stats') or {}).get(kind))
+    return res
+
+@patch
+def hist(self:Run, layer:str, kind:str='act')->np.ndarray:
+    "The activation histogram of `layer`, one column per epoch (`bins` × epochs)"
+    cols = [np.asarray(s['hist'], dtype=float) if s and s.get('hist') else np.full(self.meta['hist']['bins'], np.nan)
+            for s in self.stats(layer, kind)]
+    return np.stack(cols, 1)
+
+def load_run(path)->Run:
+    "Read the run folder `path`"
+    return Run(path)
+
 # %% ../nbs/02_export.ipynb #d102e683
 def _order(tree:dict)->dict:
     "`{path: execution order}` for the module nodes of `tree`, parameters taking their module's"
@@ -383,6 +545,62 @@ def _site_name(p:str, st:dict|None=None)->str:
     base,c = site_of(p)
     if c > 1: return f"call {c} of `{base}`"
     return f"`{p}`" + (" (its first call)" if (st or {}).get('call') == 1 else '')
+
+# %% ../nbs/02_export.ipynb #6ccc6d97
+def _nonfinite(s:dict, kind:str)->bool:
+    "Whether a layer's statistics `s` count NaN or Inf in its `kind` values"
+    return (s.get(kind) or {}).get('nan', 0) + (s.get(kind) or {}).get('inf', 0) > 0
+
+def _nonfinite_alerts(stats:dict, order:dict, done:dict)->list:
+    "A `nonfinite` alert for each of activations, validation activations and gradients that held NaN or Inf: the first layer that did"
+    res = []
+    for kind in ('act', 'valid_act', 'grad'):
+        bad = [p for p in stats if _nonfinite(stats[p], kind)]
+        if bad:     # the first output to hold one, in the first batch that held one: a model holding parameters returns last
+            rank = lambda p: (stats[p][kind].get('nonfinite_batch', 0),   # the first batch to hold one, then the first output in it:
+                              stats[p][kind].get('out_order', math.inf),   # its rank in the forward, a further call's included
+                              _key(order if kind == 'grad' else done, p))
+            p = min(bad, key=rank)
+            s = stats[p][kind]
+            what = {'act': 'activations', 'valid_act': 'validation activations', 'grad': 'gradients'}[kind]
+            res.append({'kind': 'nonfinite', 'layer': p, 'stat': kind, 'value': s['nan'] + s['inf'],
+                        'message': f"first non-finite {what} in {_site_name(p, s)}: {s['nan']} NaN, {s['inf']} Inf"})
+    return res
+
+# %% ../nbs/02_export.ipynb #54775b41
+def _dead_alert(p:str, s:dict, dead:float)->dict|None:
+    "The `dead` alert of layer `p`, whose statistics are `s`, if more than `dead` of its units were dead; else `None`"
+    a = s.get('act') or {}
+    # wholly constant in its only call: perhaps not trained yet (a zero-initialised layer before its first update)
+    once = a.get('dead_rule') == 'constant' and a.get('dead_frac') == 1 and a.get('calls', 2) < 2
+    if (a.get('dead_frac') or 0) > dead and not _nonfinite(s, 'act') and not once:   # NaN is never positive, nor does it vary
+        what = 'did not vary' if a.get('dead_rule') == 'constant' else 'were never positive'
+        return {'kind': 'dead', 'layer': p, 'stat': 'act', 'value': a['dead_frac'], 'rule': a.get('dead_rule', 'never positive'),
+                'message': f"{a['dead_frac']:.0%} of the {a['units']} units of {_site_name(p, a)} {what}"}
+
+# %% ../nbs/02_export.ipynb #efbdcb0a
+def _frozen_alert(p:str, s:dict)->dict|None:
+    "The `frozen` alert of parameter `p`, whose statistics are `s`, if gradients that were not zero never changed it; else `None`"
+    g,w = s.get('grad') or {},s.get('weight') or {}
+    # frozen: a gradient that is not zero, and still no change; a zero gradient (behind dead units, say) is another story
+    # nor is a weight at 0 that moved on a step where no ratio could be taken (`update_moved`), then got zero gradients
+    if (w.get('requires_grad') and g.get('steps') and g.get('max_abs') and w.get('update_steps') and w.get('update_max') == 0
+        and not w.get('update_moved') and not _nonfinite(s, 'grad')):
+        return {'kind': 'frozen', 'layer': p, 'stat': 'weight', 'value': 0,
+                'message': f"`{p}` did not change in {w['update_steps']} sampled steps although it requires grad"}
+
+# %% ../nbs/02_export.ipynb #0a5dc251
+def _grad_ratio_alert(stats:dict, order:dict, grad_ratio:float)->dict|None:
+    "The `exploding_grad` or `vanishing_grad` alert if the first weight's gradient norm is beyond `grad_ratio` times the last's, or below its inverse"
+    norms = [(p, s['grad']['norm']) for p,s in sorted(stats.items(), key=lambda o: _key(order, o[0]))
+             if (s.get('grad') or {}).get('norm') and s['grad'].get('ndim', 2) > 1]
+    if len(norms) > 1 and not any(_nonfinite(stats[p], 'grad') for p in stats):    # norms of the finite part of NaN gradients mean nothing
+        (p0,n0),(p1,n1) = norms[0],norms[-1]
+        r = n0 / n1
+        if r > grad_ratio or r < 1/grad_ratio:
+            kind = 'exploding_grad' if r > grad_ratio else 'vanishing_grad'
+            return {'kind': kind, 'layer': p0, 'stat': 'grad', 'value': r,
+                    'message': f"gradient norm of `{p0}` is {r:.3g}× that of `{p1}`: gradients {kind.split('_')[0]} towards the input"}
 
 # %% ../nbs/02_export.ipynb #bcf4eb9b
 HINTS = {   # why an alert usually happens, and what to try
@@ -422,199 +640,12 @@ def find_alerts(
     grad_ratio:float=1e4,   # first-to-last gradient norm ratio beyond which gradients explode or vanish
 )->list:
     "Alerts for one epoch's statistics, one per kind, each naming the first layer that shows it (`group_alerts`)"
-    order,done,res = _order(tree),_done_order(tree),[]
-    nonfinite = lambda p, kind: (stats[p].get(kind) or {}).get('nan', 0) + (stats[p].get(kind) or {}).get('inf', 0) > 0
-    for kind in ('act', 'valid_act', 'grad'):
-        bad = [p for p in stats if nonfinite(p, kind)]
-        if bad:     # the first output to hold one, in the first batch that held one: a model holding parameters returns last
-            rank = lambda p: (stats[p][kind].get('nonfinite_batch', 0),   # the first batch to hold one, then the first output in it:
-                              stats[p][kind].get('out_order', math.inf),   # its rank in the forward, a further call's included
-                              _key(order if kind == 'grad' else done, p))
-            p = min(bad, key=rank)
-            s = stats[p][kind]
-            what = {'act': 'activations', 'valid_act': 'validation activations', 'grad': 'gradients'}[kind]
-            res.append({'kind': 'nonfinite', 'layer': p, 'stat': kind, 'value': s['nan'] + s['inf'],
-                        'message': f"first non-finite {what} in {_site_name(p, s)}: {s['nan']} NaN, {s['inf']} Inf"})
+    order,done = _order(tree),_done_order(tree)
+    res = _nonfinite_alerts(stats, order, done)
     for p,s in sorted(stats.items(), key=lambda o: _key(order, o[0])):
-        a = s.get('act') or {}
-        # wholly constant in its only call: perhaps not trained yet (a zero-initialised layer before its first update)
-        once = a.get('dead_rule') == 'constant' and a.get('dead_frac') == 1 and a.get('calls', 2) < 2
-        if (a.get('dead_frac') or 0) > dead and not nonfinite(p, 'act') and not once:   # NaN is never positive, nor does it vary
-            what = 'did not vary' if a.get('dead_rule') == 'constant' else 'were never positive'
-            res.append({'kind': 'dead', 'layer': p, 'stat': 'act', 'value': a['dead_frac'], 'rule': a.get('dead_rule', 'never positive'),
-                        'message': f"{a['dead_frac']:.0%} of the {a['units']} units of {_site_name(p, a)} {what}"})
-        g,w = s.get('grad') or {},s.get('weight') or {}
-        # frozen: a gradient that is not zero, and still no change; a zero gradient (behind dead units, say) is another story
-        # nor is a weight at 0 that moved on a step where no ratio could be taken (`update_moved`), then got zero gradients
-        if (w.get('requires_grad') and g.get('steps') and g.get('max_abs') and w.get('update_steps') and w.get('update_max') == 0
-            and not w.get('update_moved') and not nonfinite(p, 'grad')):
-            res.append({'kind': 'frozen', 'layer': p, 'stat': 'weight', 'value': 0,
-                        'message': f"`{p}` did not change in {w['update_steps']} sampled steps although it requires grad"})
-    norms = [(p, s['grad']['norm']) for p,s in sorted(stats.items(), key=lambda o: _key(order, o[0]))
-             if (s.get('grad') or {}).get('norm') and s['grad'].get('ndim', 2) > 1]
-    if len(norms) > 1 and not any(nonfinite(p, 'grad') for p in stats):    # norms of the finite part of NaN gradients mean nothing
-        (p0,n0),(p1,n1) = norms[0],norms[-1]
-        r = n0 / n1
-        if r > grad_ratio or r < 1/grad_ratio:
-            kind = 'exploding_grad' if r > grad_ratio else 'vanishing_grad'
-            res.append({'kind': kind, 'layer': p0, 'stat': 'grad', 'value': r,
-                        'message': f"gradient norm of `{p0}` is {r:.3g}× that of `{p1}`: gradients {kind.split('_')[0]} towards the input"})
+        res += [a for a in (_dead_alert(p, s, dead), _frozen_alert(p, s)) if a is not None]
+    if (a := _grad_ratio_alert(stats, order, grad_ratio)) is not None: res.append(a)
     return group_alerts(res)
-
-# %% ../nbs/02_export.ipynb #b936cce3
-class RunFileError(ValueError):
-    "A file of a run folder that cannot be read: `path` names it, `reason` says why"
-    def __init__(self, path, reason:str):
-        self.path,self.reason = Path(path),reason
-        super().__init__(f"{path}: {reason}")
-
-def _what(d)->str:
-    return {dict: 'an object', list: 'an array', str: 'a string', int: 'a number', float: 'a number', bool: 'a boolean'}.get(type(d), 'null')
-
-def _load_json(fname):
-    "The JSON in file `fname`; `RunFileError` naming it when it is not UTF-8 JSON (cut short by a copy, say)"
-    with open(fname, 'rb') as f: b = f.read()
-    try: return json.loads(b.decode('utf-8'))
-    except (ValueError, RecursionError) as e: raise RunFileError(fname, f"not valid JSON ({str(e)[:200]})") from None
-
-def _check_manifest(m, fname)->dict:
-    "Manifest `m` read from `fname`, if readers can use it: an object with a `status` and well-formed `epochs`; else `RunFileError` saying what is wrong"
-    if not isinstance(m, dict): raise RunFileError(fname, f"holds {_what(m)}, not a run manifest (an object)")
-    if m.get('schema', 'fastexplorer/run') != 'fastexplorer/run': raise RunFileError(fname, f"not a fastexplorer run manifest (schema {m['schema']!r:.60})")
-    if not isinstance(m.get('status'), str): raise RunFileError(fname, "has no `status` string: not a run manifest")
-    es = m.get('epochs', [])
-    if not isinstance(es, list) or not all(isinstance(e, dict) and type(e.get('epoch')) is int for e in es):
-        raise RunFileError(fname, "its `epochs` is not a list of epoch entries (objects with an integer `epoch`)")
-    if not isinstance(m.get('live_alerts') or [], list): raise RunFileError(fname, "its `live_alerts` is not a list")
-    return m
-
-# %% ../nbs/02_export.ipynb #3ef25263
-def _read(fname, kind:str)->dict:
-    "The `kind` document (`run` or `epoch`) in file `fname`; `RunFileError` naming it when it is not one this version reads"
-    d = _load_json(fname)
-    if kind == 'run': _check_manifest(d, fname)
-    elif not isinstance(d, dict): raise RunFileError(fname, f"holds {_what(d)}, not a fastexplorer {kind} file (an object)")
-    if d.get('schema') != f'fastexplorer/{kind}': raise RunFileError(fname, f"not a fastexplorer {kind} file (schema {d.get('schema')!r:.60})")
-    ok = (1, RUN_VERSION) if kind == 'run' else (SCHEMA_VERSION,)
-    if d.get('version') not in ok: raise RunFileError(fname, f"has version {d.get('version')!r:.20}; this fastexplorer reads version {' or '.join(map(str, ok))}")
-    return d
-
-_INDEXES = {}   # `epochs.jsonl` path -> (its inode, size and modification time, `{epoch: entry}`), for the last 64 read
-
-def _epoch_index(p)->dict:
-    "`{epoch: entry}` of run folder `p`'s `epochs.jsonl`, sorted; parsed again only when the file changed (the server asks at every request)"
-    f = Path(p)/EPOCH_INDEX
-    try: st = f.stat()
-    except OSError: return {}
-    if not stat.S_ISREG(st.st_mode): return {}
-    key = (st.st_ino, st.st_size, st.st_mtime_ns)
-    if (hit := _INDEXES.get(f)) is not None and hit[0] == key: return hit[1]
-    res = {}
-    for line in f.read_bytes().splitlines():      # read after the stat: never older than its key
-        try: e = json.loads(line)
-        except (ValueError, RecursionError): continue
-        if isinstance(e, dict) and isinstance(e.get('epoch'), int) and isinstance(e.get('file'), str): res[e['epoch']] = e
-    res = dict(sorted(res.items()))
-    if len(_INDEXES) >= 64: _INDEXES.pop(next(iter(_INDEXES)))
-    _INDEXES[f] = (key, res)
-    return res
-
-def read_epoch_index(p)->list:
-    "The epochs of run folder `p` as `epochs.jsonl` lists them, by epoch: the last line of an epoch wins, a torn line is skipped"
-    return [dict(e) for e in _epoch_index(p).values()]      # copies: the parsed index is kept for the next reader
-
-def _with_epochs(m:dict, p)->dict:
-    "Manifest `m` with its `epochs` list: version 1 has it, version 2 lists them in `epochs.jsonl`"
-    if 'epochs' not in m: m['epochs'] = read_epoch_index(p)
-    return m
-
-def _walk(d:dict):
-    yield d
-    for c in d.get('nodes', []): yield from _walk(c)
-
-DF_COLUMNS = ['epoch', 'layer', 'class', 'kind', 'stat', 'value']
-
-class Run:
-    "A run folder read back: `meta` (the manifest, with its `epochs` list), `representation`, `epochs` (documents) and `df` (long DataFrame)"
-    def __init__(self, path):
-        self.path = Path(path)
-        if not (self.path/'run.json').exists(): raise FileNotFoundError(f"no run.json in {str(self.path)!r}: not a fastexplorer run folder")
-        self.meta = _with_epochs(_read(self.path/'run.json', 'run'), self.path)
-
-    # read on first use: `load_run(p).steps` of a 2,002-module net must not parse 30 epoch files of 3 MB first
-    @functools.cached_property
-    def representation(self)->Representation|None:
-        "The probe's tree (`representation.json`), or `None` if the run has none"
-        rep = self.path/'representation.json'
-        return Representation.load(rep) if rep.exists() else None
-
-    @functools.cached_property
-    def epochs(self)->list:
-        "The epoch documents, in order"
-        return [_read(self.path/e['file'], 'epoch') for e in self.meta['epochs']]
-
-    def load(self)->Run:
-        "Read the representation and every epoch document now (before the folder goes away, say); returns the run"
-        self.representation; self.epochs
-        return self
-
-    def _each_epoch(self):
-        "The epoch documents one at a time: from `epochs` if they are read, else file by file, holding one at a time"
-        if 'epochs' in self.__dict__: yield from self.epochs
-        else:
-            for e in self.meta['epochs']: yield _read(self.path/e['file'], 'epoch')
-
-    def __repr__(self):
-        return f"Run({str(self.path)!r}, {self.meta['model']}, {len(self.meta['epochs'])} epochs, {self.meta['status']})"
-
-    @property
-    def df(self)->pd.DataFrame:
-        "One row per epoch, layer, kind and scalar statistic (a custom statistic's row holds its epoch mean)"
-        frames = []
-        for e in self._each_epoch():
-            rows = []
-            for d in _walk(e['tree']):
-                if 'shared_with' in d.get('xtra', {}): continue
-                for kind,s in d.get('xtra', {}).get('stats', {}).items():
-                    for k,v in (s or {}).items():
-                        if isinstance(v, dict) and kind.startswith('custom_'): v = v.get('mean')   # custom statistics: the epoch mean
-                        if isinstance(v, (int, float)) and not isinstance(v, bool) or v is None:
-                            rows.append((e['epoch'], d['path'], d['xtra'].get('class'), kind, k, v))
-            frames.append(pd.DataFrame(rows, columns=DF_COLUMNS).astype({'value': float}))   # an epoch's rows, then its document goes
-        if not frames: return pd.DataFrame(columns=DF_COLUMNS).astype({'value': float})
-        return pd.concat(frames, ignore_index=True)
-
-    @property
-    def recorder(self)->pd.DataFrame:
-        "The `Recorder` rows of the epochs: losses, metrics, learning rate, time"
-        return pd.DataFrame([{'epoch': e['epoch'], **e['recorder']} for e in self.epochs]).set_index('epoch')
-
-    @property
-    def alerts(self)->pd.DataFrame:
-        "Every epoch's alerts, then those raised inside an epoch whose file is not written yet (`live_alerts` in `run.json`, with their step)"
-        written = {e['epoch'] for e in self.epochs}
-        rows = [{'epoch': e['epoch'], **a} for e in self.epochs for a in e['alerts']]
-        rows += [a for a in self.meta.get('live_alerts', []) if a['epoch'] not in written]
-        return pd.DataFrame(rows, columns=['epoch', 'kind', 'layer', 'stat', 'value', 'message', 'hint', 'layers', 'step'])
-
-    def stats(self, layer:str, kind:str='act')->list:
-        "The `kind` statistics of `layer` in each epoch (`None` where not recorded)"
-        res = []
-        for e in self.epochs:
-            d = next((d for d in _walk(e['tree']) if d.get('path') == layer), None)
-            if d is None: raise KeyError(f"no layer {layer!r} in epoch {e['epoch']}")
-            res.append((d.get('xtra', {}).get('stats') or {}).get(kind))
-        return res
-
-    def hist(self, layer:str, kind:str='act')->np.ndarray:
-        "The activation histogram of `layer`, one column per epoch (`bins` × epochs)"
-        cols = [np.asarray(s['hist'], dtype=float) if s and s.get('hist') else np.full(self.meta['hist']['bins'], np.nan)
-                for s in self.stats(layer, kind)]
-        return np.stack(cols, 1)
-
-def load_run(path)->Run:
-    "Read the run folder `path`"
-    return Run(path)
 
 # %% ../nbs/02_export.ipynb #2673441a
 ROOT_RUN = '~'   # the id of the served folder itself, when it is a run
@@ -702,6 +733,7 @@ def plot_stat(run:Run, stat:str='mean', kind:str='act', layers:list|None=None, a
     if df.layer.nunique() <= 12: ax.legend(fontsize='small')
     return ax
 
+# %% ../nbs/02_export.ipynb #3a682b6c
 def plot_hist(run:Run, layer:str, kind:str='act', ax=None):
     "Heatmap of `layer`'s activation histogram over epochs, like fastai's `color_dim`"
     import matplotlib.pyplot as plt
@@ -712,6 +744,7 @@ def plot_hist(run:Run, layer:str, kind:str='act', ax=None):
     ax.set_xlabel('epoch'); ax.set_ylabel('activation'); ax.set_title(f"{layer} ({kind})")
     return ax
 
+# %% ../nbs/02_export.ipynb #a2cd32af
 def plot_grad_norms(run:Run, ax=None):
     "Heatmap of log10 gradient norm, one row per parameter in execution order, one column per epoch"
     import matplotlib.pyplot as plt

@@ -36,7 +36,7 @@ def _connect(fname, readonly:bool=False)->sqlite3.Connection:
         con.executemany('INSERT OR REPLACE INTO meta VALUES (?, ?)', [('schema', 'fastexplorer/history'), ('version', str(HISTORY_SCHEMA_VERSION))])
     return con
 
-# %% ../nbs/01a_history.ipynb #e8f7a03f
+# %% ../nbs/01a_history.ipynb #5bce5452
 def _nodes(d:dict):
     yield d
     for c in d.get('nodes', []): yield from _nodes(c)
@@ -50,6 +50,7 @@ def epoch_summary(doc:dict)->dict:
             if k.startswith('custom_') and isinstance(v, dict): custom.update(f"{k.replace('custom_valid_', 'custom_')}|{n}" for n in v)
     return {**res, 'n_alerts': len(doc.get('alerts', [])), 'custom': sorted(custom)}
 
+# %% ../nbs/01a_history.ipynb #2de29d1a
 def node_stats(doc:dict)->dict:
     "`{path: stats}` of epoch document `doc`: each node with statistics of its own, the first of a path"
     res = {}
@@ -58,6 +59,7 @@ def node_stats(doc:dict)->dict:
         if isinstance(d.get('path'), str) and 'stats' in x and 'shared_with' not in x: res.setdefault(d['path'], x['stats'])
     return res
 
+# %% ../nbs/01a_history.ipynb #e8f7a03f
 def _text(o)->str: return json.dumps(o, allow_nan=False, ensure_ascii=False)
 
 def add_epoch(path, doc:dict, file:str|None=None):
@@ -72,8 +74,6 @@ def add_epoch(path, doc:dict, file:str|None=None):
     finally: con.close()
 
 # %% ../nbs/01a_history.ipynb #32d2d9b6
-MAX_HISTORY_PATHS = 64   # the most nodes one request of `node_history` may ask for
-
 def open_history(path)->sqlite3.Connection:
     "A read-only connection to the epoch history of run folder `path` (`FileNotFoundError` if it has none)"
     return _connect(Path(path)/HISTORY, readonly=True)
@@ -86,6 +86,9 @@ def _rows(path, sql:str, args=()):
 def epoch_summaries(path)->list:
     "The summary of each epoch of run folder `path` its history holds, in order (`epoch_summary`)"
     return [json.loads(s) for s, in _rows(path, 'SELECT summary FROM epochs ORDER BY epoch')]
+
+# %% ../nbs/01a_history.ipynb #c4c02e98
+MAX_HISTORY_PATHS = 64   # the most nodes one request of `node_history` may ask for
 
 def _history_rows(path, paths:list)->list:
     paths = list(dict.fromkeys(paths))
@@ -103,6 +106,7 @@ def node_history(path, paths:list)->dict:
     for p,n,s in _history_rows(path, paths): res.setdefault(p, []).append((n, json.loads(s)))
     return res
 
+# %% ../nbs/01a_history.ipynb #210c0fff
 def history_json(path, paths:list)->str:
     "`node_history` as JSON text, `{path: [[epoch, stats], …]}`, assembled from the stored JSON without parsing it"
     res = {}

@@ -108,18 +108,43 @@ def _legacy_run(root:Path, name:str|None)->Path|None:
     runs = sorted((r for r in list_runs(root) if r.get('updated')), key=lambda r: r['updated'])
     return run_dir(root, runs[-1]['id']) if runs else None
 
+# %% ../nbs/08_legacy.ipynb #92a9fec6
+async def _send(ws, typ:str, res, path=None):
+    "Send the client message `typ`: array `res` as a binary frame (a heatmap's with its `path`), any other `res` as its JSON payload"
+    if isinstance(res, np.ndarray): await ws.send_bytes(npy_frame(res, typ, **({'path': path} if typ == LEGACY_EVENTS['heatmap'] else {})))
+    else: await ws.send_json({'type': typ, 'payload': res})
+
+async def _answer(root:Path, f, *args)->tuple:
+    "`f(*args)` off the event loop; a run file that cannot be read is an error message naming it, from the served folder `root`"
+    from starlette.concurrency import run_in_threadpool
+    try: return await run_in_threadpool(f, *args)
+    except (OSError, ValueError) as e: return LEGACY_EVENTS['error'], {'msg': _why(e, root)}
+
+# %% ../nbs/08_legacy.ipynb #d6dd4325
+async def _legacy_events(ws, root:Path, p:Path):
+    "Answer the client's events on websocket `ws` from run folder `p` under `root`, until it disconnects"
+    st = {'idx': -1, 'path': None}
+    while True:
+        try: msg = json.loads(await ws.receive_text())
+        except ValueError: continue       # not JSON: ignored, as the original did
+        pl = msg.get('payload') if isinstance(msg, dict) else None
+        if msg.get('type') != LEGACY_SEND or not isinstance(pl, dict): continue
+        event = str(pl.get('event', '')).upper()
+        if event == 'LOAD_INPUT' or (event == 'GET_HEATMAP' and st['idx'] < 0):
+            st['idx'] += 1
+            await _send(ws, *await _answer(root, legacy_input, p, st['idx']))
+            if event == 'LOAD_INPUT' and st['path'] is None: continue
+        if event in ('GET_HEATMAP', 'LOAD_INPUT'):
+            if event == 'GET_HEATMAP': st['path'] = str(pl.get('path', ''))
+            await _send(ws, *await _answer(root, legacy_heatmap, p, st['path'], st['idx']), path=st['path'])
+        else: await ws.send_json({'type': LEGACY_EVENTS['invalid'], 'payload': {'type': msg.get('type')}})
+
+# %% ../nbs/08_legacy.ipynb #34547867
 def legacy_endpoint(root):
     "The websocket endpoint speaking the original client's protocol for the runs under `root`"
     from starlette.websockets import WebSocketDisconnect
     from starlette.concurrency import run_in_threadpool
     root = Path(root)
-    async def send(ws, typ, res, path=None):
-        if isinstance(res, np.ndarray): await ws.send_bytes(npy_frame(res, typ, **({'path': path} if typ == LEGACY_EVENTS['heatmap'] else {})))
-        else: await ws.send_json({'type': typ, 'payload': res})
-    async def answer(f, *args):
-        "`f(*args)` off the event loop; a run file that cannot be read is an error message naming it, from the served folder"
-        try: return await run_in_threadpool(f, *args)
-        except (OSError, ValueError) as e: return LEGACY_EVENTS['error'], {'msg': _why(e, root)}
     async def endpoint(ws):
         await ws.accept()
         try:
@@ -129,20 +154,6 @@ def legacy_endpoint(root):
                 await ws.send_json({'type': LEGACY_EVENTS['error'], 'payload': {'msg': f"no run to show under {root.name!r}"}}); return await ws.close()
             doc = await run_in_threadpool(lambda: json.loads((p/'representation.json').read_text(encoding='utf-8')))
             await ws.send_json({'type': LEGACY_EVENTS['data'], 'payload': {'data': json.dumps(legacy_view(doc))}})
-            st = {'idx': -1, 'path': None}
-            while True:
-                try: msg = json.loads(await ws.receive_text())
-                except ValueError: continue       # not JSON: ignored, as the original did
-                pl = msg.get('payload') if isinstance(msg, dict) else None
-                if msg.get('type') != LEGACY_SEND or not isinstance(pl, dict): continue
-                event = str(pl.get('event', '')).upper()
-                if event == 'LOAD_INPUT' or (event == 'GET_HEATMAP' and st['idx'] < 0):
-                    st['idx'] += 1
-                    await send(ws, *await answer(legacy_input, p, st['idx']))
-                    if event == 'LOAD_INPUT' and st['path'] is None: continue
-                if event in ('GET_HEATMAP', 'LOAD_INPUT'):
-                    if event == 'GET_HEATMAP': st['path'] = str(pl.get('path', ''))
-                    await send(ws, *await answer(legacy_heatmap, p, st['path'], st['idx']), path=st['path'])
-                else: await ws.send_json({'type': LEGACY_EVENTS['invalid'], 'payload': {'type': msg.get('type')}})
+            await _legacy_events(ws, root, p)
         except WebSocketDisconnect: pass
     return endpoint

@@ -73,68 +73,75 @@ class StepWriter:
             self.ids.update({(p, k): i for i,p,k in self.con.execute('SELECT id, path, kind FROM names')})
         return [self.ids[(p, kind)] for p in paths]
 
-    def append(self,
-        batches:list,          # one dict per sampled batch: `step`, `fit`, `epoch`, `split`, `iter`, `loss`, `smooth_loss`, `time`, `hypers` (one dict per group)
-        layers:list=(),        # paths of the layers that `act` rows index
-        act=None,              # array of rows: batch index (into `batches`), layer index, the `ACT_STATS`, then `hist_bins` + 2 counts
-        params:list=(),        # paths of the parameters that `grad` rows index
-        grad=None,             # array of rows: batch index, parameter index, the `GRAD_STATS`
-    ):
-        "Write `batches` and their statistics in one transaction"
-        k0,nb,ns = self.batches,len(batches),len(ACT_STATS)
-        bid = list(range(k0, k0 + nb))
-        key = [(b.get('split', 'train'), int(b['step']), i) for i,b in zip(bid, batches)]   # what each statistics row starts with
-        with self.con:
-            self.con.executemany('INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-                [(i, st, b.get('fit'), b.get('epoch'), sp, b.get('iter'), b.get('loss'), b.get('smooth_loss'), b.get('time'))
-                 for (sp,st,i),b in zip(key, batches)])
-            self.con.executemany('INSERT INTO epochs VALUES (?, ?, ?) ON CONFLICT(fit, epoch) DO UPDATE SET step = min(step, excluded.step)',
-                [(b['fit'], b['epoch'], b['step']) for b in batches if b.get('fit') is not None and b.get('epoch') is not None])
-            self.con.executemany('INSERT INTO hypers VALUES (?, ?, ?, ?, ?, ?)',
-                [(g, k, *key[i], float(v)) for i,b in enumerate(batches) for g,h in enumerate(b.get('hypers') or [])
-                 for k,v in h.items() if isinstance(v, (int, float)) and not isinstance(v, bool)])
-            if act is not None and len(act):
-                act = np.asarray(act, dtype=np.float64)
-                ids,hist = self._name_ids(list(layers), 'layer'),act[:, 2 + ns:].astype('<i4')
-                rows = act[:, 2:2 + ns].tolist()
-                self.con.executemany(f"INSERT INTO act VALUES ({', '.join('?' * (ns + 5))})",
-                    [(ids[int(a[1])], *key[int(a[0])], *r, h.tobytes()) for a,r,h in zip(act[:, :2].tolist(), rows, hist)])
-            if grad is not None and len(grad):
-                grad = np.asarray(grad, dtype=np.float64)
-                ids = self._name_ids(list(params), 'param')
-                self.con.executemany(f"INSERT INTO grad VALUES ({', '.join('?' * (len(GRAD_STATS) + 4))})",
-                    [(ids[int(g[1])], *key[int(g[0])], *g[2:]) for g in grad.tolist()])
-        self.batches += nb
+# %% ../nbs/02a_stepdb.ipynb #b3cc55cb
+@patch
+def append(self:StepWriter,
+    batches:list,          # one dict per sampled batch: `step`, `fit`, `epoch`, `split`, `iter`, `loss`, `smooth_loss`, `time`, `hypers` (one dict per group)
+    layers:list=(),        # paths of the layers that `act` rows index
+    act=None,              # array of rows: batch index (into `batches`), layer index, the `ACT_STATS`, then `hist_bins` + 2 counts
+    params:list=(),        # paths of the parameters that `grad` rows index
+    grad=None,             # array of rows: batch index, parameter index, the `GRAD_STATS`
+):
+    "Write `batches` and their statistics in one transaction"
+    k0,nb,ns = self.batches,len(batches),len(ACT_STATS)
+    bid = list(range(k0, k0 + nb))
+    key = [(b.get('split', 'train'), int(b['step']), i) for i,b in zip(bid, batches)]   # what each statistics row starts with
+    with self.con:
+        self.con.executemany('INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+            [(i, st, b.get('fit'), b.get('epoch'), sp, b.get('iter'), b.get('loss'), b.get('smooth_loss'), b.get('time'))
+             for (sp,st,i),b in zip(key, batches)])
+        self.con.executemany('INSERT INTO epochs VALUES (?, ?, ?) ON CONFLICT(fit, epoch) DO UPDATE SET step = min(step, excluded.step)',
+            [(b['fit'], b['epoch'], b['step']) for b in batches if b.get('fit') is not None and b.get('epoch') is not None])
+        self.con.executemany('INSERT INTO hypers VALUES (?, ?, ?, ?, ?, ?)',
+            [(g, k, *key[i], float(v)) for i,b in enumerate(batches) for g,h in enumerate(b.get('hypers') or [])
+             for k,v in h.items() if isinstance(v, (int, float)) and not isinstance(v, bool)])
+        if act is not None and len(act):
+            act = np.asarray(act, dtype=np.float64)
+            ids,hist = self._name_ids(list(layers), 'layer'),act[:, 2 + ns:].astype('<i4')
+            rows = act[:, 2:2 + ns].tolist()
+            self.con.executemany(f"INSERT INTO act VALUES ({', '.join('?' * (ns + 5))})",
+                [(ids[int(a[1])], *key[int(a[0])], *r, h.tobytes()) for a,r,h in zip(act[:, :2].tolist(), rows, hist)])
+        if grad is not None and len(grad):
+            grad = np.asarray(grad, dtype=np.float64)
+            ids = self._name_ids(list(params), 'param')
+            self.con.executemany(f"INSERT INTO grad VALUES ({', '.join('?' * (len(GRAD_STATS) + 4))})",
+                [(ids[int(g[1])], *key[int(g[0])], *g[2:]) for g in grad.tolist()])
+    self.batches += nb
 
-    def submit(self, *args, **kwargs):
-        "`append` in the writer's thread, so that training does not wait for the disk"
-        if self.error is not None: raise RuntimeError(f"fastexplorer could not write {self.fname}: {self.error}") from self.error
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._loop, name='fastexplorer-steps', daemon=True)
-            self.thread.start()
-        self.queue.put((args, kwargs))
+# %% ../nbs/02a_stepdb.ipynb #5f2b2f72
+@patch
+def submit(self:StepWriter, *args, **kwargs):
+    "`append` in the writer's thread, so that training does not wait for the disk"
+    if self.error is not None: raise RuntimeError(f"fastexplorer could not write {self.fname}: {self.error}") from self.error
+    if self.thread is None:
+        self.thread = threading.Thread(target=self._loop, name='fastexplorer-steps', daemon=True)
+        self.thread.start()
+    self.queue.put((args, kwargs))
 
-    def _loop(self):
-        while (job := self.queue.get()) is not None:
-            try:
-                if self.error is None: self.append(*job[0], **job[1])
-            except Exception as e: self.error = e
-            finally: self.queue.task_done()
-        self.queue.task_done()
+@patch
+def _loop(self:StepWriter):
+    while (job := self.queue.get()) is not None:
+        try:
+            if self.error is None: self.append(*job[0], **job[1])
+        except Exception as e: self.error = e
+        finally: self.queue.task_done()
+    self.queue.task_done()
 
-    def wait(self):
-        "Wait until every submitted batch is written"
-        if self.thread is not None: self.queue.join()
-        if self.error is not None: raise RuntimeError(f"fastexplorer could not write {self.fname}: {self.error}") from self.error
+@patch
+def wait(self:StepWriter):
+    "Wait until every submitted batch is written"
+    if self.thread is not None: self.queue.join()
+    if self.error is not None: raise RuntimeError(f"fastexplorer could not write {self.fname}: {self.error}") from self.error
 
-    def close(self):
-        "Write what was submitted, stop the thread and close the database"
-        try: self.wait()
-        finally:
-            if self.thread is not None: self.queue.put(None); self.thread.join(); self.thread = None
-            self.con.close()
+@patch
+def close(self:StepWriter):
+    "Write what was submitted, stop the thread and close the database"
+    try: self.wait()
+    finally:
+        if self.thread is not None: self.queue.put(None); self.thread.join(); self.thread = None
+        self.con.close()
 
-# %% ../nbs/02a_stepdb.ipynb #41f2a803
+# %% ../nbs/02a_stepdb.ipynb #f1e4c294
 STEP_COLUMNS = ['step', 'epoch', 'fit', 'split', 'layer', 'kind', 'stat', 'value']
 
 def _in(col:str, vals)->tuple:
@@ -142,6 +149,32 @@ def _in(col:str, vals)->tuple:
     vals = [vals] if isinstance(vals, str) else list(vals)
     return f" AND {col} IN ({', '.join('?' * len(vals))})", vals
 
+_LAYER_ROWS = 'SELECT x.step, b.epoch, b.fit, x.split, n.path, {cols} FROM {t} x JOIN names n ON n.id = x.name JOIN batches b ON b.id = x.batch WHERE 1'
+
+def _layer_frame(con, t:str, cols:list, kind_of, layers=None, split=None)->pd.DataFrame:
+    "Long rows of statistics `cols` of table `t` (`act` or `grad`) for `layers` (default: all) and `split`; `kind_of(rows)` gives their `kind`"
+    w,args = _in('n.path', layers)
+    if split: w,args = w + ' AND x.split = ?',[*args, split]
+    d = pd.read_sql_query(_LAYER_ROWS.format(cols=', '.join(f'x.{c}' for c in cols), t=t) + w + ' ORDER BY x.name, x.batch', con, params=args)
+    d = d.rename(columns={'path': 'layer'}).melt(['step', 'epoch', 'fit', 'split', 'layer'], var_name='stat')
+    d['kind'] = kind_of(d)
+    return d
+
+def _loss_frame(con, cols:list)->pd.DataFrame:
+    "Long rows of the losses `cols` (`loss`, `smooth_loss`) of the training batches"
+    d = pd.read_sql_query(f"SELECT step, epoch, fit, split, {', '.join(cols)} FROM batches WHERE split = 'train' ORDER BY id", con)
+    d = d.melt(['step', 'epoch', 'fit', 'split'], var_name='stat'); d['layer'] = None; d['kind'] = 'loss'
+    return d
+
+def _hyper_frame(con, stats=None)->pd.DataFrame:
+    "Long rows of the hyper-parameters `stats` (default: all) of each parameter group, whose `layer` is `group 0`, …"
+    w,args = _in('h.name', stats)
+    d = pd.read_sql_query('SELECT h.step, b.epoch, b.fit, h.split, h.grp, h.name AS stat, h.value FROM hypers h '
+                          f'JOIN batches b ON b.id = h.batch WHERE 1{w} ORDER BY h.grp, h.batch', con, params=args)
+    d['layer'] = 'group ' + d.pop('grp').astype(str); d['kind'] = 'hyper'
+    return d
+
+# %% ../nbs/02a_stepdb.ipynb #41f2a803
 def read_steps(
     path,               # a run folder
     layers=None,        # a layer or parameter path, or a list of them (default: all)
@@ -153,39 +186,23 @@ def read_steps(
     if not fname.exists(): return pd.DataFrame(columns=STEP_COLUMNS)
     want = lambda k: kinds is None or k in ([kinds] if isinstance(kinds, str) else kinds)
     pick = lambda cols: [c for c in cols if stats is None or c in ([stats] if isinstance(stats, str) else stats)]
-    base = 'SELECT x.step, b.epoch, b.fit, x.split, n.path, {cols} FROM {t} x JOIN names n ON n.id = x.name JOIN batches b ON b.id = x.batch WHERE 1'
     frames = []
     con = _connect(fname, readonly=True)
     try:
-        def table(t, cols, kind_of, split=None):
-            if not cols: return
-            w,args = _in('n.path', layers)
-            if split: w,args = w + ' AND x.split = ?',[*args, split]
-            d = pd.read_sql_query(base.format(cols=', '.join(f'x.{c}' for c in cols), t=t) + w + ' ORDER BY x.name, x.batch', con, params=args)
-            d = d.rename(columns={'path': 'layer'}).melt(['step', 'epoch', 'fit', 'split', 'layer'], var_name='stat')
-            d['kind'] = kind_of(d)
-            frames.append(d)
         if want('act') or want('valid_act'):
             split = None if want('act') and want('valid_act') else 'train' if want('act') else 'valid'
-            table('act', pick(ACT_STATS), lambda d: np.where(d.split == 'train', 'act', 'valid_act'), split)
-        if want('grad'): table('grad', pick(GRAD_STATS[:4]), lambda d: 'grad')
-        if want('weight'): table('grad', pick(GRAD_STATS[4:]), lambda d: 'weight')
+            if cols := pick(ACT_STATS): frames.append(_layer_frame(con, 'act', cols, lambda d: np.where(d.split == 'train', 'act', 'valid_act'), layers, split))
+        if want('grad') and (cols := pick(GRAD_STATS[:4])): frames.append(_layer_frame(con, 'grad', cols, lambda d: 'grad', layers))
+        if want('weight') and (cols := pick(GRAD_STATS[4:])): frames.append(_layer_frame(con, 'grad', cols, lambda d: 'weight', layers))
         if layers is None:
-            if want('loss') and (cols := pick(['loss', 'smooth_loss'])):
-                d = pd.read_sql_query(f"SELECT step, epoch, fit, split, {', '.join(cols)} FROM batches WHERE split = 'train' ORDER BY id", con)
-                d = d.melt(['step', 'epoch', 'fit', 'split'], var_name='stat'); d['layer'] = None; d['kind'] = 'loss'
-                frames.append(d)
-            if want('hyper'):
-                w,args = _in('h.name', stats)
-                d = pd.read_sql_query('SELECT h.step, b.epoch, b.fit, h.split, h.grp, h.name AS stat, h.value FROM hypers h '
-                                      f'JOIN batches b ON b.id = h.batch WHERE 1{w} ORDER BY h.grp, h.batch', con, params=args)
-                d['layer'] = 'group ' + d.pop('grp').astype(str); d['kind'] = 'hyper'
-                frames.append(d)
+            if want('loss') and (cols := pick(['loss', 'smooth_loss'])): frames.append(_loss_frame(con, cols))
+            if want('hyper'): frames.append(_hyper_frame(con, stats))
     finally: con.close()
     frames = [f for f in frames if len(f)]
     if not frames: return pd.DataFrame(columns=STEP_COLUMNS)
     return pd.concat(frames, ignore_index=True)[STEP_COLUMNS].astype({'value': float})
 
+# %% ../nbs/02a_stepdb.ipynb #8ef77a16
 def read_step_hist(
     path,                # a run folder
     layer:str,           # the layer's path
@@ -211,6 +228,19 @@ def _reader(path)->tuple:
     "The connection to read with, and whether it is ours to close"
     return (path, False) if isinstance(path, sqlite3.Connection) else (open_steps(path), True)
 
+def _stats_of(kind, stats):
+    allowed = {'act': ACT_STATS, 'valid_act': ACT_STATS, 'grad': GRAD_STATS[:4], 'weight': GRAD_STATS[4:], 'loss': ('loss', 'smooth_loss')}.get(kind)
+    if allowed is None: return ['value']
+    stats = list(allowed) if stats is None else [stats] if isinstance(stats, str) else list(stats)
+    if bad := [s for s in stats if s not in allowed]: raise ValueError(f"no statistic {bad[0]!r} in `{kind}` steps: choose from {', '.join(allowed)}")
+    return stats
+
+def _name_id(con, layer, kind):
+    r = con.execute('SELECT id FROM names WHERE path = ? AND kind = ?', (layer, 'layer' if kind in ('act', 'valid_act') else 'param')).fetchone()
+    if r is None: raise KeyError(f"no {'layer' if kind in ('act', 'valid_act') else 'parameter'} {layer!r} in the step database")
+    return r[0]
+
+# %% ../nbs/02a_stepdb.ipynb #93c938f7
 _SPLIT = {'act': 'train', 'valid_act': 'valid', 'grad': 'train', 'weight': 'train', 'loss': 'train', 'hyper': 'train'}
 
 def _series_query(kind:str, stats:list)->tuple:
@@ -228,18 +258,7 @@ def _step_range(con, table:str, cond:str, args:list, start, stop)->tuple:
     hi, = con.execute(f"SELECT max(x.step) FROM {table} x WHERE {cond}", args).fetchone()
     return max(lo, start) if start is not None else lo,min(hi, stop) if stop is not None else hi
 
-def _stats_of(kind, stats):
-    allowed = {'act': ACT_STATS, 'valid_act': ACT_STATS, 'grad': GRAD_STATS[:4], 'weight': GRAD_STATS[4:], 'loss': ('loss', 'smooth_loss')}.get(kind)
-    if allowed is None: return ['value']
-    stats = list(allowed) if stats is None else [stats] if isinstance(stats, str) else list(stats)
-    if bad := [s for s in stats if s not in allowed]: raise ValueError(f"no statistic {bad[0]!r} in `{kind}` steps: choose from {', '.join(allowed)}")
-    return stats
-
-def _name_id(con, layer, kind):
-    r = con.execute('SELECT id FROM names WHERE path = ? AND kind = ?', (layer, 'layer' if kind in ('act', 'valid_act') else 'param')).fetchone()
-    if r is None: raise KeyError(f"no {'layer' if kind in ('act', 'valid_act') else 'parameter'} {layer!r} in the step database")
-    return r[0]
-
+# %% ../nbs/02a_stepdb.ipynb #d060830f
 def step_series(
     path,              # a run folder
     layer=None,        # the layer or parameter path (for `hyper`: `'group 0'`, … ; not for `loss`)
@@ -273,6 +292,7 @@ def step_series(
     for j,s in enumerate(names): res[s] = {k: [r[2 + 3*j + i] for r in rows] for i,k in enumerate(('min', 'max', 'mean'))}
     return res
 
+# %% ../nbs/02a_stepdb.ipynb #9337bba3
 def step_hist_series(path, layer:str, split:str='train', start:int|None=None, stop:int|None=None, points:int=400)->dict:
     "`{'steps', 'width', 'counts'}`: one sampled batch's histogram (`hist_bins` + 2 counts) for each bucket of at most `points`"
     con,own = _reader(path)
@@ -288,6 +308,7 @@ def step_hist_series(path, layer:str, split:str='train', start:int|None=None, st
         if own: con.close()
     return {'steps': [r[0] for r in rows], 'width': width, 'counts': [np.frombuffer(r[1], dtype='<i4').tolist() for r in rows]}
 
+# %% ../nbs/02a_stepdb.ipynb #0f040ba6
 def step_info(path)->dict:
     "What a reader needs first: the number of batches, the last step, where each epoch and fit starts, and the names recorded"
     con,own = _reader(path)
