@@ -15,7 +15,7 @@ from torch import nn
 from fastai.callback.core import (Callback, CancelBatchException, CancelTrainException, CancelValidException, CancelEpochException,
                                   CancelFitException, CancelStepException, CancelBackwardException)
 from fastai.learner import Learner, Recorder
-from fastcore.basics import patch
+from fastcore.basics import patch, store_attr
 from fastai.torch_core import rank_distrib
 from .core import *
 from .probe import *
@@ -83,7 +83,7 @@ class ExplorerCallback(Callback):
         custom=None,            # your own statistics: `{name: f}` on outputs, or `CustomStat`s (see `custom_stats`)
         heatmaps:int=4,         # validation samples whose activation maps are kept each epoch (0: none)
         heatmap_size:int=16,    # maps are pooled to at most this size
-        serve:bool=False,       # serve the explorer for this run from the first fit on (see `serve`)
+        serve:bool=False,       # serve the explorer for this run from the first fit on (see `explore`)
         port:int=8000,          # port of that server (0: any free port)
         snapshots:bool=False,   # write a float32 copy of the weights to the run folder at each epoch end (for `loss_landscape(trajectory=True)`)
         overwrite:bool=False,   # replace a run already in `path` (only the files it wrote are removed)
@@ -96,14 +96,11 @@ class ExplorerCallback(Callback):
                     hist_range, near_zero, alerts, layers)
         if port > 65535: _refuse('port', 'a port from 0 (any free one) to 65535', port)
         if overwrite and resume: _refuse('resume', 'False with `overwrite=True` (which replaces the run `resume` would go on with)', resume)
-        self.folder,self.every,self.layers,self.valid,self.grads,self.updates = path,every,layers,valid,grads,updates
-        self.hist_bins,self.hist_range,self.near_zero,self.sample = hist_bins,tuple(hist_range),near_zero,sample
-        self.alert_kw,self.overwrite,self.resume,self.heatmaps,self.heatmap_size = alerts or {},overwrite,resume,heatmaps,heatmap_size
-        self.serving,self.port,self.server = serve,port,None
-        self.keep_snapshots,self.snapshots = snapshots,[]
+        store_attr(but='hist_range,custom')
+        self.hist_range,self.custom = tuple(hist_range),custom_stats(custom)
+        self.server,self.snapshot_files = None,[]   # the explorer's server (see `explore`); the weight snapshots written
         self.writer,self.tree,self.n_epochs,self.handles,self.active,self.opened = None,None,0,[],False,False
-        self.customs = custom_stats(custom)
-        self.steps,self.queue,self.n_steps,self._step_act = steps,None,0,None
+        self.queue,self.n_steps,self._step_act = None,0,None
         self.record_steps,self.n_fits,self.live = False,0,None
         self.traced,self.origin,self._rng = False,None,(None, None)
 
@@ -143,7 +140,7 @@ def _open_run(self:ExplorerCallback, model):
     "Rank 0: open the run folder and probe the model (the first fit), or take the folder's lock again (a later one)"
     try:
         if self.writer is None:
-            self.writer = RunWriter(self.folder, self.overwrite, self.resume).open(type(model).__name__, every=self.every,
+            self.writer = RunWriter(self.path, self.overwrite, self.resume).open(type(model).__name__, every=self.every,
                                                                                   hist={'bins': self.hist_bins, 'range': list(self.hist_range)})
             w = self.writer                  # `resume`: the run's numbers go on from its last epoch written
             self.n_epochs,self.n_steps,self.n_fits = w.last_epoch,w.last_steps,len(w.manifest['fits'])
@@ -152,9 +149,9 @@ def _open_run(self:ExplorerCallback, model):
         rep = self.learn.to_representation()
         self.writer.write_representation(rep.get_dict())
         self.tree = rep.data.get_dict()
-        self.live = LiveAlerts(_done_order(self.tree), self.alert_kw.get('dead', 0.5))   # alerts inside an epoch, in the order outputs appear
+        self.live = LiveAlerts(_done_order(self.tree), (self.alerts or {}).get('dead', 0.5))   # alerts inside an epoch, in the order outputs appear
         self.hm_xb,self.hm_info = heatmap_samples(self.learn, self.heatmaps)
-        if self.serving: print(f"fastexplorer: explore this run at {self.serve(port=self.port)}")
+        if self.serve: print(f"fastexplorer: explore this run at {self.explore(port=self.port)}")
     except BaseException as e: self._close_writer('failed', e); raise
 
 # %% ../nbs/03f_callback.ipynb #286bcaf2
@@ -191,7 +188,7 @@ def _close_writer(self:ExplorerCallback, status:str|None=None, e:BaseException|N
     if w is None or w.lock is None: return
     try:
         if status is not None: w.write_manifest(status=status, **({} if e is None else {'error': f"{type(e).__name__}: {e}"}))
-    except Exception as x: warnings.warn(f"fastexplorer could not record the end of the run in {self.folder}: {x}")
+    except Exception as x: warnings.warn(f"fastexplorer could not record the end of the run in {self.path}: {x}")
     finally: w.close()
 
 # %% ../nbs/03f_callback.ipynb #54f86711
@@ -204,12 +201,12 @@ def _heatmaps(self:ExplorerCallback):
 
 # %% ../nbs/03f_callback.ipynb #47efe534
 @patch
-def serve(self:ExplorerCallback, host:str='127.0.0.1', port:int=8000, legacy_client:bool=False)->str:
+def explore(self:ExplorerCallback, host:str='127.0.0.1', port:int=8000, legacy_client:bool=False)->str:
     "Serve the explorer for this run folder from a background thread and return its URL (with the original client's websocket if `legacy_client`)"
     from fastexplorer.explorer import ExplorerServer
     if self.writer is None: raise ValueError("nothing to serve yet: the run folder is created when the first fit starts")
     if self.server is not None and self.server.legacy_client != legacy_client: self.server.stop(); self.server = None
-    if self.server is None: self.server = ExplorerServer(self.folder, host, port, legacy_client=legacy_client)
+    if self.server is None: self.server = ExplorerServer(self.path, host, port, legacy_client=legacy_client)
     return self.server.url
 
 # %% ../nbs/03f_callback.ipynb #e94439e3
@@ -264,7 +261,7 @@ def _abort(self:ExplorerCallback, e:BaseException):
     try:
         self._close_steps()
         if self.epoch_started: self._write_epoch(partial=True)
-    except Exception as w: warnings.warn(f"fastexplorer could not record the end of the run in {self.folder}: {w}")
+    except Exception as w: warnings.warn(f"fastexplorer could not record the end of the run in {self.path}: {w}")
     finally: self._close_writer('cancelled' if isinstance(e, KeyboardInterrupt) else 'failed', e)
 
 # %% ../nbs/03f_callback.ipynb #55ee8e1a
@@ -302,7 +299,7 @@ def before_batch(self:ExplorerCallback):
         self._eager()
         for m,i in ((m, self.ids[id(m)]) for m in self.mods.values()):
             self.handles.append(m.register_forward_hook(partial(_hook, st, i)))
-        custom_hooks(self.cstats, self.customs, self.mods, self.handles, '' if self.training else 'valid_')
+        custom_hooks(self.cstats, self.custom, self.mods, self.handles, '' if self.training else 'valid_')
     except BaseException: self._remove_hooks(); raise
 
 def _hook(st:ActStats, i:int, m, inp, out): st.add(i, m, out, inp)
@@ -328,14 +325,14 @@ def _grad_scale(self:ExplorerCallback)->float:
 def after_backward(self:ExplorerCallback):
     "On a sampled training batch: gradient statistics (unscaled), custom parameter statistics, the weights before the step"
     if not (self.sampled and self.training): return
-    sc = self._grad_scale() if self.grads or self.customs else 1.   # one read of the loss scale (a device sync)
+    sc = self._grad_scale() if self.grads or self.custom else 1.   # one read of the loss scale (a device sync)
     if self.grads:
         self._pending = self.pstats.state() if sc != 1. else None   # taken back if the loss scaler skips the step
         self.pstats.grads(sc)
         # gradients broke with finite activations (NaN in these was traced in `after_pred`): the backward is traced, once;
         # not under a loss scaler, whose overflowing steps are skipped by design
         if not self.traced and sc == 1. and self.pstats.nonfinite: self._trace_nonfinite(backward=True)
-    if self.customs: custom_params(self.cstats, self.customs, self.pkeys, self.ps, sc)
+    if self.custom: custom_params(self.cstats, self.custom, self.pkeys, self.ps, sc)
     if self.updates: self.pstats.snapshot()
     self.step_cancelled = False
 
@@ -374,7 +371,7 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
     for k,st in self.cstats.finish().items(): stats.setdefault(k, {}).update(st)
     n,self.epoch_started = self.n_epochs + 1,False   # counted once written: a failed write is not skipped by the next fit
     doc = epoch_doc(self.tree, n, stats, _recorder_row(self.learn) if not partial else {},
-                    self._origin_alerts(n) + find_alerts(self.tree, stats, **self.alert_kw), fit=len(self.writer.manifest['fits']) - 1,
+                    self._origin_alerts(n) + find_alerts(self.tree, stats, **(self.alerts or {})), fit=len(self.writer.manifest['fits']) - 1,
                     partial=partial, sampled={'train': self.act.batches, 'valid': self.vact.batches if self.vact else 0},
                     hist={'bins': self.hist_bins, 'range': list(self.hist_range)}, **self._scale_info())
     if not partial and (hm := self._heatmaps()) is not None: doc['heatmaps'] = hm
@@ -392,9 +389,9 @@ def after_epoch(self:ExplorerCallback):
     "Flush the step series, write a weight snapshot if asked, combine the ranks' statistics and write the epoch file"
     if not (self.active and self.epoch_started): return   # an epoch cancelled before it began (fastai's `start_epoch`): nothing to write
     self._flush_steps()
-    if self.keep_snapshots and self.writer is not None:   # on disk, not in memory: a run of any length costs no RAM
+    if self.snapshots and self.writer is not None:   # on disk, not in memory: a run of any length costs no RAM
         w = torch.cat([p.detach().reshape(-1).float().cpu() for p in {id(p): p for p in unwrap_model(self.learn.model).parameters()}.values()])
-        self.snapshots.append(self.writer.write_snapshot(self.n_epochs + 1, w.numpy()))
+        self.snapshot_files.append(self.writer.write_snapshot(self.n_epochs + 1, w.numpy()))
     try:
         if not self.partial: self._all_reduce()        # a collective: every rank, once per completed epoch
         self._write_epoch(partial=self.partial)
@@ -503,7 +500,7 @@ def _origin_alerts(self:ExplorerCallback, epoch:int)->list:
 @patch
 def add_stat(self:ExplorerCallback, f, on:str='out', name:str|None=None):
     "Register the custom statistic `f` on `on` ('out', 'in', 'weight' or 'grad'); returns the callback"
-    self.customs = custom_stats([*self.customs, CustomStat(f, on, name)])
+    self.custom = custom_stats([*self.custom, CustomStat(f, on, name)])
     return self
 
 # %% ../nbs/03f_callback.ipynb #eeeb19c0
@@ -512,7 +509,7 @@ def _all_reduce(self:ExplorerCallback):
     "Combine this epoch's statistics over the ranks, when there are several (a collective: every rank, once per epoch)"
     if not _distributed(): return
     c = all_reduce_stats([self.act, self.vact], {'skipped_steps': self.skipped_steps})
-    if self.customs: all_reduce_custom(self.cstats)
+    if self.custom: all_reduce_custom(self.cstats)
     if self.record_steps: self.queue.flush(); self.queue.gather()
     self.skipped_steps,self.ranks = c['skipped_steps'],dist.get_world_size()
 
@@ -579,7 +576,7 @@ def explore(self:Learner,
     "Serve the explorer for this Learner's `ExplorerCallback` run folder, show it inline in a notebook, and return its URL"
     cb = getattr(self, 'explorer', None)
     if cb is None: raise ValueError("this Learner has no ExplorerCallback: add one with `cbs=ExplorerCallback('runs/name')` and fit first")
-    url = cb.serve(host, port, legacy_client)
+    url = cb.explore(host, port, legacy_client)
     if inline if inline is not None else _in_notebook():
         from IPython.display import IFrame, display
         display(IFrame(url, width='100%', height=height))
