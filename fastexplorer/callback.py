@@ -150,7 +150,7 @@ def _open_run(self:ExplorerCallback, model):
         self.writer.write_representation(rep.get_dict())
         self.tree = rep.data.get_dict()
         self.live = LiveAlerts(_done_order(self.tree), (self.alerts or {}).get('dead', 0.5))   # alerts inside an epoch, in the order outputs appear
-        self.hm_xb,self.hm_info = heatmap_samples(self.learn, self.heatmaps)
+        self.heatmap_xb,self.heatmap_info = heatmap_samples(self.learn, self.heatmaps)
         if self.serve: print(f"fastexplorer: explore this run at {self.explore(port=self.port)}")
     except BaseException as e: self._close_writer('failed', e); raise
 
@@ -195,9 +195,9 @@ def _close_writer(self:ExplorerCallback, status:str|None=None, e:BaseException|N
 @patch
 def _heatmaps(self:ExplorerCallback):
     "This epoch's activation maps of the fixed validation samples, or `None` when the model's input is not an image batch"
-    if self.hm_xb is None: return None
-    return {'size': self.heatmap_size, 'samples': self.hm_info,
-            'layers': activation_maps(unwrap_model(self.learn.model), self.hm_xb, self.heatmap_size)}
+    if self.heatmap_xb is None: return None
+    return {'size': self.heatmap_size, 'samples': self.heatmap_info,
+            'layers': activation_maps(unwrap_model(self.learn.model), self.heatmap_xb, self.heatmap_size)}
 
 # %% ../nbs/03f_callback.ipynb #47efe534
 @patch
@@ -274,11 +274,11 @@ def before_epoch(self:ExplorerCallback):
               elementwise=[i for i,m in enumerate(self.mods.values()) if self.layers is None and maybe_elementwise(m)])
     steps = self.record_steps
     self.act = ActStats(len(self.keys), dev, steps=steps, sites=self.sites, **kw)
-    self.vact = ActStats(len(self.keys), dev, steps=steps, sites=self.sites, **kw) if self.valid else None
+    self.valid_act = ActStats(len(self.keys), dev, steps=steps, sites=self.sites, **kw) if self.valid else None
     self.pstats = ParamStats(self.ps, steps=steps)
     self.cstats = CustomStats()
     self.epoch_started,self.partial,self.sampled,self.step_cancelled = True,False,False,False
-    self.ranks,self.skipped_steps,self._pending = 1,0,None
+    self.ranks,self.skipped_steps,self._grads_before = 1,0,None
     if self.live is not None: self.live.reset()
 
 @patch
@@ -294,7 +294,7 @@ def before_batch(self:ExplorerCallback):
     self.sampled = self._sampling()
     if not self.sampled: return
     if not self.traced: self._rng = _rng_states(unwrap_model(self.learn.model))   # to run this batch again if it makes the first NaN
-    st = self.act if self.training else self.vact
+    st = self.act if self.training else self.valid_act
     try:
         self._eager()
         for m,i in ((m, self.ids[id(m)]) for m in self.mods.values()):
@@ -309,7 +309,7 @@ def after_pred(self:ExplorerCallback):
     "Remove the hooks and gather the batch's activation rows; trace the first non-finite activation to its origin"
     if not self.sampled: return
     self._remove_hooks()
-    st = self.act if self.training else self.vact
+    st = self.act if self.training else self.valid_act
     self._step_act = st.flush()
     if not self.traced and st.nonfinite is not None and bool(st.nonfinite): self._trace_nonfinite()
 
@@ -327,7 +327,7 @@ def after_backward(self:ExplorerCallback):
     if not (self.sampled and self.training): return
     sc = self._grad_scale() if self.grads or self.custom else 1.   # one read of the loss scale (a device sync)
     if self.grads:
-        self._pending = self.pstats.state() if sc != 1. else None   # taken back if the loss scaler skips the step
+        self._grads_before = self.pstats.state() if sc != 1. else None   # taken back if the loss scaler skips the step
         self.pstats.grads(sc)
         # gradients broke with finite activations (NaN in these was traced in `after_pred`): the backward is traced, once;
         # not under a loss scaler, whose overflowing steps are skipped by design
@@ -365,14 +365,14 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
     if self.writer is None: self.n_epochs,self.epoch_started = self.n_epochs + 1,False; return None   # a rank that does not write
     stats = {}
     for k,st in self.act.finish(self.keys).items(): stats.setdefault(k, {})['act'] = st
-    if self.vact is not None:
-        for k,st in self.vact.finish(self.keys).items(): stats.setdefault(k, {})['valid_act'] = st
+    if self.valid_act is not None:
+        for k,st in self.valid_act.finish(self.keys).items(): stats.setdefault(k, {})['valid_act'] = st
     for k,st in self.pstats.finish(self.pkeys).items(): stats.setdefault(k, {}).update(st)
     for k,st in self.cstats.finish().items(): stats.setdefault(k, {}).update(st)
     n,self.epoch_started = self.n_epochs + 1,False   # counted once written: a failed write is not skipped by the next fit
     doc = epoch_doc(self.tree, n, stats, _recorder_row(self.learn) if not partial else {},
                     self._origin_alerts(n) + find_alerts(self.tree, stats, **(self.alerts or {})), fit=len(self.writer.manifest['fits']) - 1,
-                    partial=partial, sampled={'train': self.act.batches, 'valid': self.vact.batches if self.vact else 0},
+                    partial=partial, sampled={'train': self.act.batches, 'valid': self.valid_act.batches if self.valid_act else 0},
                     hist={'bins': self.hist_bins, 'range': list(self.hist_range)}, **self._scale_info())
     if not partial and (hm := self._heatmaps()) is not None: doc['heatmaps'] = hm
     fname = self.writer.write_epoch(doc, steps=self.n_steps)
@@ -508,7 +508,7 @@ def add_stat(self:ExplorerCallback, f, on:str='out', name:str|None=None):
 def _all_reduce(self:ExplorerCallback):
     "Combine this epoch's statistics over the ranks, when there are several (a collective: every rank, once per epoch)"
     if not _distributed(): return
-    c = all_reduce_stats([self.act, self.vact], {'skipped_steps': self.skipped_steps})
+    c = all_reduce_stats([self.act, self.valid_act], {'skipped_steps': self.skipped_steps})
     if self.custom: all_reduce_custom(self.cstats)
     if self.record_steps: self.queue.flush(); self.queue.gather()
     self.skipped_steps,self.ranks = c['skipped_steps'],dist.get_world_size()
@@ -524,8 +524,8 @@ def _amp_skipped(self:ExplorerCallback)->bool:
 def _skip_step(self:ExplorerCallback):
     "Count a step the loss scaler skipped, and take back the gradient statistics recorded for it"
     self.skipped_steps += 1
-    if self._pending is not None and self.sampled and self.training: self.pstats.restore(self._pending)
-    self._pending = None
+    if self._grads_before is not None and self.sampled and self.training: self.pstats.restore(self._grads_before)
+    self._grads_before = None
 
 @patch
 def _scale_info(self:ExplorerCallback)->dict:
@@ -555,7 +555,7 @@ def _compiled_again(self:ExplorerCallback):
 def after_cancel_batch(self:ExplorerCallback):
     "A batch cancelled before `after_pred`: its hooks come off, and its unflushed rows are dropped"
     self._remove_hooks()
-    for st in (getattr(self, 'act', None), getattr(self, 'vact', None)):
+    for st in (getattr(self, 'act', None), getattr(self, 'valid_act', None)):
         if isinstance(st, ActStats): st.rows,st.idx,st.sizes,st.ncalls = [],[],[],{}
 
 # %% ../nbs/03f_callback.ipynb #e4a0cced

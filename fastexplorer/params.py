@@ -8,7 +8,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/params.html.md"""
 from __future__ import annotations
 import math
 import torch
-from fastcore.basics import patch
+from fastcore.basics import patch, store_attr
 
 # %% auto #0
 __all__ = ['grad_rows', 'weight_stats', 'ParamStats']
@@ -54,7 +54,8 @@ def weight_stats(p:torch.Tensor)->dict:
 class ParamStats:
     "One epoch's gradient and update statistics of parameters `ps`; with `steps`, each sampled step's too (`take_step`)"
     def __init__(self, ps:list, steps:bool=False):
-        self.ps,self.keep_steps,self.step = ps,steps,None
+        store_attr()
+        self.step = None   # the sampled step's `GRAD_STATS` rows, with `steps`
         dev = ps[0].device if ps else 'cpu'
         self.dt = torch.float32 if torch.device(dev).type == 'mps' else torch.float64
         n = len(ps)
@@ -89,7 +90,7 @@ class ParamStats:
         self.gsum.index_add_(0, idx, torch.stack([s / n, norm, std, zeros / n], 1))
         self.gmax.scatter_reduce_(0, idx, amax, 'amax')
         for i in live: self.gsteps[i] += 1
-        if self.keep_steps:                                # norm, max |g|, NaN, Inf, update ratio (after the step)
+        if self.steps:                                     # norm, max |g|, NaN, Inf, update ratio (after the step)
             self.step = torch.full((len(self.ps), 5), math.nan, dtype=self.dt, device=G.device)
             self.step[idx, :2] = torch.stack([norm, amax], 1)
             self.step[idx, 2:4] = torch.tensor([[self.nan[i] - nan0[i], self.inf[i] - inf0[i]] for i in live], dtype=self.dt).to(G.device)

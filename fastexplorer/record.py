@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from fastai.callback.core import Callback, CancelBatchException, CancelEpochException, CancelFitException
 from fastai.learner import Learner
-from fastcore.basics import ifnone, patch
+from fastcore.basics import ifnone, patch, store_attr
 from .core import *
 from .core import _close
 from .probe import unwrap_model, _first_tensor
@@ -63,8 +63,8 @@ class RawRecorder(Callback):
         if not (reduction is None or reduction in _SUMMED or callable(reduction)):
             raise ValueError(f"`reduction` must be 'mean', 'sum', None or a callable `f(acc, x)`, not {reduction!r}")
         if condition is not None and not callable(condition): raise TypeError(f"`condition` must be a callable `f(xb, yb)`, not {type(condition).__name__}")
-        self.layers,self.condition,self.reduction,self.train,self.valid = layers,condition,reduction,train,valid
-        self.handles,self.tensor_handles,self.paths,self.net,self.lrn = [],[],[],None,None
+        store_attr()
+        self.handles,self.tensor_handles,self.paths,self.net,self.hooked_learn = [],[],[],None,None
         self.mask,self.in_batch = True,False
         self.reset()
 
@@ -147,7 +147,7 @@ def _root_pre(self:RawRecorder, m, args):
     "Before the model's forward: evaluate `condition` on this batch and keep its mask for the layers' hooks"
     self.mask = True
     if self.condition is None: return
-    learn,yb = self.lrn,None
+    learn,yb = self.hooked_learn,None   # the Learner `attach` was given: its targets reach the condition
     if learn is not None and (self.in_batch or _same_inputs(getattr(learn, 'xb', None), args)): yb = getattr(learn, 'yb', None)
     t = _first_tensor(args)
     try: res = self.condition(args, yb)
@@ -162,7 +162,7 @@ def attach(self:RawRecorder, model, learn=None):
     net = _model_of(model)
     mods = select_modules(net, self.layers)
     if not mods: raise ValueError(f"{self.layers!r} selects no module of this {type(net).__name__}")
-    self.net,self.lrn,self.paths = net,learn,list(mods)
+    self.net,self.hooked_learn,self.paths = net,learn,list(mods)
     try:
         self.handles.append(net.register_forward_pre_hook(self._root_pre, prepend=True))
         for p,m in mods.items(): self.handles.append(self._register(p, m))

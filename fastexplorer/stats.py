@@ -10,7 +10,7 @@ import math
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
-from fastcore.basics import patch
+from fastcore.basics import patch, store_attr
 from .core import *
 from .probe import *
 from .probe import _first_tensor
@@ -219,12 +219,12 @@ class ActStats:
     def __init__(self, n:int, device, bins:int=40, hist_range=(-10., 10.), near_zero:float=0.05, sample:int=4096, steps:bool=False,
                  elementwise=(),   # layers whose calls count only when the output keeps the input's shape (`maybe_elementwise`)
                  sites:CallSites|None=None): # the fit's call sites, shared by its epochs and splits (default: new ones)
-        self.device,self.bins,(self.lo,self.hi),self.near_zero,self.keep_steps = device,bins,hist_range,near_zero,steps
+        store_attr('device,bins,hist_range,near_zero,sample,steps')
         self.sites = sites if sites is not None else CallSites(list(map(str, range(n))))
         self.elementwise = set(elementwise)
         self.dt = torch.float32 if torch.device(device).type == 'mps' else torch.float64
         self.sampler,self.scratch = ElementSampler(sample),{}
-        self.n = 0
+        self.n_rows = 0   # rows the accumulators hold: one per call site seen
         self.acc = torch.zeros(0, 9 + bins + 2, dtype=self.dt, device=device)
         self.mins,self.maxs = torch.zeros(0, dtype=self.dt, device=device),torch.zeros(0, dtype=self.dt, device=device)
         self.first_bad = torch.zeros(0, dtype=self.dt, device=device)
@@ -235,14 +235,14 @@ class ActStats:
 
     def _grow(self):
         "Rows for the call sites seen since the accumulators were made (a new one is rare: the first batch finds them all)"
-        k = len(self.sites) - self.n
+        k = len(self.sites) - self.n_rows
         if k <= 0: return
         z = lambda fill, *s: torch.full((k, *s), fill, dtype=self.dt, device=self.device)
         self.acc = torch.cat([self.acc, z(0., self.acc.shape[1])])
         self.mins,self.maxs = torch.cat([self.mins, z(math.inf)]),torch.cat([self.maxs, z(-math.inf)])
         self.first_bad = torch.cat([self.first_bad, z(math.inf)])   # the sampled batch in which each row first held NaN or Inf
         self.units += [None] * k; self.umins += [None] * k; self.dims += [None] * k
-        self.n = len(self.sites)
+        self.n_rows = len(self.sites)
 
 # %% ../nbs/03_stats.ipynb #0872896a
 @patch
@@ -252,12 +252,12 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
     j = self.sites.row(i, c)
     self.seq.setdefault(j, len(self.seq))
     try:
-        if j >= self.n: self._grow()
+        if j >= self.n_rows: self._grow()
         x = _first_tensor(o)
         if x is None or x.numel() == 0 or x.is_complex() or x.is_sparse: return
         xi = _first_tensor(inp) if inp is not None else None
         if i in self.elementwise and (xi is None or xi.shape != x.shape): return   # not element-wise after all
-        row = act_row(x, self.sampler, self.bins, self.lo, self.hi, self.near_zero, self.scratch)
+        row = act_row(x, self.sampler, self.bins, *self.hist_range, self.near_zero, self.scratch)
         self.rows.append(row); self.idx.append(j); self.sizes.append(row_n := x.numel())
         made = self.made.get((xi.data_ptr(), xi.shape)) if xi is not None and xi.shape == x.shape else None
         if (d := unit_dim(m, x, made)) is None: return
@@ -273,7 +273,7 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
         v = None if rect else unit_extreme(lo, d, largest=False)
         ok = _fold(self.units, j, u, -math.inf, torch.fmax) and (v is None or _fold(self.umins, j, v, math.inf, torch.fmin))
         if not ok: self.errors[j] = f"unit count changed between batches ({self.units[j].numel()} then {u.numel()})"
-        elif self.keep_steps:
+        elif self.steps:
             su = self.step_units.get(j)
             if su is None: self.step_units[j] = (u, v)
             elif su[0].shape == u.shape: self.step_units[j] = (torch.fmax(su[0], u), None if v is None else torch.fmin(su[1], v))
@@ -298,7 +298,7 @@ def flush(self:ActStats):
     self.rows,self.idx,self.sizes = [],[],[]
     self.first_bad.scatter_reduce_(0, idx, torch.where(full, math.inf, float(self.batches)).to(self.dt), 'amin')
     self.batches += 1
-    if not self.keep_steps:
+    if not self.steps:
         self.acc.index_add_(0, idx, add)
         self.mins.scatter_reduce_(0, idx, torch.where(full, mn, math.inf), 'amin')
         self.maxs.scatter_reduce_(0, idx, torch.where(full, mx, -math.inf), 'amax')
