@@ -10,10 +10,11 @@ import math
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
-from fastcore.basics import patch, store_attr
+from fastcore.basics import patch, store_attr, val2idx
 from .core import *
 from .probe import *
 from .probe import _first_tensor
+from .stepdb import ACT_STATS
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'CALL_SITES', 'has_own_params', 'maybe_elementwise',
@@ -53,7 +54,22 @@ def select_layers(
     return select_modules(model, layers)
 
 # %% ../nbs/03_stats.ipynb #4d7ed576
-_ROW = ('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero')
+# the columns of a row, `{name: column}`, in their order, written here only: every reader looks a column up by name
+_ROW = val2idx(('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))   # then the histogram
+
+def _cols(t:torch.Tensor, layout:dict)->dict:
+    "`{name: column}` of the named columns of `t` (along its last dimension), which come first in `layout`'s order"
+    return dict(zip(layout, t[..., :len(layout)].unbind(-1)))
+
+_PLACED = {}   # `{names: (layout, index)}`: where the columns computed as `names` go in `_ROW` (`None`: where they are)
+
+def _as_row(row:torch.Tensor, names:tuple)->torch.Tensor:
+    "`row`, whose first columns hold the statistics `names` in the order they were computed (the counts after them), with those in `_ROW`'s order"
+    c = _PLACED.get(names)
+    if c is None or c[0] is not _ROW:
+        p = [names.index(k) for k in _ROW]
+        c = _PLACED[names] = _ROW,(None if p == list(range(len(p))) else p)
+    return row if c[1] is None else torch.cat([row[c[1]], row[len(names):]])
 
 class ElementSampler:
     "Fixed random element indices, one set per tensor size and device, from a private generator (the global RNG is untouched)"
@@ -108,8 +124,8 @@ def _row_finite(xf, xs, seen, buckets, buf)->torch.Tensor:
     c = q - s * m                                                    # the centred sum of squares, from the plain one…
     # …where the mean's part is at most half of it, so that at most one bit cancels; else centre first (one pass more)
     if not s * m <= q / 2: c = torch.square(torch.sub(xf, m, out=buf), out=buf).sum().item()
-    head = torch.tensor([0, n, xs.numel(), s, c, a, mn, mx, m], dtype=torch.float64)
-    return torch.cat([head, _near_hist(xs, buckets)])
+    row = torch.cat([torch.tensor([0, n, xs.numel(), s, c, a, mn, mx, m], dtype=torch.float64), _near_hist(xs, buckets)])
+    return _as_row(row, ('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))
 
 def _row_masked(xf, xs, buckets, buf)->torch.Tensor:
     "`act_row` with NaN and Inf masked out, on any device and without reading a value back (no device synchronisation)"
@@ -125,7 +141,8 @@ def _row_masked(xf, xs, buckets, buf)->torch.Tensor:
     a = torch.abs(xz, out=buf).sum()
     sfin = torch.isfinite(xs)
     dt = buckets[1].dtype
-    return torch.cat([torch.stack([nan, nf, sfin.sum()]).to(dt), torch.stack([s, c, a, mn, mx, m]).to(dt), _near_hist(xs, buckets, sfin)])
+    row = torch.cat([torch.stack([nan, nf, sfin.sum()]).to(dt), torch.stack([s, c, a, mn, mx, m]).to(dt), _near_hist(xs, buckets, sfin)])
+    return _as_row(row, ('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))
 
 def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., hi:float=10., near_zero:float=0.05, scratch:dict|None=None):
     "Statistics of activation `x` as one float64 tensor on its device: the `_ROW` columns, then `bins`+2 histogram counts (the outer two: below `lo`, from `hi` up)"
@@ -214,6 +231,10 @@ class CallSites:
         if j >= self.n: return next(c + 1 for (i,c),r in self.extra.items() if r == j)
         return 1 if any(i == j for i,_ in self.extra) else None
 
+# the accumulators' columns, a row per call site (then the histogram's counts), and those of a batch's own, with its extrema
+_ACC = val2idx(('n', 'nan', 'finite', 'sample_n', 'near_zero', 'sum', 'sumsq', 'abssum', 'calls'))
+_RAW = val2idx((*_ACC, 'min', 'max'))
+
 class ActStats:
     "One epoch's activation statistics of `n` layers (a row per call site: `sites`), accumulated on `device`"
     def __init__(self, n:int, device, bins:int=40, hist_range=(-10., 10.), near_zero:float=0.05, sample:int=4096, steps:bool=False,
@@ -225,7 +246,7 @@ class ActStats:
         self.dt = torch.float32 if torch.device(device).type == 'mps' else torch.float64
         self.sampler,self.scratch = ElementSampler(sample),{}
         self.n_rows = 0   # rows the accumulators hold: one per call site seen
-        self.acc = torch.zeros(0, 9 + bins + 2, dtype=self.dt, device=device)
+        self.acc = torch.zeros(0, len(_ACC) + bins + 2, dtype=self.dt, device=device)
         self.mins,self.maxs = torch.zeros(0, dtype=self.dt, device=device),torch.zeros(0, dtype=self.dt, device=device)
         self.first_bad = torch.zeros(0, dtype=self.dt, device=device)
         self.units,self.umins,self.dims,self.errors,self.step_units = [],[],[],{},{}
@@ -265,7 +286,7 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
         x = x.detach() if x.dtype == torch.float32 else x.detach().float()
         rect = isinstance(m, RECTIFIERS)
         if not rect: x = x.narrow(0, 0, min(UNIT_SAMPLES, x.shape[0]))   # extrema of the first samples: does a unit vary?
-        if x.device.type != 'cpu' or float(row[1]) != row_n:   # NaN and Inf never reach a unit's extrema (a read only on the CPU)
+        if x.device.type != 'cpu' or float(row[_ROW['finite']]) != row_n:   # NaN and Inf never reach a unit's extrema (a read only on the CPU)
             fin = torch.isfinite(x)
             hi,lo = torch.where(fin, x, -math.inf),torch.where(fin, x, math.inf)
         else: hi = lo = x
@@ -289,10 +310,12 @@ def flush(self:ActStats):
     R = torch.stack(self.rows)
     idx = torch.tensor(self.idx, device=R.device)
     n = torch.tensor(self.sizes, dtype=self.dt, device=R.device)
-    nan,nf,sn,s,c,a,mn,mx,m,nz = R[:, :10].unbind(1)
-    m2 = c - (n - nf) * m * m                      # take off the m² each masked element added
-    q = m2 + nf * m * m                            # sum of squares, built from the centred part
-    add = torch.cat([torch.stack([n, nan, nf, sn, nz, s, q, a, torch.ones_like(n)], 1), R[:, 10:]], 1)
+    r = _cols(R, _ROW)
+    nf,m,mn,mx = r['finite'],r['mean_b'],r['min'],r['max']
+    m2 = r['m2'] - (n - nf) * m * m                # take off the m² each masked element added
+    v = dict(n=n, nan=r['nan'], finite=nf, sample_n=r['sample_n'], near_zero=r['near_zero'], sum=r['sum'],
+             sumsq=m2 + nf * m * m, abssum=r['abssum'], calls=torch.ones_like(n))   # the sum of squares, from the centred part
+    add = torch.cat([torch.stack([v[k] for k in _ACC], 1), R[:, len(_ROW):]], 1)
     full = nf == n
     self.nonfinite = (~full).any()                 # on the device: whether this batch held NaN or Inf anywhere
     self.rows,self.idx,self.sizes = [],[],[]
@@ -309,7 +332,8 @@ def flush(self:ActStats):
     maxs = torch.full_like(self.maxs, -math.inf).scatter_reduce_(0, idx, torch.where(full, mx, -math.inf), 'amax')
     self.acc += acc; torch.minimum(self.mins, mins, out=self.mins); torch.maximum(self.maxs, maxs, out=self.maxs)
     units,self.step_units = self.step_units,{}
-    return torch.cat([acc, mins[:, None], maxs[:, None]], 1),units
+    raw = _cols(acc, _ACC) | {'min': mins, 'max': maxs}
+    return torch.cat([torch.stack([raw[k] for k in _RAW], 1), acc[:, len(_ACC):]], 1),units
 
 # %% ../nbs/03_stats.ipynb #79ddc3c6
 def _unit_stats(umax:torch.Tensor, umin, dim:int, max_units:int=1024)->dict:
@@ -330,14 +354,16 @@ def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
     keys += [site_key(keys[i], c + 1) for i,c in self.sites.extra]   # in row order: rows are numbered as sites are found
     res = {}
     for i,key in enumerate(keys):
-        n,nan,nf,sn,nz,s,q,a,calls,below,*hist,above = acc[i]
+        c = dict(zip(_ACC, acc[i]))
+        below,*hist,above = acc[i][len(_ACC):]
+        n,nan,nf,sn,s,calls = c['n'],c['nan'],c['finite'],c['sample_n'],c['sum'],c['calls']
         if i in self.errors and not calls: res[key] = {'unsupported': self.errors[i]}; continue
         if not calls: continue
         mean = s / nf if nf else None
-        var = (q - s * s / nf) / (nf - 1) if nf > 1 else None
+        var = (c['sumsq'] - s * s / nf) / (nf - 1) if nf > 1 else None
         st = {'n': int(n), 'nan': int(nan), 'inf': int(n - nf - nan), 'calls': int(calls), 'mean': mean,
               'std': math.sqrt(max(var, 0.)) if var is not None else None, 'min': mins[i], 'max': maxs[i],
-              'abs_mean': a / nf if nf else None, 'near_zero': nz / sn if sn else None,
+              'abs_mean': c['abssum'] / nf if nf else None, 'near_zero': c['near_zero'] / sn if sn else None,
               'hist': [int(h) for h in hist], 'hist_n': int(sn), 'hist_out': [int(below), int(above)]}
         st['hist'][0] += st['hist_out'][0]; st['hist'][-1] += st['hist_out'][1]   # values outside count in the edge bins
         if nf < n and math.isfinite(bad[i]):   # the epoch's sampled batch (from 0) where it first held one, and its output's rank in it
@@ -356,17 +382,20 @@ def dead_fraction(umax:torch.Tensor, umin:torch.Tensor|None=None)->torch.Tensor:
     seen = (umax > -math.inf).sum()
     return torch.where(seen > 0, dead_mask(umax, umin).sum() / seen.clamp(min=1), math.nan)
 
+_STEP_ROW = val2idx(('calls', *ACT_STATS))   # the columns of `step_row`, then the histogram
+
 def step_row(raw:torch.Tensor, units:dict)->torch.Tensor:
-    "One batch's statistics per layer from what `ActStats.flush` returns: calls, the `ACT_STATS` (NaN where undefined), then the histogram"
-    acc,mins,maxs = raw[:, :-2],raw[:, -2],raw[:, -1]
+    "One batch's statistics per layer from what `ActStats.flush` returns: the `_STEP_ROW` columns (whether it ran, then the `ACT_STATS`, NaN where undefined), then the histogram"
+    c = _cols(raw, _RAW)
+    n,nan,nf,sn,s,mins,maxs = c['n'],c['nan'],c['finite'],c['sample_n'],c['sum'],c['min'],c['max']
     silent = torch.full_like(mins, math.nan)
     if units:
         k = torch.tensor(list(units), device=silent.device)
         silent[k] = torch.stack([dead_fraction(u, v).to(silent.dtype) for u,v in units.values()])
-    n,nan,nf,sn,nz,s,q,a,calls = acc[:, :9].unbind(1)
     none,nf1 = torch.full_like(n, math.nan),nf.clamp(min=1)
-    std = ((q - s * s / nf1) / (nf - 1).clamp(min=1)).clamp(min=0).sqrt()
-    cols = [calls, n, nan, n - nf - nan, torch.where(nf > 0, s / nf1, none), torch.where(nf > 1, std, none),
-            torch.where(mins.isfinite(), mins, none), torch.where(maxs.isfinite(), maxs, none),
-            torch.where(nf > 0, a / nf1, none), torch.where(sn > 0, nz / sn.clamp(min=1), none), silent]
-    return torch.cat([torch.stack(cols, 1), acc[:, 9:]], 1)
+    std = ((c['sumsq'] - s * s / nf1) / (nf - 1).clamp(min=1)).clamp(min=0).sqrt()
+    v = dict(calls=c['calls'], n=n, nan=nan, inf=n - nf - nan, mean=torch.where(nf > 0, s / nf1, none), std=torch.where(nf > 1, std, none),
+             min=torch.where(mins.isfinite(), mins, none), max=torch.where(maxs.isfinite(), maxs, none),
+             abs_mean=torch.where(nf > 0, c['abssum'] / nf1, none), near_zero=torch.where(sn > 0, c['near_zero'] / sn.clamp(min=1), none),
+             silent_frac=silent)
+    return torch.cat([torch.stack([v[k] for k in _STEP_ROW], 1), raw[:, len(_RAW):]], 1)
