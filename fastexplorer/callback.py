@@ -12,8 +12,7 @@ from functools import partial
 import torch
 import torch.distributed as dist
 from torch import nn
-from fastai.callback.core import (Callback, CancelBatchException, CancelTrainException, CancelValidException, CancelEpochException,
-                                  CancelFitException, CancelStepException, CancelBackwardException)
+from fastai.callback.core import Callback
 from fastai.learner import Learner, Recorder
 from fastcore.basics import patch, store_attr
 from fastai.torch_core import rank_distrib
@@ -99,7 +98,7 @@ class ExplorerCallback(Callback):
         store_attr(but='hist_range,custom')
         self.hist_range,self.custom = tuple(hist_range),custom_stats(custom)
         self.server,self.snapshot_files = None,[]   # the explorer's server (see `explore`); the weight snapshots written
-        self.writer,self.tree,self.n_epochs,self.handles,self.active,self.opened = None,None,0,[],False,False
+        self.writer,self.tree,self.n_epochs,self.hooks,self.active,self.opened = None,None,0,HookGuard(),False,False
         self.queue,self.n_steps,self._step_act = None,0,None
         self.record_steps,self.n_fits,self.live = False,0,None
         self.traced,self.origin,self._rng = False,None,(None, None)
@@ -131,7 +130,7 @@ def before_fit(self:ExplorerCallback):
     self.opened = True
     try: self._prepare_fit(model, mods)
     except BaseException as e: self._close_writer('failed', e); raise
-    self._install_guard()
+    self.hooks = HookGuard.of(self.learn, self, on_error=self._abort)   # the batch's hooks come off however it ends
     self.active = True
 
 # %% ../nbs/03f_callback.ipynb #ca2f5a5c
@@ -209,53 +208,11 @@ def explore(self:ExplorerCallback, host:str='127.0.0.1', port:int=8000, legacy_c
     if self.server is None: self.server = ExplorerServer(self.path, host, port, legacy_client=legacy_client)
     return self.server.url
 
-# %% ../nbs/03f_callback.ipynb #e94439e3
-_CANCELS = (CancelBatchException, CancelTrainException, CancelValidException, CancelEpochException, CancelFitException,
-            CancelStepException, CancelBackwardException)      # fastai's own way to stop: it sends our `after_cancel_` events
-_GUARDED = ('_do_epoch', '_call_one')   # what runs the model, the loss and the optimiser; what runs every callback's events
-
-@patch
-def _install_guard(self:ExplorerCallback):
-    "Wrap the learner's `_do_epoch` and `_call_one` so that any exception escaping an epoch or another callback's event is seen here first"
-    learn,self._own = self.learn,{}
-    for name in _GUARDED:
-        own = learn.__dict__.get(name)
-        if hasattr(own, 'fastexplorer_saved'): own = own.fastexplorer_saved   # a guard left by a fit that died outside its sight
-        self._own[name] = own
-        setattr(learn, name, _guarded(self, own if own is not None else getattr(learn, name), own))
-
-def _guarded(self:ExplorerCallback, inner, own):
-    def f(*args, **kwargs):
-        try: return inner(*args, **kwargs)
-        except _CANCELS: raise
-        except BaseException as e:
-            self._abort(e)
-            raise
-    f.fastexplorer_saved = own
-    return f
-
-@patch
-def _remove_guard(self:ExplorerCallback):
-    "Put back the Learner's own `_do_epoch` and `_call_one`"
-    learn = self.learn
-    if learn is None: return
-    for name,own in getattr(self, '_own', {}).items():
-        if name not in learn.__dict__: continue
-        if own is None: del learn.__dict__[name]
-        else: setattr(learn, name, own)
-
 # %% ../nbs/03f_callback.ipynb #b33add0d
 @patch
-def _remove_hooks(self:ExplorerCallback):
-    "Remove the hooks of a sampled batch, and let compiled code run compiled again"
-    for h in self.handles: h.remove()
-    self.handles = []
-    self._compiled_again()
-
-@patch
 def _abort(self:ExplorerCallback, e:BaseException):
-    "Remove hooks, write what was recorded of the epoch as partial, mark the run failed or cancelled with the error, and release the folder"
-    self._remove_hooks(); self._remove_guard()
+    "Leave the hook guard, write what was recorded of the epoch as partial, mark the run failed or cancelled with the error, and release the folder"
+    self.hooks.leave(self)
     if not self.active: return
     self.active = False
     try:
@@ -295,12 +252,10 @@ def before_batch(self:ExplorerCallback):
     if not self.sampled: return
     if not self.traced: self._rng = _rng_states(unwrap_model(self.learn.model))   # to run this batch again if it makes the first NaN
     st = self.act if self.training else self.valid_act
-    try:
-        self._eager()
-        for m,i in ((m, self.ids[id(m)]) for m in self.mods.values()):
-            self.handles.append(m.register_forward_hook(partial(_hook, st, i)))
-        custom_hooks(self.cstats, self.custom, self.mods, self.handles, '' if self.training else 'valid_')
-    except BaseException: self._remove_hooks(); raise
+    hs = self.hooks[self]                     # removed after the forward, or by the guard however the batch ends
+    if 'torch._dynamo' in sys.modules: hs.append(_Eager())
+    for m,i in ((m, self.ids[id(m)]) for m in self.mods.values()): hs.append(m.register_forward_hook(partial(_hook, st, i)))
+    custom_hooks(self.cstats, self.custom, self.mods, hs, '' if self.training else 'valid_')
 
 def _hook(st:ActStats, i:int, m, inp, out): st.add(i, m, out, inp)
 
@@ -308,7 +263,7 @@ def _hook(st:ActStats, i:int, m, inp, out): st.add(i, m, out, inp)
 def after_pred(self:ExplorerCallback):
     "Remove the hooks and gather the batch's activation rows; trace the first non-finite activation to its origin"
     if not self.sampled: return
-    self._remove_hooks()
+    self.hooks.remove(self)
     st = self.act if self.training else self.valid_act
     self._step_act = st.flush()
     if not self.traced and st.nonfinite is not None and bool(st.nonfinite): self._trace_nonfinite()
@@ -401,7 +356,6 @@ def after_epoch(self:ExplorerCallback):
 @patch
 def after_cancel_fit(self:ExplorerCallback):
     "A cancelled fit: write what was recorded of the epoch as partial and mark the run cancelled"
-    self._remove_hooks()
     if not self.active: return
     self._close_steps()
     if self.epoch_started: self._write_epoch(partial=True)
@@ -410,8 +364,8 @@ def after_cancel_fit(self:ExplorerCallback):
 
 @patch
 def after_fit(self:ExplorerCallback):
-    "Remove hooks and guard, close the step database and the run (finished or cancelled), releasing the folder"
-    self._remove_hooks(); self._remove_guard()
+    "Leave the hook guard, close the step database and the run (finished or cancelled), releasing the folder"
+    self.hooks.leave(self)
     if not self.active: return
     self.active = False
     try: self._close_steps()
@@ -539,22 +493,15 @@ def _scale_info(self:ExplorerCallback)->dict:
     return res
 
 # %% ../nbs/03f_callback.ipynb #5a6d305a
-ExplorerCallback._stance = None
-
-@patch
-def _eager(self:ExplorerCallback):
-    "Run compiled code eagerly until the hooks come off (only if dynamo, hence compiled code, is loaded)"
-    if self._stance is None and 'torch._dynamo' in sys.modules: self._stance = torch.compiler.set_stance('force_eager')
-
-@patch
-def _compiled_again(self:ExplorerCallback):
-    "Leave the eager stance `_eager` entered"
-    if self._stance is not None: st,self._stance = self._stance,None; st.__exit__(None, None, None)
+class _Eager:
+    "Compiled code runs eagerly from here until `remove()`: kept with a sampled batch's hooks (if dynamo, hence compiled code, is loaded), it ends when they come off"
+    def __init__(self): self.stance = torch.compiler.set_stance('force_eager')
+    def remove(self):
+        if self.stance is not None: st,self.stance = self.stance,None; st.__exit__(None, None, None)
 
 @patch
 def after_cancel_batch(self:ExplorerCallback):
-    "A batch cancelled before `after_pred`: its hooks come off, and its unflushed rows are dropped"
-    self._remove_hooks()
+    "A batch cancelled before `after_pred`: its unflushed rows are dropped (its hooks come off with the batch, see `HookGuard`)"
     for st in (getattr(self, 'act', None), getattr(self, 'valid_act', None)):
         if isinstance(st, ActStats): st.rows,st.idx,st.sizes,st.ncalls = [],[],[],{}
 
