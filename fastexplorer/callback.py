@@ -12,10 +12,9 @@ from functools import partial
 import torch
 import torch.distributed as dist
 from torch import nn
-from fastai.callback.core import (Callback, CancelBatchException, CancelTrainException, CancelValidException, CancelEpochException,
-                                  CancelFitException, CancelStepException, CancelBackwardException)
+from fastai.callback.core import Callback
 from fastai.learner import Learner, Recorder
-from fastcore.basics import patch
+from fastcore.basics import patch, store_attr
 from fastai.torch_core import rank_distrib
 from .core import *
 from .probe import *
@@ -83,7 +82,7 @@ class ExplorerCallback(Callback):
         custom=None,            # your own statistics: `{name: f}` on outputs, or `CustomStat`s (see `custom_stats`)
         heatmaps:int=4,         # validation samples whose activation maps are kept each epoch (0: none)
         heatmap_size:int=16,    # maps are pooled to at most this size
-        serve:bool=False,       # serve the explorer for this run from the first fit on (see `serve`)
+        serve:bool=False,       # serve the explorer for this run from the first fit on (see `explore`)
         port:int=8000,          # port of that server (0: any free port)
         snapshots:bool=False,   # write a float32 copy of the weights to the run folder at each epoch end (for `loss_landscape(trajectory=True)`)
         overwrite:bool=False,   # replace a run already in `path` (only the files it wrote are removed)
@@ -96,14 +95,11 @@ class ExplorerCallback(Callback):
                     hist_range, near_zero, alerts, layers)
         if port > 65535: _refuse('port', 'a port from 0 (any free one) to 65535', port)
         if overwrite and resume: _refuse('resume', 'False with `overwrite=True` (which replaces the run `resume` would go on with)', resume)
-        self.folder,self.every,self.layers,self.valid,self.grads,self.updates = path,every,layers,valid,grads,updates
-        self.hist_bins,self.hist_range,self.near_zero,self.sample = hist_bins,tuple(hist_range),near_zero,sample
-        self.alert_kw,self.overwrite,self.resume,self.heatmaps,self.heatmap_size = alerts or {},overwrite,resume,heatmaps,heatmap_size
-        self.serving,self.port,self.server = serve,port,None
-        self.keep_snapshots,self.snapshots = snapshots,[]
-        self.writer,self.tree,self.n_epochs,self.handles,self.active,self.opened = None,None,0,[],False,False
-        self.customs = custom_stats(custom)
-        self.steps,self.queue,self.n_steps,self._step_act = steps,None,0,None
+        store_attr(but='hist_range,custom')
+        self.hist_range,self.custom = tuple(hist_range),custom_stats(custom)
+        self.server,self.snapshot_files = None,[]   # the explorer's server (see `explore`); the weight snapshots written
+        self.writer,self.tree,self.n_epochs,self.hooks,self.active,self.opened = None,None,0,HookGuard(),False,False
+        self.queue,self.n_steps,self._step_act = None,0,None
         self.record_steps,self.n_fits,self.live = False,0,None
         self.traced,self.origin,self._rng = False,None,(None, None)
 
@@ -134,7 +130,7 @@ def before_fit(self:ExplorerCallback):
     self.opened = True
     try: self._prepare_fit(model, mods)
     except BaseException as e: self._close_writer('failed', e); raise
-    self._install_guard()
+    self.hooks = HookGuard.of(self.learn, self, on_error=self._abort)   # the batch's hooks come off however it ends
     self.active = True
 
 # %% ../nbs/03f_callback.ipynb #ca2f5a5c
@@ -143,7 +139,7 @@ def _open_run(self:ExplorerCallback, model):
     "Rank 0: open the run folder and probe the model (the first fit), or take the folder's lock again (a later one)"
     try:
         if self.writer is None:
-            self.writer = RunWriter(self.folder, self.overwrite, self.resume).open(type(model).__name__, every=self.every,
+            self.writer = RunWriter(self.path, self.overwrite, self.resume).open(type(model).__name__, every=self.every,
                                                                                   hist={'bins': self.hist_bins, 'range': list(self.hist_range)})
             w = self.writer                  # `resume`: the run's numbers go on from its last epoch written
             self.n_epochs,self.n_steps,self.n_fits = w.last_epoch,w.last_steps,len(w.manifest['fits'])
@@ -152,9 +148,9 @@ def _open_run(self:ExplorerCallback, model):
         rep = self.learn.to_representation()
         self.writer.write_representation(rep.get_dict())
         self.tree = rep.data.get_dict()
-        self.live = LiveAlerts(_done_order(self.tree), self.alert_kw.get('dead', 0.5))   # alerts inside an epoch, in the order outputs appear
-        self.hm_xb,self.hm_info = heatmap_samples(self.learn, self.heatmaps)
-        if self.serving: print(f"fastexplorer: explore this run at {self.serve(port=self.port)}")
+        self.live = LiveAlerts(_done_order(self.tree), (self.alerts or {}).get('dead', 0.5))   # alerts inside an epoch, in the order outputs appear
+        self.heatmap_xb,self.heatmap_info = heatmap_samples(self.learn, self.heatmaps)
+        if self.serve: print(f"fastexplorer: explore this run at {self.explore(port=self.port)}")
     except BaseException as e: self._close_writer('failed', e); raise
 
 # %% ../nbs/03f_callback.ipynb #286bcaf2
@@ -191,80 +187,38 @@ def _close_writer(self:ExplorerCallback, status:str|None=None, e:BaseException|N
     if w is None or w.lock is None: return
     try:
         if status is not None: w.write_manifest(status=status, **({} if e is None else {'error': f"{type(e).__name__}: {e}"}))
-    except Exception as x: warnings.warn(f"fastexplorer could not record the end of the run in {self.folder}: {x}")
+    except Exception as x: warnings.warn(f"fastexplorer could not record the end of the run in {self.path}: {x}")
     finally: w.close()
 
 # %% ../nbs/03f_callback.ipynb #54f86711
 @patch
 def _heatmaps(self:ExplorerCallback):
     "This epoch's activation maps of the fixed validation samples, or `None` when the model's input is not an image batch"
-    if self.hm_xb is None: return None
-    return {'size': self.heatmap_size, 'samples': self.hm_info,
-            'layers': activation_maps(unwrap_model(self.learn.model), self.hm_xb, self.heatmap_size)}
+    if self.heatmap_xb is None: return None
+    return {'size': self.heatmap_size, 'samples': self.heatmap_info,
+            'layers': activation_maps(unwrap_model(self.learn.model), self.heatmap_xb, self.heatmap_size)}
 
 # %% ../nbs/03f_callback.ipynb #47efe534
 @patch
-def serve(self:ExplorerCallback, host:str='127.0.0.1', port:int=8000, legacy_client:bool=False)->str:
+def explore(self:ExplorerCallback, host:str='127.0.0.1', port:int=8000, legacy_client:bool=False)->str:
     "Serve the explorer for this run folder from a background thread and return its URL (with the original client's websocket if `legacy_client`)"
     from fastexplorer.explorer import ExplorerServer
     if self.writer is None: raise ValueError("nothing to serve yet: the run folder is created when the first fit starts")
     if self.server is not None and self.server.legacy_client != legacy_client: self.server.stop(); self.server = None
-    if self.server is None: self.server = ExplorerServer(self.folder, host, port, legacy_client=legacy_client)
+    if self.server is None: self.server = ExplorerServer(self.path, host, port, legacy_client=legacy_client)
     return self.server.url
-
-# %% ../nbs/03f_callback.ipynb #e94439e3
-_CANCELS = (CancelBatchException, CancelTrainException, CancelValidException, CancelEpochException, CancelFitException,
-            CancelStepException, CancelBackwardException)      # fastai's own way to stop: it sends our `after_cancel_` events
-_GUARDED = ('_do_epoch', '_call_one')   # what runs the model, the loss and the optimiser; what runs every callback's events
-
-@patch
-def _install_guard(self:ExplorerCallback):
-    "Wrap the learner's `_do_epoch` and `_call_one` so that any exception escaping an epoch or another callback's event is seen here first"
-    learn,self._own = self.learn,{}
-    for name in _GUARDED:
-        own = learn.__dict__.get(name)
-        if hasattr(own, 'fastexplorer_saved'): own = own.fastexplorer_saved   # a guard left by a fit that died outside its sight
-        self._own[name] = own
-        setattr(learn, name, _guarded(self, own if own is not None else getattr(learn, name), own))
-
-def _guarded(self:ExplorerCallback, inner, own):
-    def f(*args, **kwargs):
-        try: return inner(*args, **kwargs)
-        except _CANCELS: raise
-        except BaseException as e:
-            self._abort(e)
-            raise
-    f.fastexplorer_saved = own
-    return f
-
-@patch
-def _remove_guard(self:ExplorerCallback):
-    "Put back the Learner's own `_do_epoch` and `_call_one`"
-    learn = self.learn
-    if learn is None: return
-    for name,own in getattr(self, '_own', {}).items():
-        if name not in learn.__dict__: continue
-        if own is None: del learn.__dict__[name]
-        else: setattr(learn, name, own)
 
 # %% ../nbs/03f_callback.ipynb #b33add0d
 @patch
-def _remove_hooks(self:ExplorerCallback):
-    "Remove the hooks of a sampled batch, and let compiled code run compiled again"
-    for h in self.handles: h.remove()
-    self.handles = []
-    self._compiled_again()
-
-@patch
 def _abort(self:ExplorerCallback, e:BaseException):
-    "Remove hooks, write what was recorded of the epoch as partial, mark the run failed or cancelled with the error, and release the folder"
-    self._remove_hooks(); self._remove_guard()
+    "Leave the hook guard, write what was recorded of the epoch as partial, mark the run failed or cancelled with the error, and release the folder"
+    self.hooks.leave(self)
     if not self.active: return
     self.active = False
     try:
         self._close_steps()
         if self.epoch_started: self._write_epoch(partial=True)
-    except Exception as w: warnings.warn(f"fastexplorer could not record the end of the run in {self.folder}: {w}")
+    except Exception as w: warnings.warn(f"fastexplorer could not record the end of the run in {self.path}: {w}")
     finally: self._close_writer('cancelled' if isinstance(e, KeyboardInterrupt) else 'failed', e)
 
 # %% ../nbs/03f_callback.ipynb #55ee8e1a
@@ -277,11 +231,11 @@ def before_epoch(self:ExplorerCallback):
               elementwise=[i for i,m in enumerate(self.mods.values()) if self.layers is None and maybe_elementwise(m)])
     steps = self.record_steps
     self.act = ActStats(len(self.keys), dev, steps=steps, sites=self.sites, **kw)
-    self.vact = ActStats(len(self.keys), dev, steps=steps, sites=self.sites, **kw) if self.valid else None
+    self.valid_act = ActStats(len(self.keys), dev, steps=steps, sites=self.sites, **kw) if self.valid else None
     self.pstats = ParamStats(self.ps, steps=steps)
     self.cstats = CustomStats()
     self.epoch_started,self.partial,self.sampled,self.step_cancelled = True,False,False,False
-    self.ranks,self.skipped_steps,self._pending = 1,0,None
+    self.ranks,self.skipped_steps,self._grads_before = 1,0,None
     if self.live is not None: self.live.reset()
 
 @patch
@@ -297,13 +251,11 @@ def before_batch(self:ExplorerCallback):
     self.sampled = self._sampling()
     if not self.sampled: return
     if not self.traced: self._rng = _rng_states(unwrap_model(self.learn.model))   # to run this batch again if it makes the first NaN
-    st = self.act if self.training else self.vact
-    try:
-        self._eager()
-        for m,i in ((m, self.ids[id(m)]) for m in self.mods.values()):
-            self.handles.append(m.register_forward_hook(partial(_hook, st, i)))
-        custom_hooks(self.cstats, self.customs, self.mods, self.handles, '' if self.training else 'valid_')
-    except BaseException: self._remove_hooks(); raise
+    st = self.act if self.training else self.valid_act
+    hs = self.hooks[self]                     # removed after the forward, or by the guard however the batch ends
+    if 'torch._dynamo' in sys.modules: hs.append(_Eager())
+    for m,i in ((m, self.ids[id(m)]) for m in self.mods.values()): hs.append(m.register_forward_hook(partial(_hook, st, i)))
+    custom_hooks(self.cstats, self.custom, self.mods, hs, '' if self.training else 'valid_')
 
 def _hook(st:ActStats, i:int, m, inp, out): st.add(i, m, out, inp)
 
@@ -311,8 +263,8 @@ def _hook(st:ActStats, i:int, m, inp, out): st.add(i, m, out, inp)
 def after_pred(self:ExplorerCallback):
     "Remove the hooks and gather the batch's activation rows; trace the first non-finite activation to its origin"
     if not self.sampled: return
-    self._remove_hooks()
-    st = self.act if self.training else self.vact
+    self.hooks.remove(self)
+    st = self.act if self.training else self.valid_act
     self._step_act = st.flush()
     if not self.traced and st.nonfinite is not None and bool(st.nonfinite): self._trace_nonfinite()
 
@@ -328,14 +280,14 @@ def _grad_scale(self:ExplorerCallback)->float:
 def after_backward(self:ExplorerCallback):
     "On a sampled training batch: gradient statistics (unscaled), custom parameter statistics, the weights before the step"
     if not (self.sampled and self.training): return
-    sc = self._grad_scale() if self.grads or self.customs else 1.   # one read of the loss scale (a device sync)
+    sc = self._grad_scale() if self.grads or self.custom else 1.   # one read of the loss scale (a device sync)
     if self.grads:
-        self._pending = self.pstats.state() if sc != 1. else None   # taken back if the loss scaler skips the step
+        self._grads_before = self.pstats.state() if sc != 1. else None   # taken back if the loss scaler skips the step
         self.pstats.grads(sc)
         # gradients broke with finite activations (NaN in these was traced in `after_pred`): the backward is traced, once;
         # not under a loss scaler, whose overflowing steps are skipped by design
         if not self.traced and sc == 1. and self.pstats.nonfinite: self._trace_nonfinite(backward=True)
-    if self.customs: custom_params(self.cstats, self.customs, self.pkeys, self.ps, sc)
+    if self.custom: custom_params(self.cstats, self.custom, self.pkeys, self.ps, sc)
     if self.updates: self.pstats.snapshot()
     self.step_cancelled = False
 
@@ -368,14 +320,14 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
     if self.writer is None: self.n_epochs,self.epoch_started = self.n_epochs + 1,False; return None   # a rank that does not write
     stats = {}
     for k,st in self.act.finish(self.keys).items(): stats.setdefault(k, {})['act'] = st
-    if self.vact is not None:
-        for k,st in self.vact.finish(self.keys).items(): stats.setdefault(k, {})['valid_act'] = st
+    if self.valid_act is not None:
+        for k,st in self.valid_act.finish(self.keys).items(): stats.setdefault(k, {})['valid_act'] = st
     for k,st in self.pstats.finish(self.pkeys).items(): stats.setdefault(k, {}).update(st)
     for k,st in self.cstats.finish().items(): stats.setdefault(k, {}).update(st)
     n,self.epoch_started = self.n_epochs + 1,False   # counted once written: a failed write is not skipped by the next fit
     doc = epoch_doc(self.tree, n, stats, _recorder_row(self.learn) if not partial else {},
-                    self._origin_alerts(n) + find_alerts(self.tree, stats, **self.alert_kw), fit=len(self.writer.manifest['fits']) - 1,
-                    partial=partial, sampled={'train': self.act.batches, 'valid': self.vact.batches if self.vact else 0},
+                    self._origin_alerts(n) + find_alerts(self.tree, stats, **(self.alerts or {})), fit=len(self.writer.manifest['fits']) - 1,
+                    partial=partial, sampled={'train': self.act.batches, 'valid': self.valid_act.batches if self.valid_act else 0},
                     hist={'bins': self.hist_bins, 'range': list(self.hist_range)}, **self._scale_info())
     if not partial and (hm := self._heatmaps()) is not None: doc['heatmaps'] = hm
     fname = self.writer.write_epoch(doc, steps=self.n_steps)
@@ -392,9 +344,9 @@ def after_epoch(self:ExplorerCallback):
     "Flush the step series, write a weight snapshot if asked, combine the ranks' statistics and write the epoch file"
     if not (self.active and self.epoch_started): return   # an epoch cancelled before it began (fastai's `start_epoch`): nothing to write
     self._flush_steps()
-    if self.keep_snapshots and self.writer is not None:   # on disk, not in memory: a run of any length costs no RAM
+    if self.snapshots and self.writer is not None:   # on disk, not in memory: a run of any length costs no RAM
         w = torch.cat([p.detach().reshape(-1).float().cpu() for p in {id(p): p for p in unwrap_model(self.learn.model).parameters()}.values()])
-        self.snapshots.append(self.writer.write_snapshot(self.n_epochs + 1, w.numpy()))
+        self.snapshot_files.append(self.writer.write_snapshot(self.n_epochs + 1, w.numpy()))
     try:
         if not self.partial: self._all_reduce()        # a collective: every rank, once per completed epoch
         self._write_epoch(partial=self.partial)
@@ -404,7 +356,6 @@ def after_epoch(self:ExplorerCallback):
 @patch
 def after_cancel_fit(self:ExplorerCallback):
     "A cancelled fit: write what was recorded of the epoch as partial and mark the run cancelled"
-    self._remove_hooks()
     if not self.active: return
     self._close_steps()
     if self.epoch_started: self._write_epoch(partial=True)
@@ -413,8 +364,8 @@ def after_cancel_fit(self:ExplorerCallback):
 
 @patch
 def after_fit(self:ExplorerCallback):
-    "Remove hooks and guard, close the step database and the run (finished or cancelled), releasing the folder"
-    self._remove_hooks(); self._remove_guard()
+    "Leave the hook guard, close the step database and the run (finished or cancelled), releasing the folder"
+    self.hooks.leave(self)
     if not self.active: return
     self.active = False
     try: self._close_steps()
@@ -503,7 +454,7 @@ def _origin_alerts(self:ExplorerCallback, epoch:int)->list:
 @patch
 def add_stat(self:ExplorerCallback, f, on:str='out', name:str|None=None):
     "Register the custom statistic `f` on `on` ('out', 'in', 'weight' or 'grad'); returns the callback"
-    self.customs = custom_stats([*self.customs, CustomStat(f, on, name)])
+    self.custom = custom_stats([*self.custom, CustomStat(f, on, name)])
     return self
 
 # %% ../nbs/03f_callback.ipynb #eeeb19c0
@@ -511,8 +462,8 @@ def add_stat(self:ExplorerCallback, f, on:str='out', name:str|None=None):
 def _all_reduce(self:ExplorerCallback):
     "Combine this epoch's statistics over the ranks, when there are several (a collective: every rank, once per epoch)"
     if not _distributed(): return
-    c = all_reduce_stats([self.act, self.vact], {'skipped_steps': self.skipped_steps})
-    if self.customs: all_reduce_custom(self.cstats)
+    c = all_reduce_stats([self.act, self.valid_act], {'skipped_steps': self.skipped_steps})
+    if self.custom: all_reduce_custom(self.cstats)
     if self.record_steps: self.queue.flush(); self.queue.gather()
     self.skipped_steps,self.ranks = c['skipped_steps'],dist.get_world_size()
 
@@ -527,8 +478,8 @@ def _amp_skipped(self:ExplorerCallback)->bool:
 def _skip_step(self:ExplorerCallback):
     "Count a step the loss scaler skipped, and take back the gradient statistics recorded for it"
     self.skipped_steps += 1
-    if self._pending is not None and self.sampled and self.training: self.pstats.restore(self._pending)
-    self._pending = None
+    if self._grads_before is not None and self.sampled and self.training: self.pstats.restore(self._grads_before)
+    self._grads_before = None
 
 @patch
 def _scale_info(self:ExplorerCallback)->dict:
@@ -542,23 +493,16 @@ def _scale_info(self:ExplorerCallback)->dict:
     return res
 
 # %% ../nbs/03f_callback.ipynb #5a6d305a
-ExplorerCallback._stance = None
-
-@patch
-def _eager(self:ExplorerCallback):
-    "Run compiled code eagerly until the hooks come off (only if dynamo, hence compiled code, is loaded)"
-    if self._stance is None and 'torch._dynamo' in sys.modules: self._stance = torch.compiler.set_stance('force_eager')
-
-@patch
-def _compiled_again(self:ExplorerCallback):
-    "Leave the eager stance `_eager` entered"
-    if self._stance is not None: st,self._stance = self._stance,None; st.__exit__(None, None, None)
+class _Eager:
+    "Compiled code runs eagerly from here until `remove()`: kept with a sampled batch's hooks (if dynamo, hence compiled code, is loaded), it ends when they come off"
+    def __init__(self): self.stance = torch.compiler.set_stance('force_eager')
+    def remove(self):
+        if self.stance is not None: st,self.stance = self.stance,None; st.__exit__(None, None, None)
 
 @patch
 def after_cancel_batch(self:ExplorerCallback):
-    "A batch cancelled before `after_pred`: its hooks come off, and its unflushed rows are dropped"
-    self._remove_hooks()
-    for st in (getattr(self, 'act', None), getattr(self, 'vact', None)):
+    "A batch cancelled before `after_pred`: its unflushed rows are dropped (its hooks come off with the batch, see `HookGuard`)"
+    for st in (getattr(self, 'act', None), getattr(self, 'valid_act', None)):
         if isinstance(st, ActStats): st.rows,st.idx,st.sizes,st.ncalls = [],[],[],{}
 
 # %% ../nbs/03f_callback.ipynb #e4a0cced
@@ -579,7 +523,7 @@ def explore(self:Learner,
     "Serve the explorer for this Learner's `ExplorerCallback` run folder, show it inline in a notebook, and return its URL"
     cb = getattr(self, 'explorer', None)
     if cb is None: raise ValueError("this Learner has no ExplorerCallback: add one with `cbs=ExplorerCallback('runs/name')` and fit first")
-    url = cb.serve(host, port, legacy_client)
+    url = cb.explore(host, port, legacy_client)
     if inline if inline is not None else _in_notebook():
         from IPython.display import IFrame, display
         display(IFrame(url, width='100%', height=height))

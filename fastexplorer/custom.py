@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from functools import partial
 import torch
-from fastcore.basics import ifnone
+from fastcore.basics import ifnone, val2idx
 from .probe import _first_tensor
 
 # %% auto #0
@@ -55,6 +55,9 @@ def _scalar(v, c:CustomStat, key:str, k):
     if isinstance(v, (int, float)) and not isinstance(v, bool): return torch.tensor(float(v), dtype=torch.float64)
     raise TypeError(f"{what} returned a {type(v).__name__} for `{key}`: return a number, a one-element tensor or a dict of them")
 
+_CUSTOM = val2idx(('sum', 'n', 'min', 'max', 'nonfinite'))   # the columns of a custom statistic's accumulator, by name
+_SUMMED = ('sum', 'n', 'nonfinite')                          # those added up; the extrema are kept
+
 class CustomStats:
     "One epoch's custom statistics, accumulated on the device of their values"
     def __init__(self): self.acc = {}
@@ -67,22 +70,24 @@ class CustomStats:
         for k,v in (res.items() if isinstance(res, dict) else [(None, res)]):
             v = _scalar(v, c, key, k)
             fin = torch.isfinite(v)
-            row = torch.stack([torch.where(fin, v, 0.), fin.to(v.dtype), torch.where(fin, v, math.inf),
-                               torch.where(fin, v, -math.inf), (~fin).to(v.dtype)])
+            cols = dict(sum=torch.where(fin, v, 0.), n=fin.to(v.dtype), min=torch.where(fin, v, math.inf),
+                        max=torch.where(fin, v, -math.inf), nonfinite=(~fin).to(v.dtype))
+            row = torch.stack([cols[c] for c in _CUSTOM])
             name = c.name if k is None else f"{c.name}.{k}"
             a = self.acc.get((kind, key, name))
             if a is None: self.acc[(kind, key, name)] = row; continue
-            row = row.to(a.device)
-            a[[0, 1, 4]] += row[[0, 1, 4]]
-            a[2] = torch.minimum(a[2], row[2]); a[3] = torch.maximum(a[3], row[3])
+            row,s,mn,mx = row.to(a.device),[_CUSTOM[c] for c in _SUMMED],_CUSTOM['min'],_CUSTOM['max']
+            a[s] += row[s]
+            a[mn] = torch.minimum(a[mn], row[mn]); a[mx] = torch.maximum(a[mx], row[mx])
 
     def finish(self)->dict:
         "`{key: {kind: {name: {mean, min, max, n, nonfinite}}}}`"
         res = {}
         for (kind,key,name),a in self.acc.items():
-            s,n,mn,mx,bad = a.cpu().tolist()
-            res.setdefault(key, {}).setdefault(kind, {})[name] = {'mean': s / n if n else None, 'min': mn if n else None,
-                                                                  'max': mx if n else None, 'n': int(n), 'nonfinite': int(bad)}
+            v = dict(zip(_CUSTOM, a.cpu().tolist()))
+            n = v['n']
+            res.setdefault(key, {}).setdefault(kind, {})[name] = {'mean': v['sum'] / n if n else None, 'min': v['min'] if n else None,
+                                                                  'max': v['max'] if n else None, 'n': int(n), 'nonfinite': int(v['nonfinite'])}
         return res
 
 # %% ../nbs/03b_custom.ipynb #dc862a64

@@ -11,7 +11,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from .stats import *
+from .stats import _ACC, _RAW
 from .custom import *
+from .custom import _CUSTOM, _SUMMED
 
 # %% auto #0
 __all__ = ['all_reduce_stats', 'all_reduce_custom']
@@ -45,9 +47,9 @@ def all_reduce_stats(
     dist.all_gather_object(every, mine, group=group)
     dev = acts[0].acc.device if acts else torch.device('cpu')
     dt = acts[0].dt if acts else torch.float64
-    hi,sizes,lows = [],[],[]
+    maxed,sizes,lows = [],[],[]   # `maxed`: what combines by its maximum over the ranks, in one buffer
     for j,a in enumerate(acts):
-        for i in range(a.n):                                   # the same decisions on every rank: all see `every`
+        for i in range(a.n_rows):                                   # the same decisions on every rank: all see `every`
             for o in every:
                 if i in o['errors'][j]: a.errors.setdefault(i, o['errors'][j][i])
             ks = sorted({o['units'][j][i] for o in every} - {None})
@@ -58,25 +60,25 @@ def all_reduce_stats(
             if low and a.umins[i] is None: a.umins[i] = torch.full((k,), math.inf, device=dev)
             if a.dims[i] is None: a.dims[i] = next((o['dims'][j][i] for o in every if o['dims'][j][i] is not None), None)
             sizes.append(k); lows.append(low)
-        hi += [a.acc[:, 8], -a.mins, a.maxs, a.acc.new_tensor([a.batches])]
-        for i,k in enumerate(sizes[-a.n:]):
-            if k: hi += [a.units[i].to(dt)] + ([-a.umins[i].to(dt)] if lows[-a.n + i] else [])   # minima as maxima of their negation
-    hi.append(torch.tensor([float(v) for v in counts.values()], dtype=dt, device=dev))
-    tot,hi = torch.cat([a.acc.reshape(-1) for a in acts] or [torch.zeros(0, dtype=dt, device=dev)]),torch.cat(hi)
-    dist.all_reduce(tot, dist.ReduceOp.SUM, group=group)
-    dist.all_reduce(hi, dist.ReduceOp.MAX, group=group)
+        maxed += [a.acc[:, _ACC['calls']], -a.mins, a.maxs, a.acc.new_tensor([a.batches])]
+        for i,k in enumerate(sizes[-a.n_rows:]):
+            if k: maxed += [a.units[i].to(dt)] + ([-a.umins[i].to(dt)] if lows[-a.n_rows + i] else [])   # minima as maxima of their negation
+    maxed.append(torch.tensor([float(v) for v in counts.values()], dtype=dt, device=dev))
+    summed,maxed = torch.cat([a.acc.reshape(-1) for a in acts] or [torch.zeros(0, dtype=dt, device=dev)]),torch.cat(maxed)
+    dist.all_reduce(summed, dist.ReduceOp.SUM, group=group)
+    dist.all_reduce(maxed, dist.ReduceOp.MAX, group=group)
     o,p = 0,0
     for j,a in enumerate(acts):
-        a.acc.copy_(tot[o:o + a.acc.numel()].view_as(a.acc)); o += a.acc.numel()
-        n = a.n
-        a.acc[:, 8] = hi[p:p + n]; a.mins = -hi[p + n:p + 2*n]; a.maxs = hi[p + 2*n:p + 3*n].clone()
-        a.batches = int(hi[p + 3*n]); p += 3*n + 1
+        a.acc.copy_(summed[o:o + a.acc.numel()].view_as(a.acc)); o += a.acc.numel()
+        n = a.n_rows
+        a.acc[:, _ACC['calls']] = maxed[p:p + n]; a.mins = -maxed[p + n:p + 2*n]; a.maxs = maxed[p + 2*n:p + 3*n].clone()
+        a.batches = int(maxed[p + 3*n]); p += 3*n + 1
         for i,k in enumerate(sizes[j*n:(j + 1)*n]):
             if not k: a.units[i] = a.umins[i] = None              # no rank saw units, or the ranks disagree
             else:
-                a.units[i] = hi[p:p + k].to(a.units[i].dtype); p += k
-                if lows[j*n + i]: a.umins[i] = -hi[p:p + k].to(a.umins[i].dtype); p += k
-    return {k: int(v) for k,v in zip(counts, hi[p:].tolist())}
+                a.units[i] = maxed[p:p + k].to(a.units[i].dtype); p += k
+                if lows[j*n + i]: a.umins[i] = -maxed[p:p + k].to(a.umins[i].dtype); p += k
+    return {k: int(v) for k,v in zip(counts, maxed[p:].tolist())}
 
 # %% ../nbs/03d_distributed.ipynb #eeeb19c0
 def all_reduce_custom(cstats:CustomStats, group=None):
@@ -88,12 +90,14 @@ def all_reduce_custom(cstats:CustomStats, group=None):
     keys = sorted(set().union(*map(set, every)))                # the same list on every rank
     if not keys: return
     dev = next(iter(cstats.acc.values())).device if cstats.acc else torch.device('cpu')
-    empty = torch.tensor([0., 0., math.inf, -math.inf, 0.], dtype=torch.float64, device=dev)
+    nothing = {'sum': 0., 'n': 0., 'min': math.inf, 'max': -math.inf, 'nonfinite': 0.}
+    empty = torch.tensor([nothing[c] for c in _CUSTOM], dtype=torch.float64, device=dev)
     rows = torch.stack([cstats.acc.get(tuple(k), empty).to(device=dev, dtype=torch.float64) for k in keys])
-    sums,ext = rows[:, [0, 1, 4]].contiguous(),torch.stack([-rows[:, 2], rows[:, 3]], 1)
+    summed = [_CUSTOM[c] for c in _SUMMED]
+    sums,ext = rows[:, summed],torch.stack([-rows[:, _CUSTOM['min']], rows[:, _CUSTOM['max']]], 1)   # minima as maxima of their negation
     dist.all_reduce(sums, dist.ReduceOp.SUM, group=group); dist.all_reduce(ext, dist.ReduceOp.MAX, group=group)
-    for k,s,e in zip(keys, sums, ext):
-        cstats.acc[tuple(k)] = torch.stack([s[0], s[1], -e[0], e[1], s[2]])
+    rows[:, summed],rows[:, _CUSTOM['min']],rows[:, _CUSTOM['max']] = sums,-ext[:, 0],ext[:, 1]
+    for k,r in zip(keys, rows): cstats.acc[tuple(k)] = r
 
 # %% ../nbs/03d_distributed.ipynb #163643d7
 def _on_host(p:tuple)->tuple:
@@ -114,7 +118,8 @@ def _combine_steps(every:list)->list:
         acts,act = [p[1] for p in parts if p[1] is not None],None
         if acts:
             R = np.stack([a[0] for a in acts])
-            raw = np.concatenate([R[:, :, :-2].sum(0), R[:, :, -2:-1].min(0), R[:, :, -1:].max(0)], 1)
+            raw = R.sum(0)
+            raw[:, _RAW['min']],raw[:, _RAW['max']] = R[:, :, _RAW['min']].min(0),R[:, :, _RAW['max']].max(0)
             units = {}
             for i in set().union(*(a[1] for a in acts)):
                 us = [a[1][i] for a in acts if i in a[1]]

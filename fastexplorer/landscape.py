@@ -193,7 +193,7 @@ def loss_landscape(self:Learner,
     cb = getattr(self, 'explorer', None)
     path = None
     if trajectory:
-        snaps = getattr(cb, 'snapshots', None)
+        snaps = getattr(cb, 'snapshot_files', None)
         if not snaps: raise ValueError("no weight snapshots: train with `ExplorerCallback(snapshots=True)` to use `trajectory=True`")
         d1,d2,path = _pca_directions(snaps, ps)
         span = span or 1.2 * max([abs(c) for xy in path for c in xy] + [1e-3])
@@ -237,5 +237,5 @@ def loss_landscape(self:Learner,
         state.restore(check_params=False)      # the parameters were just copied back; their version counters moved
         lstate.restore()
     res = Landscape(coords, coords, loss, met, mname, path, seed if kind == 'random' else None, kind)
-    if cb is not None and getattr(cb, 'writer', None) is not None: res.save(Path(cb.folder)/'landscape.json')
+    if cb is not None and getattr(cb, 'writer', None) is not None: res.save(Path(cb.path)/'landscape.json')
     return res

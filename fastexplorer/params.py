@@ -8,7 +8,9 @@ Docs: https://fastexplorer.github.io/fastexplorer/params.html.md"""
 from __future__ import annotations
 import math
 import torch
-from fastcore.basics import patch
+from fastcore.basics import patch, store_attr, val2idx
+from .stepdb import GRAD_STATS
+from .stats import _cols
 
 # %% auto #0
 __all__ = ['grad_rows', 'weight_stats', 'ParamStats']
@@ -20,15 +22,18 @@ def _flat32(t:torch.Tensor)->torch.Tensor:
     t = t.detach().reshape(-1)
     return t if t.dtype == torch.float32 else t.float()
 
+_GRAD_ROW = val2idx(('sum', 'norm', 'max_abs', 'zeros'))   # the columns of a gradient's row, by name
+
 def _grad_rows(gs:list)->torch.Tensor:
-    "`(len(gs), 4)` rows of sum, norm, max |g| and zero count of the flat float32 gradients `gs`"
+    "`(len(gs), 4)` rows of sum, norm, max |g| and zero count (`_GRAD_ROW`) of the flat float32 gradients `gs`"
     # four reductions a gradient, then one `stack` a statistic: the arithmetic runs once over all parameters
     s = torch.stack([g.sum() for g in gs])
     q = torch.stack([torch.dot(g, g) for g in gs])
     mn,mx = (torch.stack(e) for e in zip(*(torch.aminmax(g) for g in gs)))   # max |g| from the extrema: `vector_norm(g, inf)` is 20× slower on CPU
     nz = torch.stack([torch.count_nonzero(g) for g in gs])
     numel = torch.tensor([g.numel() for g in gs], device=s.device)
-    return torch.stack([s, q.sqrt(), torch.maximum(mn.abs(), mx.abs()), (numel - nz).to(s.dtype)], 1)
+    v = dict(sum=s, norm=q.sqrt(), max_abs=torch.maximum(mn.abs(), mx.abs()), zeros=(numel - nz).to(s.dtype))
+    return torch.stack([v[k] for k in _GRAD_ROW], 1)
 
 def grad_rows(ps:list)->torch.Tensor:
     "`(len(ps), 4)` float32 rows of sum, norm, max |g| and zero count of each parameter's gradient"
@@ -40,7 +45,7 @@ def _finite_grad(p)->tuple:
     fin = torch.isfinite(g)
     nan,nf = int(torch.isnan(g).sum()),int(fin.sum())
     row = _grad_rows([torch.where(fin, g, 0.)])[0]
-    row[3] -= g.numel() - nf          # masked values are not zeros of the gradient
+    row[_GRAD_ROW['zeros']] -= g.numel() - nf   # masked values are not zeros of the gradient
     return nan, g.numel() - nf - nan, row, nf
 
 def weight_stats(p:torch.Tensor)->dict:
@@ -51,14 +56,18 @@ def weight_stats(p:torch.Tensor)->dict:
     return dict(zip(('norm', 'mean', 'std', 'min', 'max'), r))
 
 # %% ../nbs/03a_params.ipynb #34c41058
+_GSUM = val2idx(('mean', 'norm', 'std', 'frac_zero'))   # the gradient statistics summed over steps, by name
+_GRAD_STEP = val2idx(GRAD_STATS)                        # the columns of a sampled step's rows (`take_step`), by name
+
 class ParamStats:
     "One epoch's gradient and update statistics of parameters `ps`; with `steps`, each sampled step's too (`take_step`)"
     def __init__(self, ps:list, steps:bool=False):
-        self.ps,self.keep_steps,self.step = ps,steps,None
+        store_attr()
+        self.step = None   # the sampled step's `GRAD_STATS` rows, with `steps`
         dev = ps[0].device if ps else 'cpu'
         self.dt = torch.float32 if torch.device(dev).type == 'mps' else torch.float64
         n = len(ps)
-        self.gsum = torch.zeros(n, 4, dtype=self.dt, device=dev)    # mean, norm, std, zero fraction, summed over steps
+        self.gsum = torch.zeros(n, len(_GSUM), dtype=self.dt, device=dev)
         self.gmax = torch.zeros(n, dtype=self.dt, device=dev)
         self.gsteps,self.nan,self.inf = [0]*n,[0]*n,[0]*n
         self.usum = torch.zeros(n, dtype=self.dt, device=dev); self.umax = torch.zeros(n, dtype=self.dt, device=dev)
@@ -83,16 +92,21 @@ class ParamStats:
                 nan,inf,row,nf = _finite_grad(self.ps[i])
                 self.nan[i] += nan; self.inf[i] += inf; G[j] = row.to(self.dt); counts[j] = max(nf, 1)
         n = torch.tensor(counts, dtype=self.dt, device=G.device)
-        s,norm,amax,zeros = (G / torch.tensor([scale, scale, scale, 1.], dtype=self.dt, device=G.device)).unbind(1)
+        unscale = torch.tensor([1. if k == 'zeros' else scale for k in _GRAD_ROW], dtype=self.dt, device=G.device)
+        g = _cols(G / unscale, _GRAD_ROW)
+        s,norm,amax = g['sum'],g['norm'],g['max_abs']
         std = ((norm * norm - s * s / n).clamp(min=0) / (n - 1).clamp(min=1)).sqrt()
         idx = torch.tensor(live, device=G.device)
-        self.gsum.index_add_(0, idx, torch.stack([s / n, norm, std, zeros / n], 1))
+        v = dict(mean=s / n, norm=norm, std=std, frac_zero=g['zeros'] / n)
+        self.gsum.index_add_(0, idx, torch.stack([v[k] for k in _GSUM], 1))
         self.gmax.scatter_reduce_(0, idx, amax, 'amax')
         for i in live: self.gsteps[i] += 1
-        if self.keep_steps:                                # norm, max |g|, NaN, Inf, update ratio (after the step)
-            self.step = torch.full((len(self.ps), 5), math.nan, dtype=self.dt, device=G.device)
-            self.step[idx, :2] = torch.stack([norm, amax], 1)
-            self.step[idx, 2:4] = torch.tensor([[self.nan[i] - nan0[i], self.inf[i] - inf0[i]] for i in live], dtype=self.dt).to(G.device)
+        if self.steps:                                     # the step's `GRAD_STATS` (its update ratio comes after the step)
+            step = torch.full((len(self.ps), len(_GRAD_STEP)), math.nan, dtype=self.dt, device=G.device)
+            step[idx, _GRAD_STEP['norm']],step[idx, _GRAD_STEP['max_abs']] = norm,amax
+            step[idx, _GRAD_STEP['nan']] = torch.tensor([self.nan[i] - nan0[i] for i in live], dtype=self.dt).to(G.device)
+            step[idx, _GRAD_STEP['inf']] = torch.tensor([self.inf[i] - inf0[i] for i in live], dtype=self.dt).to(G.device)
+            self.step = step
 
     def snapshot(self):
         "Keep a copy of the weights before the optimizer step"
@@ -114,7 +128,7 @@ class ParamStats:
         self.usum += r; self.ucount += ok; torch.maximum(self.umax, r, out=self.umax); self.umoved += d > 0
         self.usteps += 1
         self.w0 = None
-        if self.step is not None: self.step[:, 4] = torch.where(ok, r, math.nan)
+        if self.step is not None: self.step[:, _GRAD_STEP['update_ratio']] = torch.where(ok, r, math.nan)
 
     def take_step(self):
         "The `GRAD_STATS` rows of the step just taken (one per parameter, NaN where there is no gradient), or `None`"
@@ -129,8 +143,9 @@ class ParamStats:
         res = {}
         for i,(key,p) in enumerate(zip(keys, self.ps)):
             k = self.gsteps[i]
-            grad = None if not k else {'steps': k, 'mean': gsum[i][0]/k, 'norm': gsum[i][1]/k, 'std': gsum[i][2]/k,
-                                       'max_abs': gmax[i], 'frac_zero': gsum[i][3]/k, 'nan': self.nan[i], 'inf': self.inf[i],
+            g = dict(zip(_GSUM, gsum[i]))
+            grad = None if not k else {'steps': k, 'mean': g['mean']/k, 'norm': g['norm']/k, 'std': g['std']/k,
+                                       'max_abs': gmax[i], 'frac_zero': g['frac_zero']/k, 'nan': self.nan[i], 'inf': self.inf[i],
                                        'ndim': p.ndim}
             w = {**weight_stats(p), 'requires_grad': p.requires_grad, 'update_steps': self.usteps,
                  'update_ratio': usum[i]/ucount[i] if ucount[i] else None, 'update_max': umax[i] if ucount[i] else None,

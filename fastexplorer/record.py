@@ -11,12 +11,13 @@ from contextlib import contextmanager
 from functools import partial
 import torch
 from torch import nn
-from fastai.callback.core import Callback, CancelBatchException, CancelEpochException, CancelFitException
+from fastai.callback.core import Callback
 from fastai.learner import Learner
-from fastcore.basics import ifnone, patch
+from fastcore.basics import ifnone, patch, store_attr
 from .core import *
 from .core import _close
 from .probe import unwrap_model, _first_tensor
+from .stats import HookGuard
 
 # %% auto #0
 __all__ = ['RawRecorder', 'ForwardPre', 'ForwardOutput', 'BackwardOutput', 'load_recording', 'Recording', 'record']
@@ -63,8 +64,8 @@ class RawRecorder(Callback):
         if not (reduction is None or reduction in _SUMMED or callable(reduction)):
             raise ValueError(f"`reduction` must be 'mean', 'sum', None or a callable `f(acc, x)`, not {reduction!r}")
         if condition is not None and not callable(condition): raise TypeError(f"`condition` must be a callable `f(xb, yb)`, not {type(condition).__name__}")
-        self.layers,self.condition,self.reduction,self.train,self.valid = layers,condition,reduction,train,valid
-        self.handles,self.tensor_handles,self.paths,self.net,self.lrn = [],[],[],None,None
+        store_attr()
+        self.hooks,self.paths,self.net,self.hooked_learn = HookGuard(),[],None,None   # in a fit, the learner's guard
         self.mask,self.in_batch = True,False
         self.reset()
 
@@ -147,7 +148,7 @@ def _root_pre(self:RawRecorder, m, args):
     "Before the model's forward: evaluate `condition` on this batch and keep its mask for the layers' hooks"
     self.mask = True
     if self.condition is None: return
-    learn,yb = self.lrn,None
+    learn,yb = self.hooked_learn,None   # the Learner `attach` was given: its targets reach the condition
     if learn is not None and (self.in_batch or _same_inputs(getattr(learn, 'xb', None), args)): yb = getattr(learn, 'yb', None)
     t = _first_tensor(args)
     try: res = self.condition(args, yb)
@@ -162,7 +163,7 @@ def attach(self:RawRecorder, model, learn=None):
     net = _model_of(model)
     mods = select_modules(net, self.layers)
     if not mods: raise ValueError(f"{self.layers!r} selects no module of this {type(net).__name__}")
-    self.net,self.lrn,self.paths = net,learn,list(mods)
+    self.net,self.hooked_learn,self.paths = net,learn,list(mods)
     try:
         self.handles.append(net.register_forward_pre_hook(self._root_pre, prepend=True))
         for p,m in mods.items(): self.handles.append(self._register(p, m))
@@ -172,9 +173,19 @@ def attach(self:RawRecorder, model, learn=None):
 @patch
 def detach(self:RawRecorder):
     "Remove every hook this recorder registered"
-    for h in self.handles + self.tensor_handles: h.remove()
-    self.handles,self.tensor_handles,self.in_batch = [],[],False
+    self.hooks.remove(self, (self, 'tensor'))
+    self.in_batch = False
     return self
+
+@patch(as_prop=True)
+def handles(self:RawRecorder)->list:
+    "The handles of the hooks on the model and the selected layers"
+    return self.hooks[self]
+
+@patch(as_prop=True)
+def tensor_handles(self:RawRecorder)->list:
+    "The handles of the hooks on output tensors of the latest forward (`BackwardOutput`), until the backward has run"
+    return self.hooks[(self, 'tensor')]
 
 @patch
 @contextmanager
@@ -205,35 +216,6 @@ class BackwardOutput(RawRecorder):
         mask = self.mask
         self.tensor_handles.append(t.register_hook(lambda g: self._add(p, g, mask)))
 
-# %% ../nbs/07_record.ipynb #f98c38d2
-def _guard(learn, rec):
-    "Put `rec` under the learner's `one_batch` guard, installing it if needed"
-    g = learn.__dict__.get('one_batch')
-    if g is None or not hasattr(g, 'fastexplorer_recorders'):
-        inner,recs = learn.one_batch,[]
-        def one_batch(*args, **kwargs):
-            try: return inner(*args, **kwargs)
-            except (CancelBatchException, CancelEpochException, CancelFitException):
-                for r in list(recs): r.detach()
-                raise
-            except BaseException:
-                for r in list(recs): r.detach()
-                recs.clear(); _unguard(learn, None)
-                raise
-        one_batch.fastexplorer_recorders,one_batch.fastexplorer_saved = recs,g
-        learn.one_batch = g = one_batch
-    if rec not in g.fastexplorer_recorders: g.fastexplorer_recorders.append(rec)
-
-def _unguard(learn, rec):
-    "Take `rec` from the guard, and the guard away when no recorder is left"
-    g = learn.__dict__.get('one_batch')
-    if g is None or not hasattr(g, 'fastexplorer_recorders'): return
-    recs = g.fastexplorer_recorders
-    if rec in recs: recs.remove(rec)
-    if recs: return
-    if g.fastexplorer_saved is None: del learn.__dict__['one_batch']
-    else: learn.one_batch = g.fastexplorer_saved
-
 # %% ../nbs/07_record.ipynb #d15e28ca
 @patch
 def _wanted(self:RawRecorder)->bool:
@@ -243,8 +225,8 @@ def _wanted(self:RawRecorder)->bool:
 
 @patch
 def before_fit(self:RawRecorder):
-    "Put the recorder under the Learner's `one_batch` guard, which removes its hooks when a batch fails"
-    _guard(self.learn, self)
+    "Keep the recorder's hooks with the Learner's `HookGuard`, which removes them when a batch ends, however it ends"
+    self.hooks = HookGuard.of(self.learn, self)
 
 @patch
 def before_batch(self:RawRecorder):
@@ -257,25 +239,14 @@ def before_batch(self:RawRecorder):
 def after_pred(self:RawRecorder):
     "Remove the forward hooks once the forward is done (`BackwardOutput` keeps its tensor hooks until the backward)"
     self.in_batch = False
-    if isinstance(self, BackwardOutput):          # keep the tensor hooks until the backward has run
-        for h in self.handles: h.remove()
-        self.handles = []
+    if isinstance(self, BackwardOutput): self.hooks.remove(self)   # keep the tensor hooks until the backward has run
     else: self.detach()
 
 @patch
-def after_batch(self:RawRecorder):
-    "Remove every hook left (also after a cancelled batch, and after the backward)"
-    self.detach()
-
-@patch
 def after_fit(self:RawRecorder):
-    "Remove the hooks and leave the Learner's guard"
-    self.detach()
-    if self.learn is not None: _unguard(self.learn, self)
-@patch
-def after_cancel_batch(self:RawRecorder):
-    "A cancelled batch: remove its hooks"
-    self.detach()
+    "Leave the Learner's guard; the recorder keeps its hooks to itself again"
+    self.hooks.leave(self)
+    self.hooks = HookGuard()
 
 @patch
 def after_backward(self:RawRecorder):

@@ -1,4 +1,4 @@
-"""Which layers are recorded, and each layer's outputs reduced on the model's device: one row per call, accumulated per epoch (`ActStats`), one row per layer and step (`step_row`).
+"""Which layers are recorded, and each layer's outputs reduced on the model's device: one row per call, accumulated per epoch (`ActStats`), one row per layer and step (`step_row`); and the guard that takes a batch's hooks off however it ends (`HookGuard`).
 
 Docs: https://fastexplorer.github.io/fastexplorer/stats.html.md"""
 
@@ -10,15 +10,18 @@ import math
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
-from fastcore.basics import patch
+from fastcore.basics import patch, store_attr, val2idx
 from .core import *
 from .probe import *
 from .probe import _first_tensor
+from .stepdb import ACT_STATS
+from fastai.callback.core import (CancelBatchException, CancelTrainException, CancelValidException, CancelEpochException,
+                                  CancelFitException, CancelStepException, CancelBackwardException)
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'CALL_SITES', 'has_own_params', 'maybe_elementwise',
            'select_layers', 'ElementSampler', 'act_row', 'unit_dim', 'unit_extreme', 'dead_mask', 'CallSites',
-           'ActStats', 'dead_fraction', 'step_row']
+           'ActStats', 'dead_fraction', 'step_row', 'HookGuard']
 
 # %% ../nbs/03_stats.ipynb #158a8ec1
 # activation modules, recorded by default like every module that holds parameters
@@ -53,7 +56,22 @@ def select_layers(
     return select_modules(model, layers)
 
 # %% ../nbs/03_stats.ipynb #4d7ed576
-_ROW = ('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero')
+# the columns of a row, `{name: column}`, in their order, written here only: every reader looks a column up by name
+_ROW = val2idx(('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))   # then the histogram
+
+def _cols(t:torch.Tensor, layout:dict)->dict:
+    "`{name: column}` of the named columns of `t` (along its last dimension), which come first in `layout`'s order"
+    return dict(zip(layout, t[..., :len(layout)].unbind(-1)))
+
+_PLACED = {}   # `{names: (layout, index)}`: where the columns computed as `names` go in `_ROW` (`None`: where they are)
+
+def _as_row(row:torch.Tensor, names:tuple)->torch.Tensor:
+    "`row`, whose first columns hold the statistics `names` in the order they were computed (the counts after them), with those in `_ROW`'s order"
+    c = _PLACED.get(names)
+    if c is None or c[0] is not _ROW:
+        p = [names.index(k) for k in _ROW]
+        c = _PLACED[names] = _ROW,(None if p == list(range(len(p))) else p)
+    return row if c[1] is None else torch.cat([row[c[1]], row[len(names):]])
 
 class ElementSampler:
     "Fixed random element indices, one set per tensor size and device, from a private generator (the global RNG is untouched)"
@@ -108,8 +126,8 @@ def _row_finite(xf, xs, seen, buckets, buf)->torch.Tensor:
     c = q - s * m                                                    # the centred sum of squares, from the plain one…
     # …where the mean's part is at most half of it, so that at most one bit cancels; else centre first (one pass more)
     if not s * m <= q / 2: c = torch.square(torch.sub(xf, m, out=buf), out=buf).sum().item()
-    head = torch.tensor([0, n, xs.numel(), s, c, a, mn, mx, m], dtype=torch.float64)
-    return torch.cat([head, _near_hist(xs, buckets)])
+    row = torch.cat([torch.tensor([0, n, xs.numel(), s, c, a, mn, mx, m], dtype=torch.float64), _near_hist(xs, buckets)])
+    return _as_row(row, ('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))
 
 def _row_masked(xf, xs, buckets, buf)->torch.Tensor:
     "`act_row` with NaN and Inf masked out, on any device and without reading a value back (no device synchronisation)"
@@ -125,7 +143,8 @@ def _row_masked(xf, xs, buckets, buf)->torch.Tensor:
     a = torch.abs(xz, out=buf).sum()
     sfin = torch.isfinite(xs)
     dt = buckets[1].dtype
-    return torch.cat([torch.stack([nan, nf, sfin.sum()]).to(dt), torch.stack([s, c, a, mn, mx, m]).to(dt), _near_hist(xs, buckets, sfin)])
+    row = torch.cat([torch.stack([nan, nf, sfin.sum()]).to(dt), torch.stack([s, c, a, mn, mx, m]).to(dt), _near_hist(xs, buckets, sfin)])
+    return _as_row(row, ('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))
 
 def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., hi:float=10., near_zero:float=0.05, scratch:dict|None=None):
     "Statistics of activation `x` as one float64 tensor on its device: the `_ROW` columns, then `bins`+2 histogram counts (the outer two: below `lo`, from `hi` up)"
@@ -214,18 +233,22 @@ class CallSites:
         if j >= self.n: return next(c + 1 for (i,c),r in self.extra.items() if r == j)
         return 1 if any(i == j for i,_ in self.extra) else None
 
+# the accumulators' columns, a row per call site (then the histogram's counts), and those of a batch's own, with its extrema
+_ACC = val2idx(('n', 'nan', 'finite', 'sample_n', 'near_zero', 'sum', 'sumsq', 'abssum', 'calls'))
+_RAW = val2idx((*_ACC, 'min', 'max'))
+
 class ActStats:
     "One epoch's activation statistics of `n` layers (a row per call site: `sites`), accumulated on `device`"
     def __init__(self, n:int, device, bins:int=40, hist_range=(-10., 10.), near_zero:float=0.05, sample:int=4096, steps:bool=False,
                  elementwise=(),   # layers whose calls count only when the output keeps the input's shape (`maybe_elementwise`)
                  sites:CallSites|None=None): # the fit's call sites, shared by its epochs and splits (default: new ones)
-        self.device,self.bins,(self.lo,self.hi),self.near_zero,self.keep_steps = device,bins,hist_range,near_zero,steps
+        store_attr('device,bins,hist_range,near_zero,sample,steps')
         self.sites = sites if sites is not None else CallSites(list(map(str, range(n))))
         self.elementwise = set(elementwise)
         self.dt = torch.float32 if torch.device(device).type == 'mps' else torch.float64
         self.sampler,self.scratch = ElementSampler(sample),{}
-        self.n = 0
-        self.acc = torch.zeros(0, 9 + bins + 2, dtype=self.dt, device=device)
+        self.n_rows = 0   # rows the accumulators hold: one per call site seen
+        self.acc = torch.zeros(0, len(_ACC) + bins + 2, dtype=self.dt, device=device)
         self.mins,self.maxs = torch.zeros(0, dtype=self.dt, device=device),torch.zeros(0, dtype=self.dt, device=device)
         self.first_bad = torch.zeros(0, dtype=self.dt, device=device)
         self.units,self.umins,self.dims,self.errors,self.step_units = [],[],[],{},{}
@@ -235,14 +258,14 @@ class ActStats:
 
     def _grow(self):
         "Rows for the call sites seen since the accumulators were made (a new one is rare: the first batch finds them all)"
-        k = len(self.sites) - self.n
+        k = len(self.sites) - self.n_rows
         if k <= 0: return
         z = lambda fill, *s: torch.full((k, *s), fill, dtype=self.dt, device=self.device)
         self.acc = torch.cat([self.acc, z(0., self.acc.shape[1])])
         self.mins,self.maxs = torch.cat([self.mins, z(math.inf)]),torch.cat([self.maxs, z(-math.inf)])
         self.first_bad = torch.cat([self.first_bad, z(math.inf)])   # the sampled batch in which each row first held NaN or Inf
         self.units += [None] * k; self.umins += [None] * k; self.dims += [None] * k
-        self.n = len(self.sites)
+        self.n_rows = len(self.sites)
 
 # %% ../nbs/03_stats.ipynb #0872896a
 @patch
@@ -252,12 +275,12 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
     j = self.sites.row(i, c)
     self.seq.setdefault(j, len(self.seq))
     try:
-        if j >= self.n: self._grow()
+        if j >= self.n_rows: self._grow()
         x = _first_tensor(o)
         if x is None or x.numel() == 0 or x.is_complex() or x.is_sparse: return
         xi = _first_tensor(inp) if inp is not None else None
         if i in self.elementwise and (xi is None or xi.shape != x.shape): return   # not element-wise after all
-        row = act_row(x, self.sampler, self.bins, self.lo, self.hi, self.near_zero, self.scratch)
+        row = act_row(x, self.sampler, self.bins, *self.hist_range, self.near_zero, self.scratch)
         self.rows.append(row); self.idx.append(j); self.sizes.append(row_n := x.numel())
         made = self.made.get((xi.data_ptr(), xi.shape)) if xi is not None and xi.shape == x.shape else None
         if (d := unit_dim(m, x, made)) is None: return
@@ -265,7 +288,7 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
         x = x.detach() if x.dtype == torch.float32 else x.detach().float()
         rect = isinstance(m, RECTIFIERS)
         if not rect: x = x.narrow(0, 0, min(UNIT_SAMPLES, x.shape[0]))   # extrema of the first samples: does a unit vary?
-        if x.device.type != 'cpu' or float(row[1]) != row_n:   # NaN and Inf never reach a unit's extrema (a read only on the CPU)
+        if x.device.type != 'cpu' or float(row[_ROW['finite']]) != row_n:   # NaN and Inf never reach a unit's extrema (a read only on the CPU)
             fin = torch.isfinite(x)
             hi,lo = torch.where(fin, x, -math.inf),torch.where(fin, x, math.inf)
         else: hi = lo = x
@@ -273,7 +296,7 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
         v = None if rect else unit_extreme(lo, d, largest=False)
         ok = _fold(self.units, j, u, -math.inf, torch.fmax) and (v is None or _fold(self.umins, j, v, math.inf, torch.fmin))
         if not ok: self.errors[j] = f"unit count changed between batches ({self.units[j].numel()} then {u.numel()})"
-        elif self.keep_steps:
+        elif self.steps:
             su = self.step_units.get(j)
             if su is None: self.step_units[j] = (u, v)
             elif su[0].shape == u.shape: self.step_units[j] = (torch.fmax(su[0], u), None if v is None else torch.fmin(su[1], v))
@@ -289,16 +312,18 @@ def flush(self:ActStats):
     R = torch.stack(self.rows)
     idx = torch.tensor(self.idx, device=R.device)
     n = torch.tensor(self.sizes, dtype=self.dt, device=R.device)
-    nan,nf,sn,s,c,a,mn,mx,m,nz = R[:, :10].unbind(1)
-    m2 = c - (n - nf) * m * m                      # take off the m² each masked element added
-    q = m2 + nf * m * m                            # sum of squares, built from the centred part
-    add = torch.cat([torch.stack([n, nan, nf, sn, nz, s, q, a, torch.ones_like(n)], 1), R[:, 10:]], 1)
+    r = _cols(R, _ROW)
+    nf,m,mn,mx = r['finite'],r['mean_b'],r['min'],r['max']
+    m2 = r['m2'] - (n - nf) * m * m                # take off the m² each masked element added
+    v = dict(n=n, nan=r['nan'], finite=nf, sample_n=r['sample_n'], near_zero=r['near_zero'], sum=r['sum'],
+             sumsq=m2 + nf * m * m, abssum=r['abssum'], calls=torch.ones_like(n))   # the sum of squares, from the centred part
+    add = torch.cat([torch.stack([v[k] for k in _ACC], 1), R[:, len(_ROW):]], 1)
     full = nf == n
     self.nonfinite = (~full).any()                 # on the device: whether this batch held NaN or Inf anywhere
     self.rows,self.idx,self.sizes = [],[],[]
     self.first_bad.scatter_reduce_(0, idx, torch.where(full, math.inf, float(self.batches)).to(self.dt), 'amin')
     self.batches += 1
-    if not self.keep_steps:
+    if not self.steps:
         self.acc.index_add_(0, idx, add)
         self.mins.scatter_reduce_(0, idx, torch.where(full, mn, math.inf), 'amin')
         self.maxs.scatter_reduce_(0, idx, torch.where(full, mx, -math.inf), 'amax')
@@ -309,7 +334,8 @@ def flush(self:ActStats):
     maxs = torch.full_like(self.maxs, -math.inf).scatter_reduce_(0, idx, torch.where(full, mx, -math.inf), 'amax')
     self.acc += acc; torch.minimum(self.mins, mins, out=self.mins); torch.maximum(self.maxs, maxs, out=self.maxs)
     units,self.step_units = self.step_units,{}
-    return torch.cat([acc, mins[:, None], maxs[:, None]], 1),units
+    raw = _cols(acc, _ACC) | {'min': mins, 'max': maxs}
+    return torch.cat([torch.stack([raw[k] for k in _RAW], 1), acc[:, len(_ACC):]], 1),units
 
 # %% ../nbs/03_stats.ipynb #79ddc3c6
 def _unit_stats(umax:torch.Tensor, umin, dim:int, max_units:int=1024)->dict:
@@ -330,14 +356,16 @@ def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
     keys += [site_key(keys[i], c + 1) for i,c in self.sites.extra]   # in row order: rows are numbered as sites are found
     res = {}
     for i,key in enumerate(keys):
-        n,nan,nf,sn,nz,s,q,a,calls,below,*hist,above = acc[i]
+        c = dict(zip(_ACC, acc[i]))
+        below,*hist,above = acc[i][len(_ACC):]
+        n,nan,nf,sn,s,calls = c['n'],c['nan'],c['finite'],c['sample_n'],c['sum'],c['calls']
         if i in self.errors and not calls: res[key] = {'unsupported': self.errors[i]}; continue
         if not calls: continue
         mean = s / nf if nf else None
-        var = (q - s * s / nf) / (nf - 1) if nf > 1 else None
+        var = (c['sumsq'] - s * s / nf) / (nf - 1) if nf > 1 else None
         st = {'n': int(n), 'nan': int(nan), 'inf': int(n - nf - nan), 'calls': int(calls), 'mean': mean,
               'std': math.sqrt(max(var, 0.)) if var is not None else None, 'min': mins[i], 'max': maxs[i],
-              'abs_mean': a / nf if nf else None, 'near_zero': nz / sn if sn else None,
+              'abs_mean': c['abssum'] / nf if nf else None, 'near_zero': c['near_zero'] / sn if sn else None,
               'hist': [int(h) for h in hist], 'hist_n': int(sn), 'hist_out': [int(below), int(above)]}
         st['hist'][0] += st['hist_out'][0]; st['hist'][-1] += st['hist_out'][1]   # values outside count in the edge bins
         if nf < n and math.isfinite(bad[i]):   # the epoch's sampled batch (from 0) where it first held one, and its output's rank in it
@@ -356,17 +384,92 @@ def dead_fraction(umax:torch.Tensor, umin:torch.Tensor|None=None)->torch.Tensor:
     seen = (umax > -math.inf).sum()
     return torch.where(seen > 0, dead_mask(umax, umin).sum() / seen.clamp(min=1), math.nan)
 
+_STEP_ROW = val2idx(('calls', *ACT_STATS))   # the columns of `step_row`, then the histogram
+
 def step_row(raw:torch.Tensor, units:dict)->torch.Tensor:
-    "One batch's statistics per layer from what `ActStats.flush` returns: calls, the `ACT_STATS` (NaN where undefined), then the histogram"
-    acc,mins,maxs = raw[:, :-2],raw[:, -2],raw[:, -1]
+    "One batch's statistics per layer from what `ActStats.flush` returns: the `_STEP_ROW` columns (whether it ran, then the `ACT_STATS`, NaN where undefined), then the histogram"
+    c = _cols(raw, _RAW)
+    n,nan,nf,sn,s,mins,maxs = c['n'],c['nan'],c['finite'],c['sample_n'],c['sum'],c['min'],c['max']
     silent = torch.full_like(mins, math.nan)
     if units:
         k = torch.tensor(list(units), device=silent.device)
         silent[k] = torch.stack([dead_fraction(u, v).to(silent.dtype) for u,v in units.values()])
-    n,nan,nf,sn,nz,s,q,a,calls = acc[:, :9].unbind(1)
     none,nf1 = torch.full_like(n, math.nan),nf.clamp(min=1)
-    std = ((q - s * s / nf1) / (nf - 1).clamp(min=1)).clamp(min=0).sqrt()
-    cols = [calls, n, nan, n - nf - nan, torch.where(nf > 0, s / nf1, none), torch.where(nf > 1, std, none),
-            torch.where(mins.isfinite(), mins, none), torch.where(maxs.isfinite(), maxs, none),
-            torch.where(nf > 0, a / nf1, none), torch.where(sn > 0, nz / sn.clamp(min=1), none), silent]
-    return torch.cat([torch.stack(cols, 1), acc[:, 9:]], 1)
+    std = ((c['sumsq'] - s * s / nf1) / (nf - 1).clamp(min=1)).clamp(min=0).sqrt()
+    v = dict(calls=c['calls'], n=n, nan=nan, inf=n - nf - nan, mean=torch.where(nf > 0, s / nf1, none), std=torch.where(nf > 1, std, none),
+             min=torch.where(mins.isfinite(), mins, none), max=torch.where(maxs.isfinite(), maxs, none),
+             abs_mean=torch.where(nf > 0, c['abssum'] / nf1, none), near_zero=torch.where(sn > 0, c['near_zero'] / sn.clamp(min=1), none),
+             silent_frac=silent)
+    return torch.cat([torch.stack([v[k] for k in _STEP_ROW], 1), raw[:, len(_RAW):]], 1)
+
+# %% ../nbs/03_stats.ipynb #eb896bac
+_CANCELS = (CancelBatchException, CancelTrainException, CancelValidException, CancelEpochException, CancelFitException,
+            CancelStepException, CancelBackwardException)   # fastai's own way to stop: it sends the `after_cancel_` events
+_WRAPPED = ('one_batch', '_do_epoch', '_call_one')            # a batch; what runs the model, loss and optimiser; every callback's events
+
+class HookGuard:
+    "Hook handles kept by key and removed together; on a `Learner` (`HookGuard.of`), removed in one `finally` after each batch, however it ends"
+    def __init__(self, learn=None):
+        self.learn,self.kept,self.users,self.own = learn,{},{},{}   # users: `{callback: on_error}`; own: the learner's methods it wrapped
+        if learn is None: return
+        for name in _WRAPPED:
+            self.own[name] = learn.__dict__.get(name)   # a method the learner object holds itself, if any
+            setattr(learn, name, self._guarded(getattr(learn, name), batch=name == 'one_batch'))
+
+    def __getitem__(self, k)->list:
+        "The handles kept under `k` (a callback, say): append each hook's handle here as it is registered"
+        return self.kept.setdefault(k, [])
+
+    def remove(self, *ks):
+        "Remove the hooks kept under the keys `ks`, or every hook kept"
+        for k in (ks or list(self.kept)):
+            hs = self.kept.get(k, [])
+            while hs: hs.pop().remove()
+
+    def _guarded(self, inner, batch:bool):
+        "`inner`, run so that an exception that ends the fit is seen here, and after a batch (`batch`) every hook comes off"
+        def f(*args, **kwargs):
+            try: return inner(*args, **kwargs)
+            except _CANCELS: raise
+            except BaseException as e: self._fail(e); raise
+            finally:
+                if batch: self.remove()
+        f.hook_guard = self
+        return f
+
+
+# %% ../nbs/03_stats.ipynb #06ea2d57
+@patch(cls_method=True)
+def of(cls:HookGuard, learn, user, on_error=None)->HookGuard:
+    "The guard of `learn`'s batches, put on it if it has none, for as long as the callback `user` uses it; `on_error(e)` hears of an exception that ends the fit"
+    g = getattr(learn.__dict__.get('one_batch'), 'hook_guard', None) or cls(learn)
+    g.users[user] = on_error
+    return g
+
+@patch
+def leave(self:HookGuard, user):
+    "The callback `user` is done with the learner: when no callback of it uses the guard any more, the guard comes off"
+    self.users.pop(user, None)
+    if self.learn is None: return
+    self.users = {u: f for u,f in self.users.items() if u in self.learn.cbs}   # not those of a fit that ended out of sight
+    if not self.users: self.remove(); self._unwrap()
+
+@patch
+def _unwrap(self:HookGuard):
+    "Give the learner back its own methods (those not wrapped again since, by someone else)"
+    for name,own in self.own.items():
+        if getattr(self.learn.__dict__.get(name), 'hook_guard', None) is not self: continue
+        if own is None: del self.learn.__dict__[name]
+        else: setattr(self.learn, name, own)
+    self.own = {}
+
+@patch
+def _fail(self:HookGuard, e:BaseException):
+    "An exception ends the fit: every hook comes off, the callbacks that asked hear of it, and the guard comes off the learner"
+    users,self.users = self.users,{}
+    try:
+        self.remove()
+        for u,f in users.items():
+            if f is not None and u in self.learn.cbs: f(e)
+    finally: self._unwrap()
+

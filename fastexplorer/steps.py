@@ -11,8 +11,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from .export import _key, _site_name, group_alerts
-from .stepdb import StepWriter
+from .stepdb import StepWriter, ACT_STATS, GRAD_STATS
 from .stats import *
+from .stats import _ACC, _STEP_ROW
+from .params import _GRAD_STEP
 from .distributed import _distributed, _on_host, _combine_steps
 
 # %% auto #0
@@ -58,7 +60,7 @@ class StepQueue:
         self.write([(m, None if a is None else step_row(*a), g, l, s) for m,a,g,l,s in pend])
 
     def write(self, pend:list):
-        "Copy the statistics of batches `pend` (meta, `step_row`, `GRAD_STATS` rows, loss, smooth loss) to the host and submit them"
+        "Copy the statistics of batches `pend` (meta, `step_row`, `ParamStats.take_step`, loss, smooth loss) to the host and submit them"
         if self.writer is None: return
         losses = [[p[3], p[4]] for p in pend]
         flat = [torch.as_tensor(t, dtype=torch.float32).reshape(1).cpu() for l in losses for t in l if t is not None]
@@ -67,9 +69,11 @@ class StepQueue:
         for (meta,*_),l in zip(pend, losses):
             loss,smooth = [next(vals) if t is not None else None for t in l]
             metas.append({**meta, 'loss': loss, 'smooth_loss': smooth})
-        act = _rows(pend, 1, lambda A: A[:, :, 0] > 0)                 # layers that ran on the batch
-        if act is not None: act = np.delete(act, 2, axis=1)            # drop the calls column
-        grad = _rows(pend, 2, lambda A: ~np.isnan(A[:, :, 0]))         # parameters with a gradient
+        act = _rows(pend, 1, lambda A: A[:, :, _STEP_ROW['calls']] > 0)    # layers that ran on the batch
+        if act is not None:                                            # batch, layer, the `ACT_STATS` (not the calls), the histogram
+            act = act[:, [0, 1, *(2 + _STEP_ROW[k] for k in ACT_STATS), *range(2 + len(_STEP_ROW), act.shape[1])]]
+        grad = _rows(pend, 2, lambda A: ~np.isnan(A[:, :, _GRAD_STEP['norm']]))   # parameters with a gradient
+        if grad is not None: grad = grad[:, [0, 1, *(2 + _GRAD_STEP[k] for k in GRAD_STATS)]]   # batch, parameter, the `GRAD_STATS`
         self.writer.submit(metas, self.keys, act, self.pkeys, grad)
         if self.on_write is not None: self.on_write(metas, act, grad)
 
@@ -123,22 +127,23 @@ class LiveAlerts:
         "Look for alerts in the batches about to be written"
         n0,order = len(self.alerts),self.order
         what = {'act': 'activations', 'valid_act': 'validation activations', 'grad': 'gradients'}
-        for rows,names,col in ((act, keys, 3), (grad, pkeys, 4)):   # columns: batch, layer, then the statistics
+        for rows,names,cols in ((act, keys, ACT_STATS), (grad, pkeys, GRAD_STATS)):   # columns: batch, layer, then the statistics
             if rows is None: continue
-            bad = rows[rows[:, col] + rows[:, col + 1] > 0]
+            nan,inf = 2 + cols.index('nan'),2 + cols.index('inf')
+            bad = rows[rows[:, nan] + rows[:, inf] > 0]
             if not len(bad): continue
             b = int(bad[:, 0].min())
             rank = stats.seq if rows is act else {}   # the order outputs appeared in, calls included; parameters by the tree
             r = min(bad[bad[:, 0] == b], key=lambda r: (rank.get(int(r[1]), math.inf), _key(order, names[int(r[1])])))
             m,p = metas[b],names[int(r[1])]
             stat = 'grad' if rows is grad else 'act' if m['split'] == 'train' else 'valid_act'
-            a = dict(kind='nonfinite', layer=p, stat=stat, value=int(r[col] + r[col + 1]), step=m['step'],
-                     message=f"first non-finite {what[stat]} in {_site_name(p)} at step {m['step']}: {int(r[col])} NaN, {int(r[col + 1])} Inf")
+            a = dict(kind='nonfinite', layer=p, stat=stat, value=int(r[nan] + r[inf]), step=m['step'],
+                     message=f"first non-finite {what[stat]} in {_site_name(p)} at step {m['step']}: {int(r[nan])} NaN, {int(r[inf])} Inf")
             self.add(('nonfinite', stat), epoch=epoch, **group_alerts([a])[0])
         nonfinite = any(k[0] == 'nonfinite' for k in self.seen)       # a NaN run's alert is that one: no dead alert beside it
         if not self.dead_checked and not nonfinite and stats.batches >= DEAD_AFTER:
             self.dead_checked = True
-            bad = (stats.acc[:, 0] > stats.acc[:, 2]).tolist()        # layers with NaN or Inf: their only alert is that one
+            bad = (stats.acc[:, _ACC['n']] > stats.acc[:, _ACC['finite']]).tolist()   # layers with NaN or Inf: their only alert is that one
             have = [(i, u, stats.umins[i]) for i,u in enumerate(stats.units) if u is not None and not bad[i]]
             frac = torch.stack([dead_fraction(u, v).float() for _,u,v in have]).cpu().tolist() if have else []
             found = []

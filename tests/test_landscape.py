@@ -78,8 +78,8 @@ def test_trajectory_and_file(tmp_path):
     learn = digits_learner(cbs=ExplorerCallback(tmp_path/'run', every=5, snapshots=True))
     with learn.no_bar(), learn.no_logging(): learn.fit(3, 1e-2)
     ls = learn.loss_landscape(n=5, trajectory=True, progress=False)
-    assert len(ls.trajectory) == len(learn.explorer.snapshots) == 3 and all(len(p) == 2 for p in ls.trajectory)
-    snaps = learn.explorer.snapshots                        # files in the run folder, nothing held in memory
+    assert len(ls.trajectory) == len(learn.explorer.snapshot_files) == 3 and all(len(p) == 2 for p in ls.trajectory)
+    snaps = learn.explorer.snapshot_files                  # files in the run folder, nothing held in memory
     assert [s.name for s in snaps] == ['snapshot_0001.npy', 'snapshot_0002.npy', 'snapshot_0003.npy'] and all(s.parent == tmp_path/'run' for s in snaps)
     n = sum(p.numel() for p in set(learn.model.parameters()))
     assert all(np.load(s, mmap_mode='r').shape == (n,) for s in snaps)

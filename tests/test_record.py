@@ -8,6 +8,7 @@ from fastai.callback.progress import *   # noqa: F403  (Learner.no_bar)
 from fastexplorer.all import *
 from zoo import ZOO, RAISES, learner, images, Awkward, _gen
 from untouched import Untouched
+from fastai.callback.core import Callback, CancelBatchException, CancelEpochException, CancelFitException
 
 def _hooks(model):
     return [(n, len(m._forward_hooks), len(m._forward_pre_hooks), len(m._backward_hooks)) for n,m in model.named_modules(remove_duplicate=False)]
@@ -196,6 +197,49 @@ def test_hooks_removed_on_errors():
     with pytest.raises(ValueError, match="returned a mask of 3 values for a batch of 4 samples"):
         with ForwardOutput('7', condition=lambda xb, yb: torch.ones(3, dtype=torch.bool)).hooked(m), torch.no_grad(): m(x[:4])
     u.check()
+
+class _Raise(Callback):
+    "Raise `exc` in `before_batch` of training batch 2, after every other callback has hooked the model (the last `order`), or let the model raise in it (`armed`)"
+    order = 99
+    def __init__(self, exc, armed): self.exc,self.armed = exc,armed
+    def before_batch(self):
+        if not (self.training and self.iter == 2): return
+        if isinstance(self.exc, BaseException): raise self.exc
+        self.armed['model'] = self.exc == 'model'
+
+class _NoHookLeft(Callback):
+    "Check, before any callback hooks the model, that each batch starts with the model's hooks as they were before the fit"
+    order = -99
+    def __init__(self, before): self.before,self.seen = before,0
+    def before_batch(self):
+        assert _hooks(self.learn.model) == self.before, 'a hook of the last batch is left'
+        self.seen += 1
+
+EXITS = {'normal end': None, 'CancelBatchException': CancelBatchException(), 'CancelEpochException': CancelEpochException(),
+         'CancelFitException': CancelFitException(), 'exception in another callback': RuntimeError('boom'),
+         'KeyboardInterrupt': KeyboardInterrupt(), 'exception in the model': 'model'}
+RECORDERS = {'ExplorerCallback': lambda p: ExplorerCallback(p, every=1, valid=True),
+             'ForwardOutput': lambda p: ForwardOutput(['0', '5'], valid=True), 'BackwardOutput': lambda p: BackwardOutput(['0', '5'], valid=True)}
+
+@pytest.mark.parametrize('exit', EXITS)
+@pytest.mark.parametrize('rec', RECORDERS)
+def test_every_exit_removes_the_hooks(rec, exit, tmp_path):
+    "However a batch or the fit ends, our hooks are gone (each batch starts without them), the user's own hook stays, and the guard is off the learner"
+    learn,x,y = _frozen_bn_labelled()
+    armed = {'model': False}
+    def mine(m, i, o):                                       # the user's own hook: for 'exception in the model', it raises in batch 2
+        if armed['model']: armed['model'] = False; raise RuntimeError('the model failed')
+    h = learn.model[3].register_forward_hook(mine)
+    before = _hooks(learn.model)
+    r,spy = RECORDERS[rec](tmp_path/'run'),_NoHookLeft(before)
+    cbs = [r, spy, _Raise(EXITS[exit], armed)]
+    try: _fit(learn, 2, cbs=cbs)
+    except (RuntimeError, KeyboardInterrupt) as e: assert exit in ('exception in another callback', 'KeyboardInterrupt', 'exception in the model'), e
+    assert spy.seen >= 3, spy.seen                           # the batches after the exit's were checked too, where there are some
+    assert _hooks(learn.model) == before, 'hooks left'
+    assert not any(n in learn.__dict__ for n in ('one_batch', '_do_epoch', '_call_one')), 'the guard is left on the learner'
+    assert not getattr(r, 'tensor_handles', []), 'tensor hooks left'
+    h.remove()
 
 def test_train_valid_flags():
     "As a callback: training batches by default, validation batches with `valid=True`, nothing in `lr_find`"

@@ -31,7 +31,7 @@ def _free(p:Path)->bool:
     try: unlock_run(lock_run(p)); return True
     except RunLockedError: return False
 
-GUARDS = ('_do_epoch', '_call_one')
+GUARDS = ('one_batch', '_do_epoch', '_call_one')   # the learner's methods HookGuard wraps for a fit
 
 # --- overwrite: only our own files --------------------------------------------------------------------------------
 

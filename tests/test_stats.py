@@ -228,8 +228,9 @@ def test_memory_flat_over_batches(tmp_path):
     "The epoch accumulators do not grow with the number of batches"
     learn = digits_learner(cbs=ExplorerCallback(tmp_path/'run', every=1))
     _fit(learn, 1)
+    from fastexplorer.stats import _ACC
     cb = learn.explorer
-    assert cb.act.rows == [] and cb.act.acc.shape == (len(cb.keys), 9 + cb.hist_bins + 2)
+    assert cb.act.rows == [] and cb.act.acc.shape == (len(cb.keys), len(_ACC) + cb.hist_bins + 2)
 
 def test_load_run_roundtrip(tmp_path):
     "`load_run` gives back the trees, the recorder rows and a long DataFrame"
@@ -246,13 +247,15 @@ def test_load_run_roundtrip(tmp_path):
 def test_act_row_layouts_and_dtypes():
     "Channels-last, non-contiguous, bfloat16, int and bool tensors reduce like their float32 contiguous selves"
     from fastexplorer.stats import act_row, ElementSampler, _ROW
-    SUM = _ROW.index('sum')
+    SUM = _ROW['sum']
+    WHOLE = [_ROW[k] for k in ('nan', 'finite', 'sample_n', 'sum')]                   # what does not depend on the sampled elements
+    REST = [_ROW[k] for k in ('m2', 'abssum', 'min', 'max', 'mean_b', 'near_zero')]
     x = torch.randn(4, 3, 8, 8, generator=torch.Generator().manual_seed(0))
     ref = act_row(x, ElementSampler())
     assert torch.allclose(act_row(x.to(memory_format=torch.channels_last), ElementSampler()), ref)
-    assert torch.allclose(act_row(x.transpose(2, 3), ElementSampler())[:4], ref[:4])
+    assert torch.allclose(act_row(x.transpose(2, 3), ElementSampler())[WHOLE], ref[WHOLE])
     bf = act_row(x.bfloat16(), ElementSampler())
-    assert torch.allclose(bf[4:10], act_row(x.bfloat16().float(), ElementSampler())[4:10])
+    assert torch.allclose(bf[REST], act_row(x.bfloat16().float(), ElementSampler())[REST])
     assert act_row(torch.tensor([True, False, True]), ElementSampler())[SUM] == 2    # sum of a bool output
     assert act_row(torch.arange(5), ElementSampler())[SUM] == 10
 
@@ -304,3 +307,106 @@ def test_update_ratio_oracle_and_zero_init():
     only_zero = ParamStats([nn.Parameter(torch.zeros(3))])
     only_zero.snapshot(); only_zero.updates()
     assert only_zero.finish(['z'])['z']['weight']['update_ratio'] is None
+
+# ---- the statistics' columns are found by name
+
+LAYOUTS = {'_ROW': 'stats', '_ACC': 'stats', '_RAW': 'stats', '_STEP_ROW': 'stats', '_GRAD_ROW': 'params', '_GSUM': 'params',
+           '_GRAD_STEP': 'params', '_CUSTOM': 'custom'}
+
+def _rotate_layouts(monkeypatch):
+    "Put the columns of every named layout in another order (each one column on, so that none keeps its place), in every module holding it"
+    import importlib, sys
+    from fastcore.basics import val2idx
+    for name,owner in LAYOUTS.items():
+        old = getattr(importlib.import_module(f'fastexplorer.{owner}'), name)
+        names = list(old)
+        new = val2idx(names[1:] + names[:1])
+        for m in [m for k,m in list(sys.modules.items()) if k.startswith('fastexplorer') and getattr(m, name, None) is old]:
+            monkeypatch.setattr(m, name, new)
+
+class _PoisonValid(Callback):
+    "NaN in a few inputs of the second validation batch: its statistics take the masked path"
+    def before_batch(self):
+        if not self.training and self.iter == 1:
+            x = self.xb[0].clone(); x[:2] = float('nan'); self.learn.xb = (x,)
+
+class _TwoRanks:
+    "`torch.distributed` as seen by two ranks that recorded the same batches: a sum doubles, a maximum stays"
+    ReduceOp = torch.distributed.ReduceOp
+    def get_world_size(self, group=None): return 2
+    def all_gather_object(self, out, o, group=None): out[:] = [o, o]
+    def all_reduce(self, t, op, group=None):
+        if op == self.ReduceOp.SUM: t.mul_(2)
+
+def _zeros(t): return (t == 0).float().mean()
+def _rms(g): return g.pow(2).mean().sqrt()
+
+def _layout_results(path, monkeypatch)->dict:
+    "What each reader of the statistics' columns gives, keyed by the statistics' names: a fit's files, two ranks combined, live alerts"
+    import sqlite3
+    from fastexplorer import stats, distributed
+    from fastexplorer.steps import LiveAlerts, DEAD_AFTER
+    res,g,lin,relu = {},torch.Generator().manual_seed(0),nn.Linear(6, 6),nn.ReLU()
+    # one row of each path (finite; NaN and Inf masked), by name
+    x = torch.randn(64, 6, generator=g); y = x.clone(); y[0, :2] = float('nan'); y[1, 0] = float('inf')
+    for t in (x, y):
+        r = stats.act_row(t, stats.ElementSampler(), bins=8, lo=-4, hi=4)
+        res.setdefault('rows', []).append(({k: r[i].item() for k,i in stats._ROW.items()}, r[len(stats._ROW):].tolist()))
+    # gradients with NaN and Inf, and an update, of one step
+    ps = ParamStats([w := nn.Parameter(torch.randn(3, 4, generator=g))], steps=True)
+    w.grad = torch.randn(3, 4, generator=g); w.grad[0, :2] = float('nan'); w.grad[1, 1] = float('inf'); w.grad[2] = 0
+    ps.grads(); ps.snapshot()
+    with torch.no_grad(): w.add_(1.)
+    ps.updates()
+    from fastexplorer.params import _GRAD_STEP
+    res['params'] = ps.finish(['w']),{k: ps.step[0, i].item() for k,i in _GRAD_STEP.items()}
+    # a fit: activation (the masked path on the poisoned validation batch), gradient, update, custom and step statistics, alerts
+    torch.manual_seed(0)
+    learn = digits_learner(cbs=[ExplorerCallback(path, every=1, valid=True).add_stat(_zeros).add_stat(_rms, on='grad'), _PoisonValid()])
+    _fit(learn, 1)
+    run = load_run(path)
+    res['epoch'] = run.epochs[0]['tree'],run.epochs[0]['alerts'],run.meta.get('live_alerts')
+    con = sqlite3.connect(path/'steps.sqlite')
+    res['steps'] = [con.execute(f'SELECT * FROM {t} ORDER BY 1, 2, 3, 4').fetchall() for t in ('act', 'grad')]
+    con.close()
+    assert len(res['steps'][0]) and len(res['steps'][1]) and any(a['stat'] == 'valid_act' for a in res['epoch'][1])
+    # two ranks that recorded the same batches: the sums double, the calls (a maximum over ranks) stay
+    st,cs = stats.ActStats(2, 'cpu', bins=8, hist_range=(-4, 4)),CustomStats()
+    for _ in range(2):
+        x = torch.randn(16, 6, generator=g)
+        st.add(0, lin, x); st.add(1, relu, x.relu(), x); st.add(1, relu, (x - 1).relu(), x); st.flush()   # `relu` is called twice
+        cs.add(CustomStat(torch.mean, name='m'), 'custom_out', 'a', x)
+    with monkeypatch.context() as mp:
+        mp.setattr(distributed, 'dist', _TwoRanks())
+        distributed.all_reduce_stats([st]); distributed.all_reduce_custom(cs)
+    res['ranks'] = st.finish(['a', 'b']),cs.finish()
+    a = res['ranks'][0]['a']
+    assert (a['n'], a['calls'], res['ranks'][1]['a']['custom_out']['m']['n']) == (2 * 2 * 96, 2, 4), res['ranks']
+    # the step series of two ranks' parts of one batch
+    parts = []
+    for _ in range(2):
+        st = stats.ActStats(2, 'cpu', bins=8, steps=True)
+        x = torch.randn(8, 6, generator=g); st.add(0, lin, x); st.add(1, relu, x.relu(), x)
+        parts.append([distributed._on_host(({'step': 0, 'epoch': 1, 'split': 'train', 'iter': 0}, st.flush(), None, None, None))])
+    (_,row,*_), = distributed._combine_steps(parts)
+    res['combined'] = {k: row[:, i].tolist() for k,i in stats._STEP_ROW.items()},row[:, len(stats._STEP_ROW):].tolist()
+    # live alerts: the dead layers, leaving out one that held NaN
+    st = stats.ActStats(2, 'cpu')
+    for i in range(DEAD_AFTER):
+        x = -torch.rand(4, 3, generator=g); y = x.clone()
+        if i == 0: y[0, 0] = float('nan')
+        st.add(0, relu, relu(y), y); st.add(1, relu, relu(x), x); st.flush()
+    la = LiveAlerts({'a': 0, 'b': 1})
+    la.check([{'step': DEAD_AFTER - 1, 'split': 'train'}], None, None, ['a', 'b'], [], 1, st)
+    res['live'] = la.alerts
+    assert [a['layer'] for a in la.alerts] == ['b'], la.alerts
+    return res
+
+def test_columns_are_read_by_name(tmp_path, monkeypatch):
+    "Every reader finds the statistics' columns by name: with each named layout in another order, every result is the same"
+    want = _layout_results(tmp_path/'one', monkeypatch)
+    _rotate_layouts(monkeypatch)
+    from fastexplorer.stats import _ROW, _ACC
+    assert list(_ROW)[0] == 'finite' and list(_ACC)[-1] == 'n'       # the rotation took
+    got = _layout_results(tmp_path/'two', monkeypatch)
+    for k in want: assert got[k] == want[k], k
