@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 from functools import partial
 import torch
-from fastcore.basics import ifnone, val2idx
+from fastcore.basics import ifnone, patch, val2idx
 from .probe import _first_tensor
 
 # %% auto #0
 __all__ = ['CustomStat', 'custom_stats', 'CustomStats', 'custom_hooks', 'custom_params']
 
-# %% ../nbs/03b_custom.ipynb #fb4bb486
+# %% ../nbs/03b_custom.ipynb #f1634ca7
 _ON = {'out': 'output', 'in': 'input', 'weight': 'weight', 'grad': 'gradient'}
 
 class CustomStat:
@@ -30,6 +30,7 @@ class CustomStat:
         self.f,self.on,self.name = f,on,ifnone(name, getattr(f, '__name__', None))
     def __repr__(self): return f"CustomStat({self.name!r}, on={self.on!r})"
 
+# %% ../nbs/03b_custom.ipynb #f4d0e66c
 def custom_stats(custom)->list:
     "A list of `CustomStat` from `None`, a `CustomStat` or function, a list of them, or `{name: function or CustomStat}` (outputs)"
     if custom is None: return []
@@ -44,7 +45,7 @@ def custom_stats(custom)->list:
         seen.add((c.name, c.on))
     return res
 
-# %% ../nbs/03b_custom.ipynb #05835710
+# %% ../nbs/03b_custom.ipynb #17d671c3
 def _scalar(v, c:CustomStat, key:str, k):
     "One value a custom statistic returned, as a 0-d float tensor"
     what = f"custom statistic `{c.name}`" + (f" (key {k!r})" if k is not None else '')
@@ -55,6 +56,7 @@ def _scalar(v, c:CustomStat, key:str, k):
     if isinstance(v, (int, float)) and not isinstance(v, bool): return torch.tensor(float(v), dtype=torch.float64)
     raise TypeError(f"{what} returned a {type(v).__name__} for `{key}`: return a number, a one-element tensor or a dict of them")
 
+# %% ../nbs/03b_custom.ipynb #4247d149
 _CUSTOM = val2idx(('sum', 'n', 'min', 'max', 'nonfinite'))   # the columns of a custom statistic's accumulator, by name
 _SUMMED = ('sum', 'n', 'nonfinite')                          # those added up; the extrema are kept
 
@@ -80,15 +82,17 @@ class CustomStats:
             a[s] += row[s]
             a[mn] = torch.minimum(a[mn], row[mn]); a[mx] = torch.maximum(a[mx], row[mx])
 
-    def finish(self)->dict:
-        "`{key: {kind: {name: {mean, min, max, n, nonfinite}}}}`"
-        res = {}
-        for (kind,key,name),a in self.acc.items():
-            v = dict(zip(_CUSTOM, a.cpu().tolist()))
-            n = v['n']
-            res.setdefault(key, {}).setdefault(kind, {})[name] = {'mean': v['sum'] / n if n else None, 'min': v['min'] if n else None,
-                                                                  'max': v['max'] if n else None, 'n': int(n), 'nonfinite': int(v['nonfinite'])}
-        return res
+# %% ../nbs/03b_custom.ipynb #89762217
+@patch
+def finish(self:CustomStats)->dict:
+    "`{key: {kind: {name: {mean, min, max, n, nonfinite}}}}`"
+    res = {}
+    for (kind,key,name),a in self.acc.items():
+        v = dict(zip(_CUSTOM, a.cpu().tolist()))
+        n = v['n']
+        res.setdefault(key, {}).setdefault(kind, {})[name] = {'mean': v['sum'] / n if n else None, 'min': v['min'] if n else None,
+                                                              'max': v['max'] if n else None, 'n': int(n), 'nonfinite': int(v['nonfinite'])}
+    return res
 
 # %% ../nbs/03b_custom.ipynb #dc862a64
 def _custom_hook(acc:CustomStats, cs:list, pre:str, path:str, m, args, out):

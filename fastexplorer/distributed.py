@@ -32,6 +32,58 @@ def _agree_on_start(err:BaseException|None)->str|None:
     dist.broadcast_object_list(box, src=0)
     return box[0]
 
+# %% ../nbs/03d_distributed.ipynb #c2e4a101
+def _gather_layout(acts:list, group=None)->list:
+    "Every rank's unit counts, errors, unit minima and dims for each of `acts`, gathered on every rank (a collective)"
+    mine = {'units': [[None if u is None else u.numel() for u in a.units] for a in acts], 'errors': [a.errors for a in acts],
+            'minima': [[v is not None for v in a.umins] for a in acts], 'dims': [a.dims for a in acts]}
+    every = [None] * dist.get_world_size(group)
+    dist.all_gather_object(every, mine, group=group)
+    return every
+
+# %% ../nbs/03d_distributed.ipynb #c2e4a103
+def _agree_rows(
+    a:ActStats,  # one of the epoch's `ActStats`, grown to every call site
+    j:int,       # its place in the list every rank gathered
+    every:list,  # `_gather_layout`'s answer
+    dev,         # the device of the accumulators
+)->tuple:        # `(sizes, lows)`: each row's agreed unit count, and whether it keeps unit minima
+    "Settle each row of `a` the same way on every rank from what `every` rank saw"
+    sizes,lows = [],[]
+    for i in range(a.n_rows):
+        for o in every:
+            if i in o['errors'][j]: a.errors.setdefault(i, o['errors'][j][i])
+        ks = sorted({o['units'][j][i] for o in every} - {None})
+        if len(ks) > 1: a.errors.setdefault(i, f"unit count differs between ranks ({', '.join(map(str, ks))})")
+        k = ks[0] if len(ks) == 1 else 0
+        if k and a.units[i] is None: a.units[i] = torch.full((k,), -math.inf, device=dev)
+        low = bool(k) and any(o['minima'][j][i] for o in every)   # unit minima: a layer that is not a rectifier
+        if low and a.umins[i] is None: a.umins[i] = torch.full((k,), math.inf, device=dev)
+        if a.dims[i] is None: a.dims[i] = next((o['dims'][j][i] for o in every if o['dims'][j][i] is not None), None)
+        sizes.append(k); lows.append(low)
+    return sizes,lows
+
+# %% ../nbs/03d_distributed.ipynb #c2e4a106
+def _maxed_parts(a:ActStats, sizes:list, lows:list, dt)->list:
+    "What of `a` combines by its maximum over the ranks: calls, negated minima, maxima, batches, unit maxima and negated unit minima"
+    res = [a.acc[:, _ACC['calls']], -a.mins, a.maxs, a.acc.new_tensor([a.batches])]
+    for i,k in enumerate(sizes):
+        if k: res += [a.units[i].to(dt)] + ([-a.umins[i].to(dt)] if lows[i] else [])   # minima as maxima of their negation
+    return res
+
+def _unpack(a:ActStats, summed, maxed, o:int, p:int, sizes:list, lows:list)->tuple:
+    "Write the combined `summed` (from offset `o`) and `maxed` (from `p`) back into `a`; return the next offsets"
+    a.acc.copy_(summed[o:o + a.acc.numel()].view_as(a.acc)); o += a.acc.numel()
+    n = a.n_rows
+    a.acc[:, _ACC['calls']] = maxed[p:p + n]; a.mins = -maxed[p + n:p + 2*n]; a.maxs = maxed[p + 2*n:p + 3*n].clone()
+    a.batches = int(maxed[p + 3*n]); p += 3*n + 1
+    for i,k in enumerate(sizes):
+        if not k: a.units[i] = a.umins[i] = None              # no rank saw units, or the ranks disagree
+        else:
+            a.units[i] = maxed[p:p + k].to(a.units[i].dtype); p += k
+            if lows[i]: a.umins[i] = -maxed[p:p + k].to(a.umins[i].dtype); p += k
+    return o,p
+
 # %% ../nbs/03d_distributed.ipynb #e025ef37
 def all_reduce_stats(
     acts:list,             # this epoch's `ActStats`, in the same order on every rank (`None`s are skipped)
@@ -41,43 +93,17 @@ def all_reduce_stats(
     "Combine every rank's `acts` in place into the statistics of all their batches, and return `counts` combined: a collective"
     acts,counts = [a for a in acts if a is not None],dict(counts or {})
     for a in acts: a._grow()   # a row for every call site the fit has seen, whichever split saw it (the same on every rank)
-    mine = {'units': [[None if u is None else u.numel() for u in a.units] for a in acts], 'errors': [a.errors for a in acts],
-            'minima': [[v is not None for v in a.umins] for a in acts], 'dims': [a.dims for a in acts]}
-    every = [None] * dist.get_world_size(group)
-    dist.all_gather_object(every, mine, group=group)
+    every = _gather_layout(acts, group)
     dev = acts[0].acc.device if acts else torch.device('cpu')
     dt = acts[0].dt if acts else torch.float64
-    maxed,sizes,lows = [],[],[]   # `maxed`: what combines by its maximum over the ranks, in one buffer
-    for j,a in enumerate(acts):
-        for i in range(a.n_rows):                                   # the same decisions on every rank: all see `every`
-            for o in every:
-                if i in o['errors'][j]: a.errors.setdefault(i, o['errors'][j][i])
-            ks = sorted({o['units'][j][i] for o in every} - {None})
-            if len(ks) > 1: a.errors.setdefault(i, f"unit count differs between ranks ({', '.join(map(str, ks))})")
-            k = ks[0] if len(ks) == 1 else 0
-            if k and a.units[i] is None: a.units[i] = torch.full((k,), -math.inf, device=dev)
-            low = bool(k) and any(o['minima'][j][i] for o in every)   # unit minima: a layer that is not a rectifier
-            if low and a.umins[i] is None: a.umins[i] = torch.full((k,), math.inf, device=dev)
-            if a.dims[i] is None: a.dims[i] = next((o['dims'][j][i] for o in every if o['dims'][j][i] is not None), None)
-            sizes.append(k); lows.append(low)
-        maxed += [a.acc[:, _ACC['calls']], -a.mins, a.maxs, a.acc.new_tensor([a.batches])]
-        for i,k in enumerate(sizes[-a.n_rows:]):
-            if k: maxed += [a.units[i].to(dt)] + ([-a.umins[i].to(dt)] if lows[-a.n_rows + i] else [])   # minima as maxima of their negation
+    layout = [_agree_rows(a, j, every, dev) for j,a in enumerate(acts)]   # the same decisions on every rank
+    maxed = [t for a,(sizes,lows) in zip(acts, layout) for t in _maxed_parts(a, sizes, lows, dt)]
     maxed.append(torch.tensor([float(v) for v in counts.values()], dtype=dt, device=dev))
     summed,maxed = torch.cat([a.acc.reshape(-1) for a in acts] or [torch.zeros(0, dtype=dt, device=dev)]),torch.cat(maxed)
     dist.all_reduce(summed, dist.ReduceOp.SUM, group=group)
     dist.all_reduce(maxed, dist.ReduceOp.MAX, group=group)
     o,p = 0,0
-    for j,a in enumerate(acts):
-        a.acc.copy_(summed[o:o + a.acc.numel()].view_as(a.acc)); o += a.acc.numel()
-        n = a.n_rows
-        a.acc[:, _ACC['calls']] = maxed[p:p + n]; a.mins = -maxed[p + n:p + 2*n]; a.maxs = maxed[p + 2*n:p + 3*n].clone()
-        a.batches = int(maxed[p + 3*n]); p += 3*n + 1
-        for i,k in enumerate(sizes[j*n:(j + 1)*n]):
-            if not k: a.units[i] = a.umins[i] = None              # no rank saw units, or the ranks disagree
-            else:
-                a.units[i] = maxed[p:p + k].to(a.units[i].dtype); p += k
-                if lows[j*n + i]: a.umins[i] = -maxed[p:p + k].to(a.umins[i].dtype); p += k
+    for a,(sizes,lows) in zip(acts, layout): o,p = _unpack(a, summed, maxed, o, p, sizes, lows)
     return {k: int(v) for k,v in zip(counts, maxed[p:].tolist())}
 
 # %% ../nbs/03d_distributed.ipynb #eeeb19c0

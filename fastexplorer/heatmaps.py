@@ -17,7 +17,7 @@ from .probe import _first_tensor
 # %% auto #0
 __all__ = ['activation_maps', 'input_images', 'heatmap_samples']
 
-# %% ../nbs/03c_heatmaps.ipynb #4c396563
+# %% ../nbs/03c_heatmaps.ipynb #fbbfd7ee
 def _b64(t:torch.Tensor)->str: return base64.b64encode(t.contiguous().numpy().tobytes()).decode('ascii')
 
 def _quantise(a:torch.Tensor)->tuple:
@@ -27,6 +27,7 @@ def _quantise(a:torch.Tensor)->tuple:
     q = ((flat - lo[:, None]) / (hi - lo).clamp(min=1e-12)[:, None] * 255).round().clamp(0, 255).to(torch.uint8)
     return [_b64(o) for o in q], lo.tolist(), hi.tolist()
 
+# %% ../nbs/03c_heatmaps.ipynb #96101a49
 def _map_hook(res:dict, path:str, size:int, m, inp, out):
     if path in res: return
     t = _first_tensor(out)
@@ -56,6 +57,7 @@ def activation_maps(
         out[p] = {'h': a.shape[1], 'w': a.shape[2], 'maps': maps, 'lo': lo, 'hi': hi}
     return out
 
+# %% ../nbs/03c_heatmaps.ipynb #c2c43fa1
 def input_images(dl, x:torch.Tensor, max_size:int=64)->list:
     "The images of batch `x` as `{h, w, c, data}` bytes, decoded by `dl` when it can, for display"
     try: x = dl.decode((x,))[0]

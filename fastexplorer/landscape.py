@@ -176,6 +176,42 @@ def _pca_directions(snaps:list, ps:list, chunk:int=1<<22)->tuple:
     if k == 1: coords = [xy + [0.] for xy in coords]
     return _unflat(V[0], ps), _unflat(V[1], ps), coords
 
+# %% ../nbs/04_landscape.ipynb #a4b1c007
+def _directions(learn:Learner, ps:list, trajectory:bool, seed:int|None, span:float|None)->tuple:
+    "The plane's two directions, the trajectory on it (or `None`), the span, the kind of directions and the seed"
+    if trajectory:
+        snaps = getattr(getattr(learn, 'explorer', None), 'snapshot_files', None)
+        if not snaps: raise ValueError("no weight snapshots: train with `ExplorerCallback(snapshots=True)` to use `trajectory=True`")
+        d1,d2,path = _pca_directions(snaps, ps)
+        return d1,d2,path,span or 1.2 * max([abs(c) for xy in path for c in xy] + [1e-3]),'pca',seed
+    seed = int.from_bytes(os.urandom(6), 'little') if seed is None else seed
+    g = torch.Generator().manual_seed(seed)
+    return filter_normalized_direction(ps, g),filter_normalized_direction(ps, g),None,span or 1.,'random',seed
+
+# %% ../nbs/04_landscape.ipynb #a4b1c010
+def _sweep(learn:Learner, ps:list, saved:list, d1:list, d2:list, coords:list, batches:list, gp:_GridPoint, progress:bool)->tuple:
+    "Loss and metric grids: each point evaluated with `saved + x·d₁ + y·d₂` written into `ps` (left there at the end)"
+    n = len(coords)
+    loss = [[None] * n for _ in range(n)]
+    met = [[None] * n for _ in range(n)] if gp.metric is not None else None
+    it = range(n * n)
+    if progress:
+        from fastprogress.fastprogress import progress_bar
+        it = progress_bar(it, leave=False)
+    # only parameters with a non-zero direction move; their directions are cast to their dtype once
+    moving = [(p, w, a.to(p.dtype), b.to(p.dtype), torch.empty_like(w)) for p,w,a,b in zip(ps, saved, d1, d2) if a.any() or b.any()]
+    with _grid_events(learn, gp):
+        for k in it:
+            i,j = divmod(k, n)
+            with torch.no_grad():
+                if j == 0:
+                    for p,w,a,b,row in moving: torch.add(w, b, alpha=coords[i], out=row)
+                for p,w,a,b,row in moving: torch.add(row, a, alpha=coords[j], out=p)
+            try: loss[i][j],m = _evaluate(learn, batches, gp)
+            except BaseException as e: e.add_note(f"while evaluating the loss landscape at grid point x={coords[j]:g}, y={coords[i]:g}"); raise
+            if met is not None: met[i][j] = m
+    return loss,met
+
 # %% ../nbs/04_landscape.ipynb #6267b107
 @patch
 def loss_landscape(self:Learner,
@@ -191,46 +227,16 @@ def loss_landscape(self:Learner,
     ps = _params(model)
     device = model_device(model)
     cb = getattr(self, 'explorer', None)
-    path = None
-    if trajectory:
-        snaps = getattr(cb, 'snapshot_files', None)
-        if not snaps: raise ValueError("no weight snapshots: train with `ExplorerCallback(snapshots=True)` to use `trajectory=True`")
-        d1,d2,path = _pca_directions(snaps, ps)
-        span = span or 1.2 * max([abs(c) for xy in path for c in xy] + [1e-3])
-        kind = 'pca'
-    else:
-        seed = int.from_bytes(os.urandom(6), 'little') if seed is None else seed
-        g = torch.Generator().manual_seed(seed)
-        d1,d2 = filter_normalized_direction(ps, g),filter_normalized_direction(ps, g)
-        span,kind = span or 1.,'random'
+    d1,d2,path,span,kind,seed = _directions(self, ps, trajectory, seed, span)
     coords = [-span + 2 * span * i / (n - 1) for i in range(n)] if n > 1 else [0.]
     metric = getattr(self.metrics[0], 'func', None) if len(self.metrics) else None
     mname = getattr(self.metrics[0], 'name', None) if metric is not None else None
     state,lstate = ModelState(self.model),_LearnerState(self)   # `self.model`: a wrapper is put in eval mode too
     saved = [p.detach().clone() for p in ps]          # the copy the weights are restored from
-    loss = [[None] * n for _ in range(n)]
-    met = [[None] * n for _ in range(n)] if metric is not None else None
-    gp = _GridPoint(metric)
     try:
         with preserved_rng(device):
             batches = _batches(self, n_batches, device)
-            it = range(n * n)
-            if progress:
-                from fastprogress.fastprogress import progress_bar
-                it = progress_bar(it, leave=False)
-            # only parameters with a non-zero direction move; their directions are cast to their dtype once. Each row
-            # of the grid keeps `w + y·d₂` in a buffer, so a point costs one op per parameter: `p = row + x·d₁`
-            moving = [(p, w, a.to(p.dtype), b.to(p.dtype), torch.empty_like(w)) for p,w,a,b in zip(ps, saved, d1, d2) if a.any() or b.any()]
-            with _grid_events(self, gp):
-                for k in it:
-                    i,j = divmod(k, n)
-                    with torch.no_grad():
-                        if j == 0:
-                            for p,w,a,b,row in moving: torch.add(w, b, alpha=coords[i], out=row)
-                        for p,w,a,b,row in moving: torch.add(row, a, alpha=coords[j], out=p)
-                    try: loss[i][j],m = _evaluate(self, batches, gp)
-                    except BaseException as e: e.add_note(f"while evaluating the loss landscape at grid point x={coords[j]:g}, y={coords[i]:g}"); raise
-                    if met is not None: met[i][j] = m
+            loss,met = _sweep(self, ps, saved, d1, d2, coords, batches, _GridPoint(metric), progress)
     finally:
         with torch.no_grad():
             for p,w in zip(ps, saved): p.copy_(w)

@@ -46,7 +46,7 @@ class FirstNonFinite(TorchDispatchMode):
                 self.found = None
         return out
 
-# %% ../nbs/03g_nonfinite.ipynb #18823059
+# %% ../nbs/03g_nonfinite.ipynb #49a6ac2f
 def _node_owners(o, owner:str, nodes:dict):
     "Map the autograd nodes that made `o` and are not mapped yet (the ops of a module, after its children's) to module path `owner`"
     todo = [t.grad_fn for t in tree_leaves(o) if isinstance(t, torch.Tensor) and t.grad_fn is not None]
@@ -56,6 +56,7 @@ def _node_owners(o, owner:str, nodes:dict):
         nodes[n] = owner
         todo += [f for f,_ in n.next_functions]
 
+# %% ../nbs/03g_nonfinite.ipynb #f09fdec1
 def find_nonfinite(
     model:nn.Module,
     xb:tuple,          # the batch's inputs
@@ -90,6 +91,7 @@ def find_nonfinite(
         state.restore(keep_versions=True)   # the batch's own backward has saved its BatchNorms' running statistics
     return mode.found
 
+# %% ../nbs/03g_nonfinite.ipynb #1985eaa7
 def _backward(mode:FirstNonFinite, nodes:dict, l:torch.Tensor, ws:list)->dict|None:
     "Run the backward of loss `l` into new tensors (the batch's own `.grad` stay), and name the first autograd node whose gradients came out non-finite from finite ones"
     first,handles = [],[]
@@ -107,4 +109,3 @@ def _backward(mode:FirstNonFinite, nodes:dict, l:torch.Tensor, ws:list)->dict|No
     n = first[0]
     op = mode.ops.get(n) or {'op': None, 'inputs_finite': True, 'param': None}
     return {**op, 'module': nodes[n], 'phase': 'backward', 'node': type(n).__name__}
-

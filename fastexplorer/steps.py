@@ -7,6 +7,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/steps.html.md"""
 # %% ../nbs/03e_steps.ipynb #b03b5b4b
 from __future__ import annotations
 import math, time
+from fastcore.basics import patch
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -35,6 +36,7 @@ def _rows(pend:list, k:int, keep)->tuple:
     bi,ri = np.nonzero(keep(A))
     return np.column_stack([np.array([i for i,_ in have])[bi], ri, A[bi, ri]])
 
+# %% ../nbs/03e_steps.ipynb #e3a5c003
 class StepQueue:
     "One fit's sampled batches, kept on the device and handed to the step database in groups"
     def __init__(self,
@@ -59,39 +61,44 @@ class StepQueue:
         if _distributed(): self.epoch_steps += [_on_host(p) for p in pend]; return
         self.write([(m, None if a is None else step_row(*a), g, l, s) for m,a,g,l,s in pend])
 
-    def write(self, pend:list):
-        "Copy the statistics of batches `pend` (meta, `step_row`, `ParamStats.take_step`, loss, smooth loss) to the host and submit them"
-        if self.writer is None: return
-        losses = [[p[3], p[4]] for p in pend]
-        flat = [torch.as_tensor(t, dtype=torch.float32).reshape(1).cpu() for l in losses for t in l if t is not None]
-        vals = iter(torch.cat(flat).tolist() if flat else [])
-        metas = []
-        for (meta,*_),l in zip(pend, losses):
-            loss,smooth = [next(vals) if t is not None else None for t in l]
-            metas.append({**meta, 'loss': loss, 'smooth_loss': smooth})
-        act = _rows(pend, 1, lambda A: A[:, :, _STEP_ROW['calls']] > 0)    # layers that ran on the batch
-        if act is not None:                                            # batch, layer, the `ACT_STATS` (not the calls), the histogram
-            act = act[:, [0, 1, *(2 + _STEP_ROW[k] for k in ACT_STATS), *range(2 + len(_STEP_ROW), act.shape[1])]]
-        grad = _rows(pend, 2, lambda A: ~np.isnan(A[:, :, _GRAD_STEP['norm']]))   # parameters with a gradient
-        if grad is not None: grad = grad[:, [0, 1, *(2 + _GRAD_STEP[k] for k in GRAD_STATS)]]   # batch, parameter, the `GRAD_STATS`
-        self.writer.submit(metas, self.keys, act, self.pkeys, grad)
-        if self.on_write is not None: self.on_write(metas, act, grad)
+# %% ../nbs/03e_steps.ipynb #e3a5c006
+@patch
+def write(self:StepQueue, pend:list):
+    "Copy the statistics of batches `pend` (meta, `step_row`, `ParamStats.take_step`, loss, smooth loss) to the host and submit them"
+    if self.writer is None: return
+    losses = [[p[3], p[4]] for p in pend]
+    flat = [torch.as_tensor(t, dtype=torch.float32).reshape(1).cpu() for l in losses for t in l if t is not None]
+    vals = iter(torch.cat(flat).tolist() if flat else [])
+    metas = []
+    for (meta,*_),l in zip(pend, losses):
+        loss,smooth = [next(vals) if t is not None else None for t in l]
+        metas.append({**meta, 'loss': loss, 'smooth_loss': smooth})
+    act = _rows(pend, 1, lambda A: A[:, :, _STEP_ROW['calls']] > 0)    # layers that ran on the batch
+    if act is not None:                                            # batch, layer, the `ACT_STATS` (not the calls), the histogram
+        act = act[:, [0, 1, *(2 + _STEP_ROW[k] for k in ACT_STATS), *range(2 + len(_STEP_ROW), act.shape[1])]]
+    grad = _rows(pend, 2, lambda A: ~np.isnan(A[:, :, _GRAD_STEP['norm']]))   # parameters with a gradient
+    if grad is not None: grad = grad[:, [0, 1, *(2 + _GRAD_STEP[k] for k in GRAD_STATS)]]   # batch, parameter, the `GRAD_STATS`
+    self.writer.submit(metas, self.keys, act, self.pkeys, grad)
+    if self.on_write is not None: self.on_write(metas, act, grad)
 
-    def gather(self):
-        "Send every rank's batches of this epoch to rank 0, which combines and writes them (a collective: every rank, once per epoch)"
-        every = [None] * dist.get_world_size()
-        dist.all_gather_object(every, self.epoch_steps)
-        self.epoch_steps = []
-        if self.writer is not None: self.write(_combine_steps(every))
+# %% ../nbs/03e_steps.ipynb #e3a5c009
+@patch
+def gather(self:StepQueue):
+    "Send every rank's batches of this epoch to rank 0, which combines and writes them (a collective: every rank, once per epoch)"
+    every = [None] * dist.get_world_size()
+    dist.all_gather_object(every, self.epoch_steps)
+    self.epoch_steps = []
+    if self.writer is not None: self.write(_combine_steps(every))
 
-    def close(self):
-        "Write what is queued, wait for the writer and close the step database"
-        try:
-            self.flush()
-            if self.epoch_steps: self.write(_combine_steps([self.epoch_steps]))   # an epoch cut short under DDP: this rank's own
-        finally:
-            w,self.writer,self.pending,self.epoch_steps = self.writer,None,[],[]
-            if w is not None: w.close()
+@patch
+def close(self:StepQueue):
+    "Write what is queued, wait for the writer and close the step database"
+    try:
+        self.flush()
+        if self.epoch_steps: self.write(_combine_steps([self.epoch_steps]))   # an epoch cut short under DDP: this rank's own
+    finally:
+        w,self.writer,self.pending,self.epoch_steps = self.writer,None,[],[]
+        if w is not None: w.close()
 
 # %% ../nbs/03e_steps.ipynb #dfd02e66
 DEAD_AFTER = 20
@@ -115,42 +122,58 @@ class LiveAlerts:
         self.seen.add(key)
         self.alerts.append({**alert, 'epoch': epoch})
 
-    def check(self,
-        metas:list,      # the batches' meta data, as the step database gets them
-        act,             # their activation rows: batch, layer, then the `ACT_STATS` and histogram (or `None`)
-        grad,            # their gradient rows: batch, parameter, then the `GRAD_STATS` (or `None`)
-        keys:list,       # the layers' paths, which `act` rows index
-        pkeys:list,      # the parameters' paths, which `grad` rows index
-        epoch:int,       # the epoch they belong to
-        stats:ActStats,  # the epoch's activation accumulators, whose unit extrema tell dead layers
-    )->bool:             # whether new alerts were found
-        "Look for alerts in the batches about to be written"
-        n0,order = len(self.alerts),self.order
-        what = {'act': 'activations', 'valid_act': 'validation activations', 'grad': 'gradients'}
-        for rows,names,cols in ((act, keys, ACT_STATS), (grad, pkeys, GRAD_STATS)):   # columns: batch, layer, then the statistics
-            if rows is None: continue
-            nan,inf = 2 + cols.index('nan'),2 + cols.index('inf')
-            bad = rows[rows[:, nan] + rows[:, inf] > 0]
-            if not len(bad): continue
-            b = int(bad[:, 0].min())
-            rank = stats.seq if rows is act else {}   # the order outputs appeared in, calls included; parameters by the tree
-            r = min(bad[bad[:, 0] == b], key=lambda r: (rank.get(int(r[1]), math.inf), _key(order, names[int(r[1])])))
-            m,p = metas[b],names[int(r[1])]
-            stat = 'grad' if rows is grad else 'act' if m['split'] == 'train' else 'valid_act'
-            a = dict(kind='nonfinite', layer=p, stat=stat, value=int(r[nan] + r[inf]), step=m['step'],
-                     message=f"first non-finite {what[stat]} in {_site_name(p)} at step {m['step']}: {int(r[nan])} NaN, {int(r[inf])} Inf")
-            self.add(('nonfinite', stat), epoch=epoch, **group_alerts([a])[0])
-        nonfinite = any(k[0] == 'nonfinite' for k in self.seen)       # a NaN run's alert is that one: no dead alert beside it
-        if not self.dead_checked and not nonfinite and stats.batches >= DEAD_AFTER:
-            self.dead_checked = True
-            bad = (stats.acc[:, _ACC['n']] > stats.acc[:, _ACC['finite']]).tolist()   # layers with NaN or Inf: their only alert is that one
-            have = [(i, u, stats.umins[i]) for i,u in enumerate(stats.units) if u is not None and not bad[i]]
-            frac = torch.stack([dead_fraction(u, v).float() for _,u,v in have]).cpu().tolist() if have else []
-            found = []
-            for (i,u,v),f in sorted(zip(have, frac), key=lambda o: _key(order, keys[o[0][0]])):
-                if f > self.dead:
-                    p,what = keys[i],'were never positive' if v is None else 'did not vary'
-                    found.append(dict(kind='dead', layer=p, stat='act', value=f, rule='never positive' if v is None else 'constant', step=metas[-1]['step'],
-                                      message=f"{f:.0%} of the {u.numel()} units of {_site_name(p, {'call': stats.sites.call(i)})} {what} in the first {stats.batches} sampled batches"))
-            for a in group_alerts(found): self.add(('dead',), epoch=epoch, **a)   # one alert, naming the first layer
-        return len(self.alerts) > n0
+# %% ../nbs/03e_steps.ipynb #e3a5c012
+@patch
+def _check_nonfinite(self:LiveAlerts, metas:list, act, grad, keys:list, pkeys:list, epoch:int, stats:ActStats):
+    "Alerts for the first batch with NaN or Inf activations, and with NaN or Inf gradients"
+    order = self.order
+    what = {'act': 'activations', 'valid_act': 'validation activations', 'grad': 'gradients'}
+    for rows,names,cols in ((act, keys, ACT_STATS), (grad, pkeys, GRAD_STATS)):   # columns: batch, layer, then the statistics
+        if rows is None: continue
+        nan,inf = 2 + cols.index('nan'),2 + cols.index('inf')
+        bad = rows[rows[:, nan] + rows[:, inf] > 0]
+        if not len(bad): continue
+        b = int(bad[:, 0].min())
+        rank = stats.seq if rows is act else {}   # the order outputs appeared in, calls included; parameters by the tree
+        r = min(bad[bad[:, 0] == b], key=lambda r: (rank.get(int(r[1]), math.inf), _key(order, names[int(r[1])])))
+        m,p = metas[b],names[int(r[1])]
+        stat = 'grad' if rows is grad else 'act' if m['split'] == 'train' else 'valid_act'
+        a = dict(kind='nonfinite', layer=p, stat=stat, value=int(r[nan] + r[inf]), step=m['step'],
+                 message=f"first non-finite {what[stat]} in {_site_name(p)} at step {m['step']}: {int(r[nan])} NaN, {int(r[inf])} Inf")
+        self.add(('nonfinite', stat), epoch=epoch, **group_alerts([a])[0])
+
+# %% ../nbs/03e_steps.ipynb #e3a5c014
+@patch
+def _check_dead(self:LiveAlerts, metas:list, keys:list, epoch:int, stats:ActStats):
+    "Alerts for layers whose units were dead in every batch so far (not those with NaN or Inf)"
+    order = self.order
+    bad = (stats.acc[:, _ACC['n']] > stats.acc[:, _ACC['finite']]).tolist()   # layers with NaN or Inf: their only alert is that one
+    have = [(i, u, stats.umins[i]) for i,u in enumerate(stats.units) if u is not None and not bad[i]]
+    frac = torch.stack([dead_fraction(u, v).float() for _,u,v in have]).cpu().tolist() if have else []
+    found = []
+    for (i,u,v),f in sorted(zip(have, frac), key=lambda o: _key(order, keys[o[0][0]])):
+        if f > self.dead:
+            p,what = keys[i],'were never positive' if v is None else 'did not vary'
+            found.append(dict(kind='dead', layer=p, stat='act', value=f, rule='never positive' if v is None else 'constant', step=metas[-1]['step'],
+                              message=f"{f:.0%} of the {u.numel()} units of {_site_name(p, {'call': stats.sites.call(i)})} {what} in the first {stats.batches} sampled batches"))
+    for a in group_alerts(found): self.add(('dead',), epoch=epoch, **a)   # one alert, naming the first layer
+
+# %% ../nbs/03e_steps.ipynb #e3a5c016
+@patch
+def check(self:LiveAlerts,
+    metas:list,      # the batches' meta data, as the step database gets them
+    act,             # their activation rows: batch, layer, then the `ACT_STATS` and histogram (or `None`)
+    grad,            # their gradient rows: batch, parameter, then the `GRAD_STATS` (or `None`)
+    keys:list,       # the layers' paths, which `act` rows index
+    pkeys:list,      # the parameters' paths, which `grad` rows index
+    epoch:int,       # the epoch they belong to
+    stats:ActStats,  # the epoch's activation accumulators, whose unit extrema tell dead layers
+)->bool:             # whether new alerts were found
+    "Look for alerts in the batches about to be written"
+    n0 = len(self.alerts)
+    self._check_nonfinite(metas, act, grad, keys, pkeys, epoch, stats)
+    nonfinite = any(k[0] == 'nonfinite' for k in self.seen)       # a NaN run's alert is that one: no dead alert beside it
+    if not self.dead_checked and not nonfinite and stats.batches >= DEAD_AFTER:
+        self.dead_checked = True
+        self._check_dead(metas, keys, epoch, stats)
+    return len(self.alerts) > n0
