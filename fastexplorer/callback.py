@@ -198,16 +198,6 @@ def _heatmaps(self:ExplorerCallback):
     return {'size': self.heatmap_size, 'samples': self.heatmap_info,
             'layers': activation_maps(unwrap_model(self.learn.model), self.heatmap_xb, self.heatmap_size)}
 
-# %% ../nbs/03f_callback.ipynb #47efe534
-@patch
-def explore(self:ExplorerCallback, host:str='127.0.0.1', port:int=8000, legacy_client:bool=False)->str:
-    "Serve the explorer for this run folder from a background thread and return its URL (with the original client's websocket if `legacy_client`)"
-    from fastexplorer.explorer import ExplorerServer
-    if self.writer is None: raise ValueError("nothing to serve yet: the run folder is created when the first fit starts")
-    if self.server is not None and self.server.legacy_client != legacy_client: self.server.stop(); self.server = None
-    if self.server is None: self.server = ExplorerServer(self.path, host, port, legacy_client=legacy_client)
-    return self.server.url
-
 # %% ../nbs/03f_callback.ipynb #b33add0d
 @patch
 def _abort(self:ExplorerCallback, e:BaseException):
@@ -238,6 +228,7 @@ def before_epoch(self:ExplorerCallback):
     self.ranks,self.skipped_steps,self._grads_before = 1,0,None
     if self.live is not None: self.live.reset()
 
+# %% ../nbs/03f_callback.ipynb #00de4cef
 @patch
 def _sampling(self:ExplorerCallback)->bool:
     "Whether this batch is sampled: one in `every`, in training (and in validation if `valid`)"
@@ -245,6 +236,13 @@ def _sampling(self:ExplorerCallback)->bool:
     if self.training: return self.learn.iter % self.every == 0
     return self.valid and self.learn.iter % self.every == 0
 
+# %% ../nbs/03f_callback.ipynb #251fbea6
+def _rng_states(model:nn.Module)->tuple:
+    "Torch's CPU random state and, for a model on a GPU, that device's"
+    dev = model_device(model)
+    return torch.get_rng_state(),(torch.cuda.get_rng_state(dev) if dev.type == 'cuda' else None)
+
+# %% ../nbs/03f_callback.ipynb #55151de5
 @patch
 def before_batch(self:ExplorerCallback):
     "On a sampled batch: hook the recorded layers (and the custom statistics), keeping the RNG state in case it brings the first NaN"
@@ -268,6 +266,13 @@ def after_pred(self:ExplorerCallback):
     self._step_act = st.flush()
     if not self.traced and st.nonfinite is not None and bool(st.nonfinite): self._trace_nonfinite()
 
+# %% ../nbs/03f_callback.ipynb #4ba775d0
+@patch
+def after_cancel_batch(self:ExplorerCallback):
+    "A batch cancelled before `after_pred`: its unflushed rows are dropped (its hooks come off with the batch, see `HookGuard`)"
+    for st in (getattr(self, 'act', None), getattr(self, 'valid_act', None)):
+        if isinstance(st, ActStats): st.rows,st.idx,st.sizes,st.ncalls = [],[],[],{}
+
 # %% ../nbs/03f_callback.ipynb #de58d059
 @patch
 def _grad_scale(self:ExplorerCallback)->float:
@@ -276,6 +281,7 @@ def _grad_scale(self:ExplorerCallback)->float:
     scaler = getattr(mp, 'scaler', None)
     return float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else 1.
 
+# %% ../nbs/03f_callback.ipynb #624e081d
 @patch
 def after_backward(self:ExplorerCallback):
     "On a sampled training batch: gradient statistics (unscaled), custom parameter statistics, the weights before the step"
@@ -314,6 +320,7 @@ def _recorder_row(learn)->dict:
     if opt is not None and opt.hypers: res['lr'] = to_jsonable(opt.hypers[-1].get('lr'))
     return res
 
+# %% ../nbs/03f_callback.ipynb #2cdf98ec
 @patch
 def _write_epoch(self:ExplorerCallback, partial:bool=False):
     "Collect this epoch's statistics and write its file"
@@ -334,6 +341,27 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
     self.n_epochs = n
     return fname
 
+# %% ../nbs/03f_callback.ipynb #f89c024d
+@patch
+def _origin_alerts(self:ExplorerCallback, epoch:int)->list:
+    "The traced origin of the first non-finite value, in `epoch` (the one being written) if it was found in it"
+    o = self.origin
+    if o is None or o['epoch'] != epoch: return []
+    return group_alerts([{k: v for k,v in o.items() if k != 'epoch'}])
+
+# %% ../nbs/03f_callback.ipynb #db84d8ea
+@patch
+def _scale_info(self:ExplorerCallback)->dict:
+    "How the epoch's statistics were gathered: over how many ranks, and the steps mixed precision skipped"
+    res = {'ranks': self.ranks} if _distributed() else {}
+    mp = getattr(self.learn, 'mixed_precision', None)
+    if mp is not None:
+        sc = self._grad_scale()
+        res['amp'] = {'dtype': {'fp16': 'float16', 'bf16': 'bfloat16'}.get(getattr(getattr(mp, 'amp_mode', None), 'value', None)),
+                      'skipped_steps': self.skipped_steps, 'loss_scale': sc if sc != 1. else None}
+    return res
+
+# %% ../nbs/03f_callback.ipynb #4fecf35f
 @patch
 def after_cancel_epoch(self:ExplorerCallback):
     "An epoch cut short: its file is written as partial"
@@ -352,25 +380,15 @@ def after_epoch(self:ExplorerCallback):
         self._write_epoch(partial=self.partial)
     except BaseException as e: self._abort(e); raise
 
-# %% ../nbs/03f_callback.ipynb #15637b76
+# %% ../nbs/03f_callback.ipynb #eeeb19c0
 @patch
-def after_cancel_fit(self:ExplorerCallback):
-    "A cancelled fit: write what was recorded of the epoch as partial and mark the run cancelled"
-    if not self.active: return
-    self._close_steps()
-    if self.epoch_started: self._write_epoch(partial=True)
-    if self.writer is not None: self.writer.write_manifest(status='cancelled')
-    self.cancelled = True
-
-@patch
-def after_fit(self:ExplorerCallback):
-    "Leave the hook guard, close the step database and the run (finished or cancelled), releasing the folder"
-    self.hooks.leave(self)
-    if not self.active: return
-    self.active = False
-    try: self._close_steps()
-    except BaseException as e: self._close_writer('failed', e); raise
-    self._close_writer(None if self.cancelled else 'finished')   # the lock is released until the next fit
+def _all_reduce(self:ExplorerCallback):
+    "Combine this epoch's statistics over the ranks, when there are several (a collective: every rank, once per epoch)"
+    if not _distributed(): return
+    c = all_reduce_stats([self.act, self.valid_act], {'skipped_steps': self.skipped_steps})
+    if self.custom: all_reduce_custom(self.cstats)
+    if self.record_steps: self.queue.flush(); self.queue.gather()
+    self.skipped_steps,self.ranks = c['skipped_steps'],dist.get_world_size()
 
 # %% ../nbs/03f_callback.ipynb #49877a13
 @patch
@@ -406,12 +424,27 @@ def _live_alerts(self:ExplorerCallback, metas:list, act, grad):
     if self.live.check(metas, act, grad, self.sites.keys, self.pkeys, self.n_epochs + 1, self.act) and self.writer is not None:
         self.writer.write_manifest(live_alerts=self.live.alerts)
 
-# %% ../nbs/03f_callback.ipynb #251fbea6
-def _rng_states(model:nn.Module)->tuple:
-    "Torch's CPU random state and, for a model on a GPU, that device's"
-    dev = model_device(model)
-    return torch.get_rng_state(),(torch.cuda.get_rng_state(dev) if dev.type == 'cuda' else None)
+# %% ../nbs/03f_callback.ipynb #15637b76
+@patch
+def after_cancel_fit(self:ExplorerCallback):
+    "A cancelled fit: write what was recorded of the epoch as partial and mark the run cancelled"
+    if not self.active: return
+    self._close_steps()
+    if self.epoch_started: self._write_epoch(partial=True)
+    if self.writer is not None: self.writer.write_manifest(status='cancelled')
+    self.cancelled = True
 
+@patch
+def after_fit(self:ExplorerCallback):
+    "Leave the hook guard, close the step database and the run (finished or cancelled), releasing the folder"
+    self.hooks.leave(self)
+    if not self.active: return
+    self.active = False
+    try: self._close_steps()
+    except BaseException as e: self._close_writer('failed', e); raise
+    self._close_writer(None if self.cancelled else 'finished')   # the lock is released until the next fit
+
+# %% ../nbs/03f_callback.ipynb #6418e7e2
 def _origin_message(found:dict)->str:
     where = f"`{found['module']}`" if found['module'] else 'the model itself'
     if found.get('phase') == 'backward':
@@ -443,29 +476,12 @@ def _trace_nonfinite(self:ExplorerCallback, backward:bool=False):
         self.live.add(('nonfinite', 'op'), **group_alerts([self.origin])[0])
         if self.writer is not None: self.writer.write_manifest(live_alerts=self.live.alerts)
 
-@patch
-def _origin_alerts(self:ExplorerCallback, epoch:int)->list:
-    "The traced origin of the first non-finite value, in `epoch` (the one being written) if it was found in it"
-    o = self.origin
-    if o is None or o['epoch'] != epoch: return []
-    return group_alerts([{k: v for k,v in o.items() if k != 'epoch'}])
-
 # %% ../nbs/03f_callback.ipynb #e527676f
 @patch
 def add_stat(self:ExplorerCallback, f, on:str='out', name:str|None=None):
     "Register the custom statistic `f` on `on` ('out', 'in', 'weight' or 'grad'); returns the callback"
     self.custom = custom_stats([*self.custom, CustomStat(f, on, name)])
     return self
-
-# %% ../nbs/03f_callback.ipynb #eeeb19c0
-@patch
-def _all_reduce(self:ExplorerCallback):
-    "Combine this epoch's statistics over the ranks, when there are several (a collective: every rank, once per epoch)"
-    if not _distributed(): return
-    c = all_reduce_stats([self.act, self.valid_act], {'skipped_steps': self.skipped_steps})
-    if self.custom: all_reduce_custom(self.cstats)
-    if self.record_steps: self.queue.flush(); self.queue.gather()
-    self.skipped_steps,self.ranks = c['skipped_steps'],dist.get_world_size()
 
 # %% ../nbs/03f_callback.ipynb #83ad6da6
 @patch
@@ -481,17 +497,6 @@ def _skip_step(self:ExplorerCallback):
     if self._grads_before is not None and self.sampled and self.training: self.pstats.restore(self._grads_before)
     self._grads_before = None
 
-@patch
-def _scale_info(self:ExplorerCallback)->dict:
-    "How the epoch's statistics were gathered: over how many ranks, and the steps mixed precision skipped"
-    res = {'ranks': self.ranks} if _distributed() else {}
-    mp = getattr(self.learn, 'mixed_precision', None)
-    if mp is not None:
-        sc = self._grad_scale()
-        res['amp'] = {'dtype': {'fp16': 'float16', 'bf16': 'bfloat16'}.get(getattr(getattr(mp, 'amp_mode', None), 'value', None)),
-                      'skipped_steps': self.skipped_steps, 'loss_scale': sc if sc != 1. else None}
-    return res
-
 # %% ../nbs/03f_callback.ipynb #5a6d305a
 class _Eager:
     "Compiled code runs eagerly from here until `remove()`: kept with a sampled batch's hooks (if dynamo, hence compiled code, is loaded), it ends when they come off"
@@ -499,11 +504,15 @@ class _Eager:
     def remove(self):
         if self.stance is not None: st,self.stance = self.stance,None; st.__exit__(None, None, None)
 
+# %% ../nbs/03f_callback.ipynb #47efe534
 @patch
-def after_cancel_batch(self:ExplorerCallback):
-    "A batch cancelled before `after_pred`: its unflushed rows are dropped (its hooks come off with the batch, see `HookGuard`)"
-    for st in (getattr(self, 'act', None), getattr(self, 'valid_act', None)):
-        if isinstance(st, ActStats): st.rows,st.idx,st.sizes,st.ncalls = [],[],[],{}
+def explore(self:ExplorerCallback, host:str='127.0.0.1', port:int=8000, legacy_client:bool=False)->str:
+    "Serve the explorer for this run folder from a background thread and return its URL (with the original client's websocket if `legacy_client`)"
+    from fastexplorer.explorer import ExplorerServer
+    if self.writer is None: raise ValueError("nothing to serve yet: the run folder is created when the first fit starts")
+    if self.server is not None and self.server.legacy_client != legacy_client: self.server.stop(); self.server = None
+    if self.server is None: self.server = ExplorerServer(self.path, host, port, legacy_client=legacy_client)
+    return self.server.url
 
 # %% ../nbs/03f_callback.ipynb #e4a0cced
 def _in_notebook()->bool:

@@ -39,6 +39,7 @@ def grad_rows(ps:list)->torch.Tensor:
     "`(len(ps), 4)` float32 rows of sum, norm, max |g| and zero count of each parameter's gradient"
     return _grad_rows([_flat32(p.grad) for p in ps])
 
+# %% ../nbs/03a_params.ipynb #db19dcab
 def _finite_grad(p)->tuple:
     "Exact NaN and Inf counts and the finite-only row of `p.grad`, for the rare non-finite case"
     g = _flat32(p.grad)
@@ -77,81 +78,89 @@ class ParamStats:
         self.w0,self.nonfinite = None,False   # `nonfinite`: whether the last `grads` saw NaN or Inf
         self.kept = None                      # the copies `snapshot` writes over, on the CPU
 
-    def grads(self, scale:float=1.):
-        "Add the statistics of the current gradients (divided by `scale`, the loss scale under mixed precision)"
-        # a parameter frozen after it was trained keeps its last (zeroed) `.grad`: that is no gradient of this step
-        live = [i for i,p in enumerate(self.ps) if p.requires_grad and p.grad is not None and not p.grad.is_sparse]
-        if not live: return
-        nan0,inf0 = list(self.nan),list(self.inf)
-        G = grad_rows([self.ps[i] for i in live]).to(self.dt)
-        counts = [self.ps[i].numel() for i in live]
-        self.nonfinite = not bool(torch.isfinite(G).all())   # the one synchronisation of a sampled batch
-        if self.nonfinite:
-            for j,i in enumerate(live):
-                if torch.isfinite(G[j]).all(): continue
-                nan,inf,row,nf = _finite_grad(self.ps[i])
-                self.nan[i] += nan; self.inf[i] += inf; G[j] = row.to(self.dt); counts[j] = max(nf, 1)
-        n = torch.tensor(counts, dtype=self.dt, device=G.device)
-        unscale = torch.tensor([1. if k == 'zeros' else scale for k in _GRAD_ROW], dtype=self.dt, device=G.device)
-        g = _cols(G / unscale, _GRAD_ROW)
-        s,norm,amax = g['sum'],g['norm'],g['max_abs']
-        std = ((norm * norm - s * s / n).clamp(min=0) / (n - 1).clamp(min=1)).sqrt()
-        idx = torch.tensor(live, device=G.device)
-        v = dict(mean=s / n, norm=norm, std=std, frac_zero=g['zeros'] / n)
-        self.gsum.index_add_(0, idx, torch.stack([v[k] for k in _GSUM], 1))
-        self.gmax.scatter_reduce_(0, idx, amax, 'amax')
-        for i in live: self.gsteps[i] += 1
-        if self.steps:                                     # the step's `GRAD_STATS` (its update ratio comes after the step)
-            step = torch.full((len(self.ps), len(_GRAD_STEP)), math.nan, dtype=self.dt, device=G.device)
-            step[idx, _GRAD_STEP['norm']],step[idx, _GRAD_STEP['max_abs']] = norm,amax
-            step[idx, _GRAD_STEP['nan']] = torch.tensor([self.nan[i] - nan0[i] for i in live], dtype=self.dt).to(G.device)
-            step[idx, _GRAD_STEP['inf']] = torch.tensor([self.inf[i] - inf0[i] for i in live], dtype=self.dt).to(G.device)
-            self.step = step
+# %% ../nbs/03a_params.ipynb #c7711d52
+@patch
+def grads(self:ParamStats, scale:float=1.):
+    "Add the statistics of the current gradients (divided by `scale`, the loss scale under mixed precision)"
+    # a parameter frozen after it was trained keeps its last (zeroed) `.grad`: that is no gradient of this step
+    live = [i for i,p in enumerate(self.ps) if p.requires_grad and p.grad is not None and not p.grad.is_sparse]
+    if not live: return
+    nan0,inf0 = list(self.nan),list(self.inf)
+    G = grad_rows([self.ps[i] for i in live]).to(self.dt)
+    counts = [self.ps[i].numel() for i in live]
+    self.nonfinite = not bool(torch.isfinite(G).all())   # the one synchronisation of a sampled batch
+    if self.nonfinite:
+        for j,i in enumerate(live):
+            if torch.isfinite(G[j]).all(): continue
+            nan,inf,row,nf = _finite_grad(self.ps[i])
+            self.nan[i] += nan; self.inf[i] += inf; G[j] = row.to(self.dt); counts[j] = max(nf, 1)
+    n = torch.tensor(counts, dtype=self.dt, device=G.device)
+    unscale = torch.tensor([1. if k == 'zeros' else scale for k in _GRAD_ROW], dtype=self.dt, device=G.device)
+    g = _cols(G / unscale, _GRAD_ROW)
+    s,norm,amax = g['sum'],g['norm'],g['max_abs']
+    std = ((norm * norm - s * s / n).clamp(min=0) / (n - 1).clamp(min=1)).sqrt()
+    idx = torch.tensor(live, device=G.device)
+    v = dict(mean=s / n, norm=norm, std=std, frac_zero=g['zeros'] / n)
+    self.gsum.index_add_(0, idx, torch.stack([v[k] for k in _GSUM], 1))
+    self.gmax.scatter_reduce_(0, idx, amax, 'amax')
+    for i in live: self.gsteps[i] += 1
+    if self.steps:                                     # the step's `GRAD_STATS` (its update ratio comes after the step)
+        step = torch.full((len(self.ps), len(_GRAD_STEP)), math.nan, dtype=self.dt, device=G.device)
+        step[idx, _GRAD_STEP['norm']],step[idx, _GRAD_STEP['max_abs']] = norm,amax
+        step[idx, _GRAD_STEP['nan']] = torch.tensor([self.nan[i] - nan0[i] for i in live], dtype=self.dt).to(G.device)
+        step[idx, _GRAD_STEP['inf']] = torch.tensor([self.inf[i] - inf0[i] for i in live], dtype=self.dt).to(G.device)
+        self.step = step
 
-    def snapshot(self):
-        "Keep a copy of the weights before the optimizer step"
-        # float32 copies, flat: `updates` turns them into the step's change in place. On the CPU they are made once an
-        # epoch and written over: new ones each step cost resnet18 20 ms (the allocator's page faults), a copy 3 ms
-        flat = [p.detach().reshape(-1) for p in self.ps]
-        if self.kept is not None: torch._foreach_copy_(self.kept, flat); self.w0 = self.kept; return
-        self.w0 = [f.to(torch.float32, copy=True) for f in flat] if flat else None
-        if flat and all(f.device.type == 'cpu' for f in flat): self.kept = self.w0
+# %% ../nbs/03a_params.ipynb #94120343
+@patch
+def snapshot(self:ParamStats):
+    "Keep a copy of the weights before the optimizer step"
+    # float32 copies, flat: `updates` turns them into the step's change in place. On the CPU they are made once an
+    # epoch and written over: new ones each step cost resnet18 20 ms (the allocator's page faults), a copy 3 ms
+    flat = [p.detach().reshape(-1) for p in self.ps]
+    if self.kept is not None: torch._foreach_copy_(self.kept, flat); self.w0 = self.kept; return
+    self.w0 = [f.to(torch.float32, copy=True) for f in flat] if flat else None
+    if flat and all(f.device.type == 'cpu' for f in flat): self.kept = self.w0
 
-    def updates(self):
-        "Add `|Δw| / |w|` of the step just taken; a weight that is exactly zero before the step (a bias initialised to 0) has no ratio for it"
-        if self.w0 is None: return
-        n = torch.stack([torch.dot(w, w) for w in self.w0]).sqrt().to(self.dt)
-        torch._foreach_sub_(self.w0, [p.detach().reshape(-1) for p in self.ps])   # w0 - w: minus the step, no new tensor
-        d = torch.stack([torch.dot(w, w) for w in self.w0]).sqrt().to(self.dt)
-        ok = n > 0
-        r = torch.where(ok, d / torch.where(ok, n, 1), 0)
-        self.usum += r; self.ucount += ok; torch.maximum(self.umax, r, out=self.umax); self.umoved += d > 0
-        self.usteps += 1
-        self.w0 = None
-        if self.step is not None: self.step[:, _GRAD_STEP['update_ratio']] = torch.where(ok, r, math.nan)
+@patch
+def updates(self:ParamStats):
+    "Add `|Δw| / |w|` of the step just taken; a weight that is exactly zero before the step (a bias initialised to 0) has no ratio for it"
+    if self.w0 is None: return
+    n = torch.stack([torch.dot(w, w) for w in self.w0]).sqrt().to(self.dt)
+    torch._foreach_sub_(self.w0, [p.detach().reshape(-1) for p in self.ps])   # w0 - w: minus the step, no new tensor
+    d = torch.stack([torch.dot(w, w) for w in self.w0]).sqrt().to(self.dt)
+    ok = n > 0
+    r = torch.where(ok, d / torch.where(ok, n, 1), 0)
+    self.usum += r; self.ucount += ok; torch.maximum(self.umax, r, out=self.umax); self.umoved += d > 0
+    self.usteps += 1
+    self.w0 = None
+    if self.step is not None: self.step[:, _GRAD_STEP['update_ratio']] = torch.where(ok, r, math.nan)
 
-    def take_step(self):
-        "The `GRAD_STATS` rows of the step just taken (one per parameter, NaN where there is no gradient), or `None`"
-        s,self.step = self.step,None
-        return s
+# %% ../nbs/03a_params.ipynb #d470d860
+@patch
+def take_step(self:ParamStats):
+    "The `GRAD_STATS` rows of the step just taken (one per parameter, NaN where there is no gradient), or `None`"
+    s,self.step = self.step,None
+    return s
 
-    def finish(self, keys:list)->dict:
-        "`{key: {'weight': {...}, 'grad': {...}}}` with one host copy of the accumulators"
-        self.kept = None
-        gsum,gmax,usum,umax = self.gsum.cpu().tolist(),self.gmax.cpu().tolist(),self.usum.cpu().tolist(),self.umax.cpu().tolist()
-        ucount,moved = self.ucount.cpu().tolist(),self.umoved.cpu().tolist()
-        res = {}
-        for i,(key,p) in enumerate(zip(keys, self.ps)):
-            k = self.gsteps[i]
-            g = dict(zip(_GSUM, gsum[i]))
-            grad = None if not k else {'steps': k, 'mean': g['mean']/k, 'norm': g['norm']/k, 'std': g['std']/k,
-                                       'max_abs': gmax[i], 'frac_zero': g['frac_zero']/k, 'nan': self.nan[i], 'inf': self.inf[i],
-                                       'ndim': p.ndim}
-            w = {**weight_stats(p), 'requires_grad': p.requires_grad, 'update_steps': self.usteps,
-                 'update_ratio': usum[i]/ucount[i] if ucount[i] else None, 'update_max': umax[i] if ucount[i] else None,
-                 'update_moved': int(moved[i])}
-            res[key] = {'weight': w, 'grad': grad}
-        return res
+@patch
+def finish(self:ParamStats, keys:list)->dict:
+    "`{key: {'weight': {...}, 'grad': {...}}}` with one host copy of the accumulators"
+    self.kept = None
+    gsum,gmax,usum,umax = self.gsum.cpu().tolist(),self.gmax.cpu().tolist(),self.usum.cpu().tolist(),self.umax.cpu().tolist()
+    ucount,moved = self.ucount.cpu().tolist(),self.umoved.cpu().tolist()
+    res = {}
+    for i,(key,p) in enumerate(zip(keys, self.ps)):
+        k = self.gsteps[i]
+        g = dict(zip(_GSUM, gsum[i]))
+        grad = None if not k else {'steps': k, 'mean': g['mean']/k, 'norm': g['norm']/k, 'std': g['std']/k,
+                                   'max_abs': gmax[i], 'frac_zero': g['frac_zero']/k, 'nan': self.nan[i], 'inf': self.inf[i],
+                                   'ndim': p.ndim}
+        w = {**weight_stats(p), 'requires_grad': p.requires_grad, 'update_steps': self.usteps,
+             'update_ratio': usum[i]/ucount[i] if ucount[i] else None, 'update_max': umax[i] if ucount[i] else None,
+             'update_moved': int(moved[i])}
+        res[key] = {'weight': w, 'grad': grad}
+    return res
 
 # %% ../nbs/03a_params.ipynb #83ad6da6
 @patch

@@ -155,21 +155,7 @@ def _root_pre(self:RawRecorder, m, args):
     except Exception as e: raise RuntimeError(f"the condition {_fname(self.condition)} of {type(self).__name__} failed: {type(e).__name__}: {e}") from e
     self.mask = _mask_of(res, _fname(self.condition), t.shape[0] if t is not None and t.ndim else None)
 
-@patch
-def attach(self:RawRecorder, model, learn=None):
-    "Register the hooks on the layers of `model` (a module or Learner) that `layers` selects"
-    self.detach()
-    if isinstance(model, Learner): learn = ifnone(learn, model)
-    net = _model_of(model)
-    mods = select_modules(net, self.layers)
-    if not mods: raise ValueError(f"{self.layers!r} selects no module of this {type(net).__name__}")
-    self.net,self.hooked_learn,self.paths = net,learn,list(mods)
-    try:
-        self.handles.append(net.register_forward_pre_hook(self._root_pre, prepend=True))
-        for p,m in mods.items(): self.handles.append(self._register(p, m))
-    except BaseException: self.detach(); raise
-    return self
-
+# %% ../nbs/07_record.ipynb #7777cde6
 @patch
 def detach(self:RawRecorder):
     "Remove every hook this recorder registered"
@@ -186,6 +172,22 @@ def handles(self:RawRecorder)->list:
 def tensor_handles(self:RawRecorder)->list:
     "The handles of the hooks on output tensors of the latest forward (`BackwardOutput`), until the backward has run"
     return self.hooks[(self, 'tensor')]
+
+# %% ../nbs/07_record.ipynb #e76b714e
+@patch
+def attach(self:RawRecorder, model, learn=None):
+    "Register the hooks on the layers of `model` (a module or Learner) that `layers` selects"
+    self.detach()
+    if isinstance(model, Learner): learn = ifnone(learn, model)
+    net = _model_of(model)
+    mods = select_modules(net, self.layers)
+    if not mods: raise ValueError(f"{self.layers!r} selects no module of this {type(net).__name__}")
+    self.net,self.hooked_learn,self.paths = net,learn,list(mods)
+    try:
+        self.handles.append(net.register_forward_pre_hook(self._root_pre, prepend=True))
+        for p,m in mods.items(): self.handles.append(self._register(p, m))
+    except BaseException: self.detach(); raise
+    return self
 
 @patch
 @contextmanager
@@ -315,36 +317,48 @@ class Recording:
             self.handles.append(self.net.register_forward_hook(self._check))
         except BaseException: self.remove(); raise
 
-    def _start(self, m, args): self.acts = {}
-
-    def _hook(self, p, m, args, out):
-        res = None
-        for k in self.keys[p]:
-            self.acts[k] = out
-            f = self.postprocess.get(k) if isinstance(self.postprocess, dict) else self.postprocess
-            if f is None: continue
-            try: r = f(out if res is None else res)
-            except Exception as e: raise RuntimeError(f"postprocess {_fname(f)} failed on the output of `{p}`: {type(e).__name__}: {e}") from e
-            if r is not None: res = r
-        return res
-
-    def _check(self, m, args, out):
-        missing = [f"{k!r} ({p})" if k != p else repr(p) for p,ks in self.keys.items() for k in ks if k not in self.acts]
-        if missing: raise RuntimeError(f"recorded layers never ran in this forward of {type(self.net).__name__}: {', '.join(missing)}")
-
-    @property
-    def activations(self)->dict:
-        "`{label: output}` of the latest forward, in the order of the labels"
-        return {k: self.acts[k] for ks in self.keys.values() for k in ks if k in self.acts}
-
     def remove(self):
         "Remove the hooks"
         for h in self.handles: h.remove()
         self.handles = []
 
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.remove()
-    def __repr__(self): return f"Recording({', '.join(repr(k) for ks in self.keys.values() for k in ks)})"
+# %% ../nbs/07_record.ipynb #b3fd03bc
+@patch
+def _start(self:Recording, m, args):
+    "Before the model's forward: forget the latest forward's outputs"
+    self.acts = {}
+
+@patch
+def _hook(self:Recording, p, m, args, out):
+    "Keep layer `p`'s output under each of its keys and apply their postprocessing; a non-`None` result replaces the output"
+    res = None
+    for k in self.keys[p]:
+        self.acts[k] = out
+        f = self.postprocess.get(k) if isinstance(self.postprocess, dict) else self.postprocess
+        if f is None: continue
+        try: r = f(out if res is None else res)
+        except Exception as e: raise RuntimeError(f"postprocess {_fname(f)} failed on the output of `{p}`: {type(e).__name__}: {e}") from e
+        if r is not None: res = r
+    return res
+
+@patch
+def _check(self:Recording, m, args, out):
+    "After the model's forward: raise if a recorded layer never ran"
+    missing = [f"{k!r} ({p})" if k != p else repr(p) for p,ks in self.keys.items() for k in ks if k not in self.acts]
+    if missing: raise RuntimeError(f"recorded layers never ran in this forward of {type(self.net).__name__}: {', '.join(missing)}")
+
+# %% ../nbs/07_record.ipynb #e34b4592
+@patch(as_prop=True)
+def activations(self:Recording)->dict:
+    "`{label: output}` of the latest forward, in the order of the labels"
+    return {k: self.acts[k] for ks in self.keys.values() for k in ks if k in self.acts}
+
+@patch
+def __enter__(self:Recording): return self
+@patch
+def __exit__(self:Recording, *exc): self.remove()
+@patch
+def __repr__(self:Recording): return f"Recording({', '.join(repr(k) for ks in self.keys.values() for k in ks)})"
 
 def record(
     model,              # a `Learner` or an `nn.Module`

@@ -73,6 +73,7 @@ def _as_row(row:torch.Tensor, names:tuple)->torch.Tensor:
         c = _PLACED[names] = _ROW,(None if p == list(range(len(p))) else p)
     return row if c[1] is None else torch.cat([row[c[1]], row[len(names):]])
 
+# %% ../nbs/03_stats.ipynb #5d9bb109
 class ElementSampler:
     "Fixed random element indices, one set per tensor size and device, from a private generator (the global RNG is untouched)"
     def __init__(self, n:int=4096, seed:int=0): self.n,self.cache,self.g = n,{},torch.Generator().manual_seed(seed)
@@ -88,6 +89,7 @@ def _scratch(scratch:dict|None, xf:torch.Tensor):
     if (buf := scratch.get(xf.numel())) is None: buf = scratch[xf.numel()] = torch.empty_like(xf)
     return buf
 
+# %% ../nbs/03_stats.ipynb #c804ab53
 _BUCKETS = {}
 
 def _buckets(bins:int, lo:float, hi:float, near_zero:float, device, dt)->tuple:
@@ -114,6 +116,7 @@ def _near_hist(xs:torch.Tensor, buckets:tuple, fin:torch.Tensor|None=None)->torc
     else: n = torch.zeros(len(M), dtype=M.dtype, device=xs.device).index_add_(0, k, fin.to(M.dtype))   # no device sync, unlike `bincount`
     return n @ M
 
+# %% ../nbs/03_stats.ipynb #d8d870d5
 def _row_finite(xf, xs, seen, buckets, buf)->torch.Tensor:
     "`act_row` of a CPU tensor without NaN or Inf, whose sum, min and max `seen` are already read: no masking, scalars as Python floats"
     s,mn,mx = seen
@@ -146,6 +149,7 @@ def _row_masked(xf, xs, buckets, buf)->torch.Tensor:
     row = torch.cat([torch.stack([nan, nf, sfin.sum()]).to(dt), torch.stack([s, c, a, mn, mx, m]).to(dt), _near_hist(xs, buckets, sfin)])
     return _as_row(row, ('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))
 
+# %% ../nbs/03_stats.ipynb #d87aa0b2
 def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., hi:float=10., near_zero:float=0.05, scratch:dict|None=None):
     "Statistics of activation `x` as one float64 tensor on its device: the `_ROW` columns, then `bins`+2 histogram counts (the outer two: below `lo`, from `hi` up)"
     xf = x.detach().reshape(-1)
@@ -233,6 +237,7 @@ class CallSites:
         if j >= self.n: return next(c + 1 for (i,c),r in self.extra.items() if r == j)
         return 1 if any(i == j for i,_ in self.extra) else None
 
+# %% ../nbs/03_stats.ipynb #69136bc2
 # the accumulators' columns, a row per call site (then the histogram's counts), and those of a batch's own, with its extrema
 _ACC = val2idx(('n', 'nan', 'finite', 'sample_n', 'near_zero', 'sum', 'sumsq', 'abssum', 'calls'))
 _RAW = val2idx((*_ACC, 'min', 'max'))
