@@ -182,9 +182,9 @@ def _lines(self:Node, depth=0):
 def __repr__(self:Node): return '\n'.join(self._lines())
 
 # %% ../nbs/00_core.ipynb #a027673c
-def _kind(m:nn.Module)->str: return 'Sequential' if isinstance(m, nn.Sequential) else 'Module'
+_Lazy = nn.parameter.UninitializedTensorMixin
 def _join(path:str, name:str)->str: return f"{path}.{name}" if path else name
-def _is_lazy(t)->bool: return isinstance(t, nn.parameter.UninitializedTensorMixin)
+def _is_lazy(t)->bool: return isinstance(t, _Lazy)
 def _nbytes(t)->int: return t.numel() * t.element_size()
 def _class_name(m:nn.Module)->str:
     "The class of `m` as its author wrote it: a TorchScript module's original class (`Conv2d`), not `RecursiveScriptModule`"
@@ -205,44 +205,45 @@ class _Walk(dict):
         return f"{depth}-{k}"
 
 def _param_node(p:nn.Parameter, name:str, idx:int, path:str, seen:_Walk)->Node:
-    lazy = _is_lazy(p)
+    lazy = isinstance(p, _Lazy)
     xtra = {'class': 'Parameter', 'shape': None if lazy else list(p.shape), 'dtype': _dtype_name(p.dtype),
             'numel': None if lazy else p.numel(), 'requires_grad': p.requires_grad}
     if lazy: xtra['lazy'] = True
     if (first := seen.first(p, path)) != path: xtra['shared_with'] = first
-    return Node(name, idx, 'Parameter', p, xtra=xtra, path=path)
-
+    return Node(name, idx, 'Parameter', p, None, None, xtra, path)
 
 # %% ../nbs/00_core.ipynb #ca45f9c5
 _TOTALS = ('params', 'trainable', 'buffers', 'bytes')
 
 def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:_Walk, depth:int=0)->Node:
     "The `Node` of `m`, its totals (`_TOTALS`) added up as if no module or tensor repeated, and its `depth_idx` label"
-    nodes,lazy,tot,label = [],False,[0, 0, 0, 0],seen.label(depth)   # labelled before its children, as torchinfo lists them
+    nodes,lazy,label = [],False,seen.label(depth)   # labelled before its children, as torchinfo lists them
+    params = trainable = buffers = nbytes = 0       # plain locals: this runs for every module of every probe
+    pre = path + '.' if path else ''
     for n,c in m._modules.items():
         if c is None: continue
-        node = _module_node(c, n, len(nodes), _join(path, n), None, seen, depth + 1)
+        x = (node := _module_node(c, n, len(nodes), pre + n, None, seen, depth + 1)).xtra
         nodes.append(node)
-        x = node.xtra
-        tot[0] += x['params']; tot[1] += x['trainable']; tot[2] += x['buffers']; tot[3] += x['bytes']
-        if x.get('lazy'): lazy = True
-    links = [{'source': i, 'target': i+1} for i in range(len(nodes)-1)] if len(nodes) > 1 else []
+        params += x['params']; trainable += x['trainable']; buffers += x['buffers']; nbytes += x['bytes']
+        if 'lazy' in x: lazy = True
+    links = [{'source': i, 'target': i+1} for i in range(len(nodes)-1)]
     for n,p in m._parameters.items():
         if p is None: continue
-        nodes.append(_param_node(p, n, len(nodes), _join(path, n), seen))
-        if _is_lazy(p): lazy = True; continue
-        k = p.numel(); tot[0] += k; tot[3] += k * p.element_size()
-        if p.requires_grad: tot[1] += k
+        nodes.append(_param_node(p, n, len(nodes), pre + n, seen))
+        if isinstance(p, _Lazy): lazy = True; continue
+        k = p.numel(); params += k; nbytes += k * p.element_size()
+        if p.requires_grad: trainable += k
     for n,b in m._buffers.items():
-        if b is None or _is_lazy(b): continue
-        seen.first(b, _join(path, n))
-        tot[2] += (k := b.numel()); tot[3] += k * b.element_size()
-    xtra = {'class': _class_name(m), **(xtra or {}), 'params': tot[0], 'trainable': tot[1], 'buffers': tot[2], 'bytes': tot[3]}
-    if lazy: xtra['lazy'] = True
-    if (first := seen.first(m, path)) != path: xtra['shared_with'] = first
-    xtra['depth_idx'] = label
-    return Node(name, idx, _kind(m), m, nodes, links, xtra, path)
-
+        if b is None or isinstance(b, _Lazy): continue
+        seen.first(b, pre + n)
+        buffers += (k := b.numel()); nbytes += k * b.element_size()
+    x = {'class': _class_name(m)}
+    if xtra: x.update(xtra)
+    x.update(params=params, trainable=trainable, buffers=buffers, bytes=nbytes)
+    if lazy: x['lazy'] = True
+    if (first := seen.first(m, path)) != path: x['shared_with'] = first
+    x['depth_idx'] = label
+    return Node(name, idx, 'Sequential' if isinstance(m, nn.Sequential) else 'Module', m, nodes, links, x, path)
 
 # %% ../nbs/00_core.ipynb #20cf1aa3
 def _distinct_totals(node:Node)->tuple:

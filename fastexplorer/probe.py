@@ -91,7 +91,7 @@ def scripted(m:nn.Module)->bool:
 class ModelState:
     "Snapshot of what a forward can change in `model`; `restore` puts it back"
     def __init__(self, model:nn.Module, mods:list|None=None):
-        self.mods = ifnone(mods, list(model.modules()))
+        self.mods = list(model.modules()) if mods is None else mods
         self.modes = [m.training for m in self.mods]   # a ScriptModule keeps its flag in C++, not in `__dict__`
         # each module's attributes, then its registries of parameters, buffers and submodules: the dictionaries and a copy
         # of each. TorchScript modules are left out: a Python forward cannot rebind what their C++ modules hold
@@ -147,13 +147,12 @@ _MAX_CALLS = 16
 def _record(order)->dict: return {'calls': 0, 'order': order, 'inputs': [], 'outputs': [], 'open': [], 'enter': None, 'exit': None}
 
 class _Recorder:
-    "Two process-wide hooks (a forward pre-hook and a forward hook) recording, for the modules of `mods` that this thread calls, calls, order, callers and shapes"
+    "Two process-wide hooks (a forward pre-hook and a forward hook) logging, for the modules of `mods` that this thread calls, their calls and shapes"
     def __init__(self, mods:list):
         self.mods = {id(m): m for m in mods}
-        self.recs = {}   # a module's record is made when it is first called; `records` adds those never called
         # TorchScript runs its submodules in C++, where no Python hook reaches: its nodes say "scripted" instead
         self.hooked = {k for k,m in self.mods.items() if not scripted(m)}
-        self.stack,self.callees,self.last,self.ev,self.tid,self.handles = [],{},None,0,threading.get_ident(),[]
+        self.log,self.counts,self.tid,self.handles = [],{},threading.get_ident(),[]
 
     def __enter__(self):
         self.tid = threading.get_ident()
@@ -165,52 +164,60 @@ class _Recorder:
         for h in self.handles: h.remove()
         self.handles = []
 
-    def records(self)->dict:
-        "`{id: record}` of every module, those never called included"
-        for k in self.mods:
-            if k not in self.recs: self.recs[k] = _record(None)
-        return self.recs
-
-
 # %% ../nbs/01_probe.ipynb #d000e306
 @patch
-def _called(self:_Recorder, k)->dict:
-    r = self.recs.get(k)
-    if r is None: r = self.recs[k] = _record(len(self.recs))
-    self.callees.setdefault(self.stack[-1] if self.stack else None, []).append(k)
-    return r
-
-@patch
 def enter(self:_Recorder, m, args):
-    "The forward pre-hook: a module with children is entered; it calls the next ones"
+    "The forward pre-hook: a module with children is entered (it calls the next ones); logged as its `id`"
     k = id(m)
-    if not m._modules or k not in self.hooked or threading.get_ident() != self.tid: return
-    self._called(k)['open'].append(self.ev)
-    self.stack.append(k)
-    self.ev += 1
-
+    if m._modules and k in self.hooked and threading.get_ident() == self.tid: self.log.append(k)
 
 # %% ../nbs/01_probe.ipynb #09602562
 @patch
 def exit(self:_Recorder, m, args, kwargs, out):
-    "The forward hook: count the call, close its events, describe its inputs and output"
+    "The forward hook: log the call with its inputs' and output's shapes"
     k = id(m)
     if k not in self.hooked or threading.get_ident() != self.tid: return
-    r = self.recs.get(k)
-    if r is not None and r['open']:   # a module with children, entered above
-        if self.stack and self.stack[-1] == k: self.stack.pop()
-        e = r['open'].pop()
-    else: r = self._called(k); e = self.ev; self.ev += 1
-    if r['enter'] is None: r['enter'],r['exit'] = e,self.ev
-    self.ev += 1
-    r['calls'] += 1
-    if r['calls'] <= _MAX_CALLS:
-        # one tensor in, the usual case, described directly: `describe` would walk the tuple
-        one = not kwargs and len(args) == 1 and type(args[0]) is torch.Tensor
-        r['inputs'].append([_tensor(args[0])] if one else describe((*args, kwargs) if kwargs else args))
-        r['outputs'].append(describe(out))
-    self.last = k
+    n = self.counts[k] = self.counts.get(k, 0) + 1
+    if n > _MAX_CALLS: self.log.append((k,))   # counted, not described
+    elif not kwargs and len(args) == 1 and type(a := args[0]) is torch.Tensor and type(out) is torch.Tensor:
+        self.log.append((k, a.shape, a.dtype, out.shape, out.dtype))
+    else: self.log.append((k, describe((*args, kwargs) if kwargs else args), describe(out)))
 
+# %% ../nbs/01_probe.ipynb #c926e59c
+def _described(e:tuple)->tuple:
+    "The input and output descriptions of a logged call"
+    if len(e) == 5: return [{'shape': list(e[1]), 'dtype': _dtypes[e[2]]}],{'shape': list(e[3]), 'dtype': _dtypes[e[4]]}
+    return e[1],e[2]
+
+@patch
+def replay(self:_Recorder):
+    "Build from the log each module's record, who called whom (`callees`), the modules still running and the last to finish"
+    self.recs,self.callees,self.stack,self.last,ev = {},{},[],None,0
+    def called(k):
+        r = self.recs.get(k)
+        if r is None: r = self.recs[k] = _record(len(self.recs))
+        self.callees.setdefault(self.stack[-1] if self.stack else None, []).append(k)
+        return r
+    for e in self.log:
+        if type(e) is int: called(e)['open'].append(ev); self.stack.append(e); ev += 1; continue   # entered
+        k = e[0]; r = self.recs.get(k)
+        if r is not None and r['open']:               # a module with children, entered above, returns
+            if self.stack and self.stack[-1] == k: self.stack.pop()
+            s = r['open'].pop()
+        else: r = called(k); s = ev; ev += 1          # a leaf: entered and returned at once
+        if r['enter'] is None: r['enter'],r['exit'] = s,ev
+        ev += 1; r['calls'] += 1
+        if len(e) > 1: i,o = _described(e); r['inputs'].append(i); r['outputs'].append(o)
+        self.last = k
+    return self
+
+@patch
+def records(self:_Recorder)->dict:
+    "`{id: record}` of every module, those never called included"
+    self.replay()
+    for k in self.mods:
+        if k not in self.recs: self.recs[k] = _record(None)
+    return self.recs
 
 # %% ../nbs/01_probe.ipynb #862f9ae5
 def _failed_in(e:BaseException, mods:dict):
@@ -251,7 +258,7 @@ def unwrap_model(m:nn.Module)->nn.Module:
         else: return m
 
 def _has_lazy(mods:list)->bool:
-    return any(_is_lazy(t) for m in mods for t in (*m._parameters.values(), *m._buffers.values()))
+    return any(_is_lazy(t) for m in mods for d in (m._parameters, m._buffers) if d for t in d.values())
 
 def _path_of(model:nn.Module)->dict: return {id(m): p for p,m in model.named_modules()}
 
@@ -281,6 +288,7 @@ def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
         try:
             with rec, torch.no_grad(): out = run(*xb, **kw)
         except Exception as e:
+            rec.replay()
             paths = _path_of(run)
             def _nm(k): return f"`{paths.get(k, '?') or '(the model itself)'}` ({type(rec.mods[k]).__name__})"
             k = ifnone(_failed_in(e, rec.mods), rec.stack[-1] if rec.stack else None)
@@ -289,7 +297,7 @@ def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
             raise RuntimeError(f"the forward of {type(model).__name__} {inside}{last}") from e
         out = describe(out)
     finally: state.restore()
-    recs,callees = rec.records(),rec.callees
+    recs = rec.records(); callees = rec.callees
     if ids is not None:
         recs = {ids[k]: v for k,v in recs.items()}
         callees = {ids.get(k): [ids[c] for c in v] for k,v in callees.items()}
@@ -352,14 +360,15 @@ def _annotate(node:Node, recs:dict, callees:dict):
     todo = [node]
     while todo:
         n = todo.pop()
-        todo.extend(c for c in n.nodes if c.type != 'Parameter')
+        todo += [c for c in n.nodes if c.type != 'Parameter']
         r = recs.get(id(n.obj))
         if r is None: continue
         if scripted(n.obj):                   # no hook could run there: nothing is known of its calls and shapes
             n.xtra.update(scripted=True, note='TorchScript: shapes not recorded'); continue
         out = r['outputs'][0] if r['outputs'] else None
-        n.xtra.update(calls=r['calls'], order=r['order'], enter=r['enter'], exit=r['exit'], shape=first_shape(out),
-                      dtype=(out or {}).get('dtype') if isinstance(out, dict) else None, inputs=r['inputs'], outputs=r['outputs'])
+        one = type(out) is dict and 'shape' in out   # one tensor out, the usual case
+        n.xtra.update(calls=r['calls'], order=r['order'], enter=r['enter'], exit=r['exit'], shape=out['shape'] if one else first_shape(out),
+                      dtype=out.get('dtype') if isinstance(out, dict) else None, inputs=r['inputs'], outputs=r['outputs'])
         if 'materialised' in r: n.xtra['materialised'] = r['materialised']
         # never called, nor anything inside it (a `ModuleList`'s modules are called directly): say why it may not have run,
         # from the mode it was in (and is in again)
