@@ -12,7 +12,6 @@ from contextlib import contextmanager
 import numpy as np, torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
-from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from fastcore.basics import patch, ifnone
 from fastai.learner import Learner
 from fastai.torch_core import to_device
@@ -142,46 +141,58 @@ def _gc_paused():
         if on: gc.enable()
 
 # %% ../nbs/01_probe.ipynb #1755af0b
-_MAX_CALLS = 16
+_MAX_CALLS,_UNSET = 16,object()
 
 def _record(order)->dict: return {'calls': 0, 'order': order, 'inputs': [], 'outputs': [], 'open': [], 'enter': None, 'exit': None}
 
 class _Recorder:
-    "Two process-wide hooks (a forward pre-hook and a forward hook) logging, for the modules of `mods` that this thread calls, their calls and shapes"
+    "Wraps the `forward` of the modules of `mods` to log the calls this thread makes, with their shapes"
     def __init__(self, mods:list):
         self.mods = {id(m): m for m in mods}
-        # TorchScript runs its submodules in C++, where no Python hook reaches: its nodes say "scripted" instead
-        self.hooked = {k for k,m in self.mods.items() if not scripted(m)}
-        self.log,self.counts,self.tid,self.handles = [],{},threading.get_ident(),[]
+        # TorchScript runs its submodules in C++, where no Python wrapper reaches: its nodes say "scripted" instead
+        self.hooked = [k for k,m in self.mods.items() if not scripted(m)]
+        self.log,self.counts,self.tid,self.own = [],{},threading.get_ident(),{}
 
     def __enter__(self):
         self.tid = threading.get_ident()
-        try: self.handles += [register_module_forward_pre_hook(self.enter), register_module_forward_hook(self.exit, with_kwargs=True)]
+        try:
+            for k in self.hooked:
+                d = self.mods[k].__dict__
+                self.own[k] = d.get('forward', _UNSET)   # a forward set on the instance is put back on exit
+                d['forward'] = self._wrap(self.mods[k])
         except BaseException: self.__exit__(); raise
         return self
 
     def __exit__(self, *exc):
-        for h in self.handles: h.remove()
-        self.handles = []
+        for k,f in self.own.items():
+            d = self.mods[k].__dict__
+            if f is _UNSET: d.pop('forward', None)
+            else: d['forward'] = f
+        self.own = {}
 
 # %% ../nbs/01_probe.ipynb #d000e306
 @patch
-def enter(self:_Recorder, m, args):
-    "The forward pre-hook: a module with children is entered (it calls the next ones); logged as its `id`"
-    k = id(m)
-    if m._modules and k in self.hooked and threading.get_ident() == self.tid: self.log.append(k)
-
-# %% ../nbs/01_probe.ipynb #09602562
-@patch
-def exit(self:_Recorder, m, args, kwargs, out):
-    "The forward hook: log the call with its inputs' and output's shapes"
-    k = id(m)
-    if k not in self.hooked or threading.get_ident() != self.tid: return
+def _logged(self:_Recorder, k:int, args:tuple, kwargs:dict, out):
+    "Log a call of module `k` that returned `out`, with the shapes of its inputs and output"
     n = self.counts[k] = self.counts.get(k, 0) + 1
     if n > _MAX_CALLS: self.log.append((k,))   # counted, not described
     elif not kwargs and len(args) == 1 and type(a := args[0]) is torch.Tensor and type(out) is torch.Tensor:
         self.log.append((k, a.shape, a.dtype, out.shape, out.dtype))
     else: self.log.append((k, describe((*args, kwargs) if kwargs else args), describe(out)))
+
+# %% ../nbs/01_probe.ipynb #09602562
+@patch
+def _wrap(self:_Recorder, m:nn.Module):
+    "`m`'s `forward`, logging the calls this thread makes: a module with children when it is entered, each when it returns"
+    f,k,log,tid = m.forward,id(m),self.log,self.tid
+    def forward(*args, **kwargs):
+        if threading.get_ident() != tid: return f(*args, **kwargs)
+        if m._modules: log.append(k)
+        out = f(*args, **kwargs)
+        self._logged(k, args, kwargs, out)
+        return out
+    forward.__wrapped__ = f   # `inspect.signature(m.forward)` is still the module's own
+    return forward
 
 # %% ../nbs/01_probe.ipynb #c926e59c
 def _described(e:tuple)->tuple:
