@@ -215,14 +215,14 @@ def _param_node(p:nn.Parameter, name:str, idx:int, path:str, seen:_Walk)->Node:
 # %% ../nbs/00_core.ipynb #ca45f9c5
 _TOTALS = ('params', 'trainable', 'buffers', 'bytes')
 
-def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:_Walk, depth:int=0)->Node:
-    "The `Node` of `m`, its totals (`_TOTALS`) added up as if no module or tensor repeated, and its `depth_idx` label"
+def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:_Walk, depth:int=0, each=None)->Node:
+    "The `Node` of `m`, its totals (`_TOTALS`) added up as if no module or tensor repeated, and its `depth_idx` label; `each(node)` called on every module node once its subtree is built"
     nodes,lazy,label = [],False,seen.label(depth)   # labelled before its children, as torchinfo lists them
     params = trainable = buffers = nbytes = 0       # plain locals: this runs for every module of every probe
     pre = path + '.' if path else ''
     for n,c in m._modules.items():
         if c is None: continue
-        x = (node := _module_node(c, n, len(nodes), pre + n, None, seen, depth + 1)).xtra
+        x = (node := _module_node(c, n, len(nodes), pre + n, None, seen, depth + 1, each)).xtra
         nodes.append(node)
         params += x['params']; trainable += x['trainable']; buffers += x['buffers']; nbytes += x['bytes']
         if 'lazy' in x: lazy = True
@@ -243,7 +243,9 @@ def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:
     if lazy: x['lazy'] = True
     if (first := seen.first(m, path)) != path: x['shared_with'] = first
     x['depth_idx'] = label
-    return Node(name, idx, 'Sequential' if isinstance(m, nn.Sequential) else 'Module', m, nodes, links, x, path)
+    node = Node(name, idx, 'Sequential' if isinstance(m, nn.Sequential) else 'Module', m, nodes, links, x, path)
+    if each is not None: each(node)
+    return node
 
 # %% ../nbs/00_core.ipynb #20cf1aa3
 def _distinct_totals(node:Node)->tuple:
@@ -284,10 +286,11 @@ def to_representation(self:nn.Module,
     idx:int=0,           # index of the root node among its siblings
     path:str|None=None,  # dotted path of the root, default `''` as in `named_modules`
     xtra:dict|None=None, # extra information for the root node
+    each=None,           # called with each module node once its subtree is built (the probe annotates with it)
 )->Node:
     "The structural `Node` tree of this module, its submodules and parameters, built without running it"
     seen = _Walk()
-    node = _module_node(self, ifnone(name, _class_name(self)), idx, ifnone(path, ''), xtra, seen)
+    node = _module_node(self, ifnone(name, _class_name(self)), idx, ifnone(path, ''), xtra, seen, each=each)
     if seen.repeated: _distinct_totals(node)   # a shared module or a tied tensor: its subtrees' sums count it twice
     return node
 

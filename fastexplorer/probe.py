@@ -97,8 +97,10 @@ class ModelState:
         self.live = [d for m in self.mods if not scripted(m) for d in (m.__dict__, m._parameters, m._buffers, m._modules)]
         self.saved = list(map(_copy, self.live))
         self.params = {id(p): (p, p._version) for m in self.mods for p in m._parameters.values() if p is not None}
-        self.bufs = {id(b): (b, b._version, b.clone()) for m in self.mods for b in m._buffers.values()
-                     if b is not None and not _is_lazy(b)}
+        bufs = [b for m in self.mods for b in m._buffers.values() if b is not None]
+        # a lazy tensor, uninitialised, has no value to keep: the forward would materialise it, which no restore undoes
+        self.lazy = any(map(_is_lazy, bufs)) or any(_is_lazy(p) for p,_ in self.params.values())
+        self.bufs = {id(b): (b, b._version, b.clone()) for b in bufs if not _is_lazy(b)}
 
     def restore(self, check_params:bool=True, keep_versions:bool=False):
         "Put back every module's mode, attributes, registered tensors and buffer values; raise if a parameter changed in place (if `check_params`)"
@@ -268,9 +270,6 @@ def unwrap_model(m:nn.Module)->nn.Module:
         elif _is_compiled(m): m = m._orig_mod
         else: return m
 
-def _has_lazy(mods:list)->bool:
-    return any(_is_lazy(t) for m in mods for d in (m._parameters, m._buffers) if d for t in d.values())
-
 def _path_of(model:nn.Module)->dict: return {id(m): p for p,m in model.named_modules()}
 
 # %% ../nbs/01_probe.ipynb #4a368912
@@ -289,10 +288,10 @@ def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
     "Run `model(*xb, **kw)` once and return `(records, callees, output)`; the model is left exactly as it was"
     kw = kw or {}
     mods = list(model.modules())
-    run = copy.deepcopy(model) if _has_lazy(mods) else model
+    state = ModelState(model, mods)
+    run = copy.deepcopy(model) if state.lazy else model   # a lazy model is probed in a copy, which materialises
     ids = ({id(c): id(o) for (_,o),(_,c) in zip(model.named_modules(remove_duplicate=False), run.named_modules(remove_duplicate=False))}
            if run is not model else None)
-    state = ModelState(model, mods)
     rec = _Recorder(mods if run is model else list(run.modules()))
     try:
         if any(m.training for m in mods): run.eval()   # a model already in eval mode is left alone
@@ -367,32 +366,28 @@ def split_batch(dls, b)->tuple:
 _NOT_RUN = {True: "not called by the probe, which runs in eval mode: a branch run only in training (an auxiliary head) runs then",
             False: "not called by the forward on the probe's input"}
 
-def _annotate(node:Node, recs:dict, callees:dict):
-    todo = [node]
-    while todo:
-        n = todo.pop()
-        todo += [c for c in n.nodes if c.type != 'Parameter']
-        r = recs.get(id(n.obj))
-        if r is None: continue
-        if scripted(n.obj):                   # no hook could run there: nothing is known of its calls and shapes
-            n.xtra.update(scripted=True, note='TorchScript: shapes not recorded'); continue
-        out = r['outputs'][0] if r['outputs'] else None
-        one = type(out) is dict and 'shape' in out   # one tensor out, the usual case
-        n.xtra.update(calls=r['calls'], order=r['order'], enter=r['enter'], exit=r['exit'], shape=out['shape'] if one else first_shape(out),
-                      dtype=out.get('dtype') if isinstance(out, dict) else None, inputs=r['inputs'], outputs=r['outputs'])
-        if 'materialised' in r: n.xtra['materialised'] = r['materialised']
-        # never called, nor anything inside it (a `ModuleList`'s modules are called directly): say why it may not have run,
-        # from the mode it was in (and is in again)
-        if not r['calls'] and not any(recs.get(id(m), {}).get('calls') for m in n.obj.modules()): n.xtra['note'] = _NOT_RUN[n.obj.training]
-        if (seq := callees.get(id(n.obj))) and (links := _exec_links(n, seq)): n.links = links
+def _annotate(n:Node, recs:dict, callees:dict):
+    "Put on module node `n` what the probe found: its record in `recs`, and links following the order it called its children"
+    r = recs.get(id(n.obj))
+    if r is None: return
+    if scripted(n.obj):                   # no wrapper could run there: nothing is known of its calls and shapes
+        n.xtra.update(scripted=True, note='TorchScript: shapes not recorded'); return
+    out = r['outputs'][0] if r['outputs'] else None
+    one = type(out) is dict and 'shape' in out   # one tensor out, the usual case
+    n.xtra.update(calls=r['calls'], order=r['order'], enter=r['enter'], exit=r['exit'], shape=out['shape'] if one else first_shape(out),
+                  dtype=out.get('dtype') if isinstance(out, dict) else None, inputs=r['inputs'], outputs=r['outputs'])
+    if 'materialised' in r: n.xtra['materialised'] = r['materialised']
+    # never called, nor anything inside it (a `ModuleList`'s modules are called directly): say why it may not have run,
+    # from the mode it was in (and is in again)
+    if not r['calls'] and not any(recs.get(id(m), {}).get('calls') for m in n.obj.modules()): n.xtra['note'] = _NOT_RUN[n.obj.training]
+    if (seq := callees.get(id(n.obj))) and (links := _exec_links(n, seq)): n.links = links
 
 
 # %% ../nbs/01_probe.ipynb #03974e73
 def _tree(model:nn.Module, xb:tuple, kw:dict, found:tuple, device, name:str, obj, cls:str)->Representation:
     "`name` → `Input` → the model's nodes annotated with what the probe `found` → `Output`"
     recs,callees,out = found
-    mnode = model.to_representation(xtra={'open': True})
-    _annotate(mnode, recs, callees)
+    mnode = model.to_representation(xtra={'open': True}, each=lambda n: _annotate(n, recs, callees))
     given = (*xb, kw) if kw else xb                   # as a module's inputs are recorded: positional, then the keywords
     inp = Node('Input', 0, 'Input', xtra={'class': 'Input', 'shape': first_shape(describe(given)), 'inputs': [describe(list(given))]})
     mnode.index = 1
