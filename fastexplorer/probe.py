@@ -174,24 +174,18 @@ class _Recorder:
 
 # %% ../nbs/01_probe.ipynb #d000e306
 @patch
-def _logged(self:_Recorder, k:int, args:tuple, kwargs:dict, out):
-    "Log a call of module `k` that returned `out`, with the shapes of its inputs and output"
-    n = self.counts[k] = self.counts.get(k, 0) + 1
-    if n > _MAX_CALLS: self.log.append((k,))   # counted, not described
-    elif not kwargs and len(args) == 1 and type(a := args[0]) is torch.Tensor and type(out) is torch.Tensor:
-        self.log.append((k, a.shape, a.dtype, out.shape, out.dtype))
-    else: self.log.append((k, describe((*args, kwargs) if kwargs else args), describe(out)))
-
-# %% ../nbs/01_probe.ipynb #09602562
-@patch
 def _wrap(self:_Recorder, m:nn.Module):
     "`m`'s `forward`, logging the calls this thread makes: a module with children when it is entered, each when it returns"
-    f,k,log,tid = m.forward,id(m),self.log,self.tid
+    f,k,log,counts,tid = m.forward,id(m),self.log,self.counts,self.tid
     def forward(*args, **kwargs):
         if threading.get_ident() != tid: return f(*args, **kwargs)
         if m._modules: log.append(k)
         out = f(*args, **kwargs)
-        self._logged(k, args, kwargs, out)
+        n = counts[k] = counts.get(k, 0) + 1
+        if n > _MAX_CALLS: log.append((k,))   # counted, not described
+        elif not kwargs and len(args) == 1 and type(a := args[0]) is torch.Tensor and type(out) is torch.Tensor:
+            log.append((k, a.shape, a.dtype, out.shape, out.dtype))
+        else: log.append((k, describe((*args, kwargs) if kwargs else args), describe(out)))
         return out
     forward.__wrapped__ = f   # `inspect.signature(m.forward)` is still the module's own
     return forward
