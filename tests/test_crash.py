@@ -50,7 +50,10 @@ def test_twenty_kills(tmp_path):
             assert lines == list(range(1, len(lines) + 1)) and lines[:len(before)] == before   # each epoch once, in order, from the last one
             if not (p/'run.json').exists(): continue  # killed before the run started
             m = read_manifest(p)
-            assert m['status'] == ('running' if os.WIFSIGNALED(status) else 'finished') or m['status'] == 'failed'
+            # a kill can land after the fit wrote its last epoch and `finished`, before its process exited
+            done = len(lines) - len(before) == 3
+            expected = {'running', 'failed'} | ({'finished'} if done else set()) if os.WIFSIGNALED(status) else {'finished', 'failed'}
+            assert m['status'] in expected, (m['status'], expected)
             if i % 2 and m['status'] == 'running':   # repaired now by a reader, or by the next fit's open
                 assert repair_run(p) and read_manifest(p)['status'] == 'failed'
                 assert not [f for f in p.iterdir() if _TEMP.match(f.name)]
