@@ -182,9 +182,8 @@ def _lines(self:Node, depth=0):
 def __repr__(self:Node): return '\n'.join(self._lines())
 
 # %% ../nbs/00_core.ipynb #a027673c
-_Lazy = nn.parameter.UninitializedTensorMixin
 def _join(path:str, name:str)->str: return f"{path}.{name}" if path else name
-def _is_lazy(t)->bool: return isinstance(t, _Lazy)
+def _is_lazy(t)->bool: return isinstance(t, nn.parameter.UninitializedTensorMixin)
 def _nbytes(t)->int: return t.numel() * t.element_size()
 def _class_name(m:nn.Module)->str:
     "The class of `m` as its author wrote it: a TorchScript module's original class (`Conv2d`), not `RecursiveScriptModule`"
@@ -205,7 +204,7 @@ class _Walk(dict):
         return f"{depth}-{k}"
 
 def _param_node(p:nn.Parameter, name:str, idx:int, path:str, seen:_Walk)->Node:
-    lazy = isinstance(p, _Lazy)
+    lazy = _is_lazy(p)
     xtra = {'class': 'Parameter', 'shape': None if lazy else list(p.shape), 'dtype': _dtype_name(p.dtype),
             'numel': None if lazy else p.numel(), 'requires_grad': p.requires_grad}
     if lazy: xtra['lazy'] = True
@@ -219,23 +218,22 @@ def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:
     "The `Node` of `m`, its totals (`_TOTALS`) added up as if no module or tensor repeated, and its `depth_idx` label; `each(node)` called on every module node once its subtree is built"
     nodes,lazy,label = [],False,seen.label(depth)   # labelled before its children, as torchinfo lists them
     params = trainable = buffers = nbytes = 0       # plain locals: this runs for every module of every probe
-    pre = path + '.' if path else ''
     for n,c in m._modules.items():
         if c is None: continue
-        x = (node := _module_node(c, n, len(nodes), pre + n, None, seen, depth + 1, each)).xtra
+        x = (node := _module_node(c, n, len(nodes), _join(path, n), None, seen, depth + 1, each)).xtra
         nodes.append(node)
         params += x['params']; trainable += x['trainable']; buffers += x['buffers']; nbytes += x['bytes']
         if 'lazy' in x: lazy = True
     links = [{'source': i, 'target': i+1} for i in range(len(nodes)-1)]
     for n,p in m._parameters.items():
         if p is None: continue
-        nodes.append(_param_node(p, n, len(nodes), pre + n, seen))
-        if isinstance(p, _Lazy): lazy = True; continue
+        nodes.append(_param_node(p, n, len(nodes), _join(path, n), seen))
+        if _is_lazy(p): lazy = True; continue
         k = p.numel(); params += k; nbytes += k * p.element_size()
         if p.requires_grad: trainable += k
     for n,b in m._buffers.items():
-        if b is None or isinstance(b, _Lazy): continue
-        seen.first(b, pre + n)
+        if b is None or _is_lazy(b): continue
+        seen.first(b, _join(path, n))
         buffers += (k := b.numel()); nbytes += k * b.element_size()
     x = {'class': _class_name(m)}
     if xtra: x.update(xtra)

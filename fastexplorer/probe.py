@@ -38,11 +38,11 @@ def _fields(o)->dict|None:
     if isinstance(o, nn.Module) or not isinstance(d, dict) or not any(map(_holds_tensor, d.values())): return None
     return {k: v for k,v in d.items() if not k.startswith('_')}
 
-def _tensor(t:torch.Tensor)->dict: return {'shape': list(t.shape), 'dtype': _dtypes[t.dtype]}
+def _spec(shape, dtype)->dict: return {'shape': list(shape), 'dtype': _dtypes[dtype]}
 
 def describe(o, depth:int=0):
     "Shape and dtype of every tensor in `o`, keeping its tuples, lists, dicts and `None`s; a container with named fields is `{'type', 'fields'}`"
-    if isinstance(o, torch.Tensor): return _tensor(o)
+    if isinstance(o, torch.Tensor): return _spec(o.shape, o.dtype)
     if isinstance(o, PackedSequence):
         return {'shape': list(o.data.shape), 'dtype': _dtypes[o.data.dtype], 'packed': True, 'batch_size': int(o.batch_sizes[0])}
     if o is None: return None
@@ -193,7 +193,7 @@ def _wrap(self:_Recorder, m:nn.Module):
 # %% ../nbs/01_probe.ipynb #c926e59c
 def _described(e:tuple)->tuple:
     "The input and output descriptions of a logged call"
-    if len(e) == 5: return [{'shape': list(e[1]), 'dtype': _dtypes[e[2]]}],{'shape': list(e[3]), 'dtype': _dtypes[e[4]]}
+    if len(e) == 5: return [_spec(e[1], e[2])],_spec(e[3], e[4])
     return e[1],e[2]
 
 @patch
@@ -367,8 +367,7 @@ def _annotate(n:Node, recs:dict, callees:dict):
     if scripted(n.obj):                   # no wrapper could run there: nothing is known of its calls and shapes
         n.xtra.update(scripted=True, note='TorchScript: shapes not recorded'); return
     out = r['outputs'][0] if r['outputs'] else None
-    one = type(out) is dict and 'shape' in out   # one tensor out, the usual case
-    n.xtra.update(calls=r['calls'], order=r['order'], enter=r['enter'], exit=r['exit'], shape=out['shape'] if one else first_shape(out),
+    n.xtra.update(calls=r['calls'], order=r['order'], enter=r['enter'], exit=r['exit'], shape=first_shape(out),
                   dtype=out.get('dtype') if isinstance(out, dict) else None, inputs=r['inputs'], outputs=r['outputs'])
     if 'materialised' in r: n.xtra['materialised'] = r['materialised']
     # never called, nor anything inside it (a `ModuleList`'s modules are called directly): say why it may not have run,
