@@ -183,7 +183,8 @@ def __repr__(self:Node): return '\n'.join(self._lines())
 
 # %% ../nbs/00_core.ipynb #a027673c
 def _join(path:str, name:str)->str: return f"{path}.{name}" if path else name
-def _is_lazy(t)->bool: return isinstance(t, nn.parameter.UninitializedTensorMixin)
+_Lazy = nn.parameter.UninitializedTensorMixin
+def _is_lazy(t)->bool: return isinstance(t, _Lazy)
 def _nbytes(t)->int: return t.numel() * t.element_size()
 def _class_name(m:nn.Module)->str:
     "The class of `m` as its author wrote it: a TorchScript module's original class (`Conv2d`), not `RecursiveScriptModule`"
@@ -191,24 +192,14 @@ def _class_name(m:nn.Module)->str:
     return type(m).__name__
 
 class _Walk(dict):
-    "What a walk down a module tree met: `{id: path}` of the first place of each module and tensor (`repeated` once one turns up at a second), and the modules at each depth so far"
+    "What a walk down a module tree met: `{id: path}` of the first place of each module and tensor (`repeated` once one turns up at a second), and the number of modules met at each depth"
     repeated = False
     def __init__(self): super().__init__(); self.depths = {}
-    def first(self, o, path:str)->str:
-        p = self.setdefault(id(o), path)
-        if p != path: self.repeated = True
-        return p
-    def label(self, depth:int)->str:
-        "The next module's torchinfo label at `depth`: `'depth-idx'`"
-        self.depths[depth] = k = self.depths.get(depth, 0) + 1
-        return f"{depth}-{k}"
 
 def _param_node(p:nn.Parameter, name:str, idx:int, path:str, seen:_Walk)->Node:
-    lazy = _is_lazy(p)
-    xtra = {'class': 'Parameter', 'shape': None if lazy else list(p.shape), 'dtype': _dtype_name(p.dtype),
-            'numel': None if lazy else p.numel(), 'requires_grad': p.requires_grad}
-    if lazy: xtra['lazy'] = True
-    if (first := seen.first(p, path)) != path: xtra['shared_with'] = first
+    if isinstance(p, _Lazy): xtra = {'class': 'Parameter', 'shape': None, 'dtype': _dtype_name(p.dtype), 'numel': None, 'requires_grad': p.requires_grad, 'lazy': True}
+    else: xtra = {'class': 'Parameter', 'shape': list(p.shape), 'dtype': _dtype_name(p.dtype), 'numel': p.numel(), 'requires_grad': p.requires_grad}
+    if (first := seen.setdefault(id(p), path)) != path: xtra['shared_with'],seen.repeated = first,True
     return Node(name, idx, 'Parameter', p, None, None, xtra, path)
 
 # %% ../nbs/00_core.ipynb #ca45f9c5
@@ -216,30 +207,31 @@ _TOTALS = ('params', 'trainable', 'buffers', 'bytes')
 
 def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:_Walk, depth:int=0, each=None)->Node:
     "The `Node` of `m`, its totals (`_TOTALS`) added up as if no module or tensor repeated, and its `depth_idx` label; `each(node)` called on every module node once its subtree is built"
-    nodes,lazy,label = [],False,seen.label(depth)   # labelled before its children, as torchinfo lists them
-    params = trainable = buffers = nbytes = 0       # plain locals: this runs for every module of every probe
+    # this runs for every module of every probe: totals in plain locals, paths joined to a prefix, `seen` read inline
+    k = seen.depths[depth] = seen.depths.get(depth, 0) + 1
+    nodes,lazy,label,pre = [],False,f"{depth}-{k}",path + '.' if path else ''   # labelled before its children, as torchinfo does
+    params = trainable = buffers = nbytes = 0
     for n,c in m._modules.items():
         if c is None: continue
-        x = (node := _module_node(c, n, len(nodes), _join(path, n), None, seen, depth + 1, each)).xtra
+        x = (node := _module_node(c, n, len(nodes), pre + n, None, seen, depth + 1, each)).xtra
         nodes.append(node)
         params += x['params']; trainable += x['trainable']; buffers += x['buffers']; nbytes += x['bytes']
         if 'lazy' in x: lazy = True
     links = [{'source': i, 'target': i+1} for i in range(len(nodes)-1)]
     for n,p in m._parameters.items():
         if p is None: continue
-        nodes.append(_param_node(p, n, len(nodes), _join(path, n), seen))
-        if _is_lazy(p): lazy = True; continue
-        k = p.numel(); params += k; nbytes += k * p.element_size()
-        if p.requires_grad: trainable += k
+        x = (node := _param_node(p, n, len(nodes), pre + n, seen)).xtra
+        nodes.append(node)
+        if 'lazy' in x: lazy = True; continue
+        k = x['numel']; params += k; nbytes += k * p.element_size()
+        if x['requires_grad']: trainable += k
     for n,b in m._buffers.items():
-        if b is None or _is_lazy(b): continue
-        seen.first(b, _join(path, n))
+        if b is None or isinstance(b, _Lazy): continue
+        if seen.setdefault(id(b), pre + n) != pre + n: seen.repeated = True
         buffers += (k := b.numel()); nbytes += k * b.element_size()
-    x = {'class': _class_name(m)}
-    if xtra: x.update(xtra)
-    x.update(params=params, trainable=trainable, buffers=buffers, bytes=nbytes)
+    x = {'class': _class_name(m), **(xtra or {}), 'params': params, 'trainable': trainable, 'buffers': buffers, 'bytes': nbytes}
     if lazy: x['lazy'] = True
-    if (first := seen.first(m, path)) != path: x['shared_with'] = first
+    if (first := seen.setdefault(id(m), path)) != path: x['shared_with'],seen.repeated = first,True
     x['depth_idx'] = label
     node = Node(name, idx, 'Sequential' if isinstance(m, nn.Sequential) else 'Module', m, nodes, links, x, path)
     if each is not None: each(node)

@@ -16,7 +16,7 @@ from fastcore.basics import patch, ifnone
 from fastai.learner import Learner
 from fastai.torch_core import to_device
 from .core import *
-from .core import _dtypes, _dtype_name, _is_lazy
+from .core import _dtypes, _dtype_name, _is_lazy, _Lazy
 
 # %% auto #0
 __all__ = ['describe', 'first_shape', 'scripted', 'ModelState', 'preserved_rng', 'model_device', 'unwrap_model', 'probe',
@@ -81,26 +81,51 @@ def _same(a:dict, b:dict)->bool:
 
 def _copy(d)->dict: return d.copy() if type(d) is dict else dict(d)   # `copy` is the fast one; `dict` copies any mapping
 
+def _copies(ds:list)->list:
+    "A shallow copy of each mapping in `ds`, as a `dict`"
+    try: return list(map(dict.copy, ds))            # every registry torch makes is a dict: one C call for them all
+    except TypeError: return list(map(_copy, ds))   # a mapping that is not a dict
+
+def _clones(ts:list)->list:
+    "A copy of each tensor in `ts`, made in one call where torch has it (a model's buffers are many and small)"
+    with torch.no_grad():
+        try: return torch._foreach_clone(ts)
+        except (AttributeError, RuntimeError, TypeError): return [t.clone() for t in ts]   # an older torch, or tensors it cannot batch
+
+def _modules_of(model:nn.Module)->list:
+    "`list(model.modules())`, each module once and in the same order, without the generators and paths `named_modules` makes"
+    res,seen = [],set()
+    def walk(m):
+        seen.add(m); res.append(m)
+        for c in m._modules.values():
+            if c is not None and c not in seen: walk(c)
+    walk(model)
+    return res
+
+_ScriptModule = torch.jit.ScriptModule
+
 def scripted(m:nn.Module)->bool:
     "Is `m` a TorchScript module (scripted or traced)? Its attributes and registries live in C++, and it takes no Python hooks"
-    return isinstance(m, torch.jit.ScriptModule)
+    return isinstance(m, _ScriptModule)
 
 
 # %% ../nbs/01_probe.ipynb #fa7edd38
 class ModelState:
     "Snapshot of what a forward can change in `model`; `restore` puts it back"
     def __init__(self, model:nn.Module, mods:list|None=None):
-        self.mods = list(model.modules()) if mods is None else mods
-        self.modes = [m.training for m in self.mods]   # a ScriptModule keeps its flag in C++, not in `__dict__`
+        self.mods = mods = _modules_of(model) if mods is None else mods
+        self.modes = [m.training for m in mods]   # a ScriptModule keeps its flag in C++, not in `__dict__`
         # each module's attributes, then its registries of parameters, buffers and submodules: the dictionaries and a copy
         # of each. TorchScript modules are left out: a Python forward cannot rebind what their C++ modules hold
-        self.live = [d for m in self.mods if not scripted(m) for d in (m.__dict__, m._parameters, m._buffers, m._modules)]
-        self.saved = list(map(_copy, self.live))
-        self.params = {id(p): (p, p._version) for m in self.mods for p in m._parameters.values() if p is not None}
-        bufs = [b for m in self.mods for b in m._buffers.values() if b is not None]
+        self.live = [d for m in mods if not scripted(m) for d in (m.__dict__, m._parameters, m._buffers, m._modules)]
+        self.saved = _copies(self.live)
+        ps = {id(p): p for m in mods for p in m._parameters.values() if p is not None}
+        bs = {id(b): b for m in mods for b in m._buffers.values() if b is not None}
         # a lazy tensor, uninitialised, has no value to keep: the forward would materialise it, which no restore undoes
-        self.lazy = any(map(_is_lazy, bufs)) or any(_is_lazy(p) for p,_ in self.params.values())
-        self.bufs = {id(b): (b, b._version, b.clone()) for b in bufs if not _is_lazy(b)}
+        self.lazy = any(issubclass(t, _Lazy) for t in {*map(type, ps.values()), *map(type, bs.values())})
+        self.params,self.bufs = list(ps.values()),[b for b in bs.values() if not (self.lazy and _is_lazy(b))]
+        self.versions = [t._version for t in (*self.params, *self.bufs)]
+        self.copies = _clones(self.bufs)
 
     def restore(self, check_params:bool=True, keep_versions:bool=False):
         "Put back every module's mode, attributes, registered tensors and buffer values; raise if a parameter changed in place (if `check_params`)"
@@ -108,14 +133,15 @@ class ModelState:
             if m.training != t: m.training = t
         for cur,saved in zip(self.live, self.saved):   # a module's attributes before its registries, which they hold
             if (cur or saved) and not _same(cur, saved): cur.clear(); cur.update(saved)   # most registries are empty
+        pv,bv = self.versions[:len(self.params)],self.versions[len(self.params):]
         with torch.no_grad():
-            for b,v,saved in self.bufs.values():
+            for b,v,saved in zip(self.bufs, bv, self.copies):
                 # `keep_versions`: compare values, and write through `.data`, which leaves the version counter alone, for a
                 # buffer that a pending backward has saved (a BatchNorm's running statistics, changed in place by a re-run)
                 if keep_versions:
                     if not torch.equal(b, saved): b.data.copy_(saved)
                 elif b._version != v: b.copy_(saved)
-        changed = [p for p,v in self.params.values() if p._version != v] if check_params else []
+        changed = [p for p,v in zip(self.params, pv) if p._version != v] if check_params else []
         if changed:
             names = {id(p): n for m in self.mods[:1] for n,p in m.named_parameters(remove_duplicate=False)}
             raise RuntimeError(f"the model's forward changed parameters in place ({', '.join(names.get(id(p), '?') for p in changed)}): "
@@ -145,14 +171,19 @@ def _gc_paused():
 # %% ../nbs/01_probe.ipynb #1755af0b
 _MAX_CALLS,_UNSET = 16,object()
 
-def _record(order)->dict: return {'calls': 0, 'order': order, 'inputs': [], 'outputs': [], 'open': [], 'enter': None, 'exit': None}
+def _record(order)->dict:
+    "A module's record, as it goes on its node: never called until `replay` finds a call"
+    return {'calls': 0, 'order': order, 'enter': None, 'exit': None, 'shape': None, 'dtype': None, 'inputs': [], 'outputs': []}
+
+_SCRIPTED = {'scripted': True, 'note': 'TorchScript: shapes not recorded'}   # the record of a module no wrapper could reach
 
 class _Recorder:
     "Wraps the `forward` of the modules of `mods` to log the calls this thread makes, with their shapes"
     def __init__(self, mods:list):
         self.mods = {id(m): m for m in mods}
         # TorchScript runs its submodules in C++, where no Python wrapper reaches: its nodes say "scripted" instead
-        self.hooked = [k for k,m in self.mods.items() if not scripted(m)]
+        self.script = {k for k,m in self.mods.items() if scripted(m)}
+        self.hooked = [k for k in self.mods if k not in self.script]
         self.log,self.counts,self.tid,self.own = [],{},threading.get_ident(),{}
 
     def __enter__(self):
@@ -191,39 +222,44 @@ def _wrap(self:_Recorder, m:nn.Module):
     return forward
 
 # %% ../nbs/01_probe.ipynb #c926e59c
-def _described(e:tuple)->tuple:
-    "The input and output descriptions of a logged call"
-    if len(e) == 5: return [_spec(e[1], e[2])],_spec(e[3], e[4])
-    return e[1],e[2]
-
 @patch
 def replay(self:_Recorder):
     "Build from the log each module's record, who called whom (`callees`), the modules still running and the last to finish"
-    self.recs,self.callees,self.stack,self.last,ev = {},{},[],None,0
-    def called(k):
-        r = self.recs.get(k)
-        if r is None: r = self.recs[k] = _record(len(self.recs))
-        self.callees.setdefault(self.stack[-1] if self.stack else None, []).append(k)
-        return r
+    recs,callees,stack,opened,last,ev = {},{},[],{},None,0   # `opened`: the events at which each running call was entered
     for e in self.log:
-        if type(e) is int: called(e)['open'].append(ev); self.stack.append(e); ev += 1; continue   # entered
-        k = e[0]; r = self.recs.get(k)
-        if r is not None and r['open']:               # a module with children, entered above, returns
-            if self.stack and self.stack[-1] == k: self.stack.pop()
-            s = r['open'].pop()
-        else: r = called(k); s = ev; ev += 1          # a leaf: entered and returned at once
+        entered = type(e) is int
+        k = e if entered else e[0]
+        if entered or not opened.get(k):                 # entered: a module with children, or a leaf, which returns at once
+            r = recs.get(k)
+            if r is None: r = recs[k] = _record(len(recs))
+            caller = stack[-1] if stack else None
+            if (cs := callees.get(caller)) is None: callees[caller] = [k]
+            else: cs.append(k)
+            if entered: opened.setdefault(k, []).append(ev); stack.append(k); ev += 1; continue
+            s = ev; ev += 1
+        else:                                             # a module with children, entered above, returns
+            r = recs[k]; s = opened[k].pop()
+            if stack and stack[-1] == k: stack.pop()
         if r['enter'] is None: r['enter'],r['exit'] = s,ev
-        ev += 1; r['calls'] += 1
-        if len(e) > 1: i,o = _described(e); r['inputs'].append(i); r['outputs'].append(o)
-        self.last = k
+        ev += 1; r['calls'] += 1; last = k
+        if len(e) == 5:                                   # the usual call, logged raw
+            r['inputs'].append([{'shape': list(e[1]), 'dtype': _dtypes[e[2]]}]); r['outputs'].append({'shape': list(e[3]), 'dtype': _dtypes[e[4]]})
+        elif len(e) == 3: r['inputs'].append(e[1]); r['outputs'].append(e[2])
+    for r in recs.values():                               # a node shows its first output's shape and dtype
+        if not r['outputs']: continue
+        o = r['outputs'][0]
+        if type(o) is dict and 'shape' in o: r['shape'],r['dtype'] = o['shape'],o['dtype']
+        else: r['shape'],r['dtype'] = first_shape(o),o.get('dtype') if isinstance(o, dict) else None
+    self.recs,self.callees,self.stack,self.last = recs,callees,stack,last
     return self
 
+# %% ../nbs/01_probe.ipynb #1cb065e1
 @patch
 def records(self:_Recorder)->dict:
-    "`{id: record}` of every module, those never called included"
+    "`{id: record}` of every module, those never called included (a TorchScript module's is `_SCRIPTED`)"
     self.replay()
     for k in self.mods:
-        if k not in self.recs: self.recs[k] = _record(None)
+        if k not in self.recs: self.recs[k] = dict(_SCRIPTED) if k in self.script else _record(None)
     return self.recs
 
 # %% ../nbs/01_probe.ipynb #862f9ae5
@@ -237,8 +273,10 @@ def _failed_in(e:BaseException, mods:dict):
 
 # %% ../nbs/01_probe.ipynb #b8229e90
 def _exec_links(node:Node, seq:list)->list:
-    "Links between `node`'s module children, following the callee sequence `seq` (module ids)"
-    idx = {id(n.obj): n.index for n in node.nodes if n.type != 'Parameter'}
+    "Links between `node`'s module children, following the callee sequence `seq` (module ids): `node.links` if they ran once each, in the order they are declared"
+    kids = [n for n in node.nodes if n.type != 'Parameter']
+    if len(seq) == len(kids) and seq == [id(n.obj) for n in kids]: return node.links   # the usual case: the declared chain
+    idx = {id(n.obj): n.index for n in kids}
     order = [idx[k] for k in seq if k in idx]
     links = []
     for a,b in zip(order, order[1:]):
@@ -281,12 +319,12 @@ def _materialised(model:nn.Module, run:nn.Module)->dict:
 def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
     "Run `model(*xb, **kw)` once and return `(records, callees, output)`; the model is left exactly as it was"
     kw = kw or {}
-    mods = list(model.modules())
+    mods = _modules_of(model)
     state = ModelState(model, mods)
     run = copy.deepcopy(model) if state.lazy else model   # a lazy model is probed in a copy, which materialises
     ids = ({id(c): id(o) for (_,o),(_,c) in zip(model.named_modules(remove_duplicate=False), run.named_modules(remove_duplicate=False))}
            if run is not model else None)
-    rec = _Recorder(mods if run is model else list(run.modules()))
+    rec = _Recorder(mods if run is model else _modules_of(run))
     try:
         if any(m.training for m in mods): run.eval()   # a model already in eval mode is left alone
         try:
@@ -364,12 +402,8 @@ def _annotate(n:Node, recs:dict, callees:dict):
     "Put on module node `n` what the probe found: its record in `recs`, and links following the order it called its children"
     r = recs.get(id(n.obj))
     if r is None: return
-    if scripted(n.obj):                   # no wrapper could run there: nothing is known of its calls and shapes
-        n.xtra.update(scripted=True, note='TorchScript: shapes not recorded'); return
-    out = r['outputs'][0] if r['outputs'] else None
-    n.xtra.update(calls=r['calls'], order=r['order'], enter=r['enter'], exit=r['exit'], shape=first_shape(out),
-                  dtype=out.get('dtype') if isinstance(out, dict) else None, inputs=r['inputs'], outputs=r['outputs'])
-    if 'materialised' in r: n.xtra['materialised'] = r['materialised']
+    n.xtra.update(r)                      # calls, order, enter, exit, shape, dtype, inputs, outputs (and `materialised`)
+    if 'scripted' in r: return            # TorchScript: no wrapper could run there, nothing is known of its calls and shapes
     # never called, nor anything inside it (a `ModuleList`'s modules are called directly): say why it may not have run,
     # from the mode it was in (and is in again)
     if not r['calls'] and not any(recs.get(id(m), {}).get('calls') for m in n.obj.modules()): n.xtra['note'] = _NOT_RUN[n.obj.training]
