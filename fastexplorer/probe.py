@@ -117,7 +117,7 @@ class ModelState:
         self.modes = [m.training for m in mods]   # a ScriptModule keeps its flag in C++, not in `__dict__`
         # each module's attributes, then its registries of parameters, buffers and submodules: the dictionaries and a copy
         # of each. TorchScript modules are left out: a Python forward cannot rebind what their C++ modules hold
-        self.live = [d for m in mods if not scripted(m) for d in (m.__dict__, m._parameters, m._buffers, m._modules)]
+        self.live = [d for m in mods if not isinstance(m, _ScriptModule) for d in (m.__dict__, m._parameters, m._buffers, m._modules)]
         self.saved = _copies(self.live)
         ps = {id(p): p for m in mods for p in m._parameters.values() if p is not None}
         bs = {id(b): b for m in mods for b in m._buffers.values() if b is not None}
@@ -182,23 +182,24 @@ class _Recorder:
     def __init__(self, mods:list):
         self.mods = {id(m): m for m in mods}
         # TorchScript runs its submodules in C++, where no Python wrapper reaches: its nodes say "scripted" instead
-        self.script = {k for k,m in self.mods.items() if scripted(m)}
+        self.script = {k for k,m in self.mods.items() if isinstance(m, _ScriptModule)}
         self.hooked = [k for k in self.mods if k not in self.script]
         self.log,self.counts,self.tid,self.own = [],{},threading.get_ident(),{}
 
     def __enter__(self):
-        self.tid = threading.get_ident()
+        self.tid,mods,own,wrap = threading.get_ident(),self.mods,self.own,self._wrap
         try:
             for k in self.hooked:
-                d = self.mods[k].__dict__
-                self.own[k] = d.get('forward', _UNSET)   # a forward set on the instance is put back on exit
-                d['forward'] = self._wrap(self.mods[k])
+                d = (m := mods[k]).__dict__
+                own[k] = d.get('forward', _UNSET)   # a forward set on the instance is put back on exit
+                d['forward'] = wrap(m)
         except BaseException: self.__exit__(); raise
         return self
 
     def __exit__(self, *exc):
+        mods = self.mods
         for k,f in self.own.items():
-            d = self.mods[k].__dict__
+            d = mods[k].__dict__
             if f is _UNSET: d.pop('forward', None)
             else: d['forward'] = f
         self.own = {}
