@@ -249,7 +249,7 @@ def replay(self:_Recorder):
     for r in recs.values():                               # a node shows its first output's shape and dtype
         if not r['outputs']: continue
         o = r['outputs'][0]
-        if type(o) is dict and 'shape' in o: r['shape'],r['dtype'] = o['shape'],o['dtype']
+        if type(o) is dict and 'shape' in o: r['shape'],r['dtype'] = o['shape'],o.get('dtype')   # a dict output may have a key 'shape'
         else: r['shape'],r['dtype'] = first_shape(o),o.get('dtype') if isinstance(o, dict) else None
     self.recs,self.callees,self.stack,self.last = recs,callees,stack,last
     return self
