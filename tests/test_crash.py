@@ -1,4 +1,4 @@
-"Twenty fits killed with SIGKILL at seeded random moments, each going on with the run the last one left (issue 17): every file opens, the run is marked failed, temporaries go, the numbering goes on"
+"Twenty fits killed with SIGKILL at seeded random moments (as fractions of an unkilled fit's time on this machine), each going on with the run the last one left (issue 17): every file opens, the run is marked failed, temporaries go, the numbering goes on"
 import json, os, random, signal, sqlite3, subprocess, sys, time
 from pathlib import Path
 import numpy as np
@@ -27,12 +27,12 @@ def _check_files(p:Path):
         assert f.name == LOCK or not f.name.startswith('.') or _TEMP.match(f.name), f"a hidden file not ours: {f.name}"
 
 def test_twenty_kills(tmp_path):
-    "20 fits (3 epochs, every batch, steps and snapshots) killed at random moments; the run goes on from its last epoch each time"
+    "20 fits (3 epochs, every batch, steps and snapshots) killed at random moments of a fit's time; the run goes on from its last epoch each time"
     p,rng = tmp_path/'run',random.Random(17)
     proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             env={**os.environ, 'PYTHONPATH': os.pathsep.join([str(WORKER.parent.parent), os.environ.get('PYTHONPATH', '')])})
-    def fit(epochs, kill_after=None):
-        proc.stdin.write(f"{p} {epochs}\n"); proc.stdin.flush()
+    def fit(epochs, kill_after=None, path=p):
+        proc.stdin.write(f"{path} {epochs}\n"); proc.stdin.flush()
         pid = int(proc.stdout.readline())
         if kill_after is not None:
             time.sleep(kill_after)
@@ -40,10 +40,13 @@ def test_twenty_kills(tmp_path):
             except ProcessLookupError: pass          # it had finished
         return int(proc.stdout.readline().split()[1])
     try:
-        killed = 0
+        assert fit(1, path=tmp_path/'warm') == 0      # the first fit in a process is slow (files read, caches filled)
+        t = time.monotonic()
+        assert fit(3, path=tmp_path/'timed') == 0     # a fit left to finish, in a run of its own: how long one takes here
+        span,killed = time.monotonic() - t,0
         for i in range(20):
             before = _index_lines(p)
-            status = fit(3, rng.uniform(0.05, 1.2))
+            status = fit(3, rng.uniform(0.02, 0.9) * span)   # from before the run opens to its last epoch's files
             killed += os.WIFSIGNALED(status)
             _check_files(p)
             lines = _index_lines(p)
