@@ -231,8 +231,8 @@ def loss_landscape(self:Learner,
     coords = [-span + 2 * span * i / (n - 1) for i in range(n)] if n > 1 else [0.]
     metric = getattr(self.metrics[0], 'func', None) if len(self.metrics) else None
     mname = getattr(self.metrics[0], 'name', None) if metric is not None else None
-    state,lstate = ModelState(self.model),_LearnerState(self)   # `self.model`: a wrapper is put in eval mode too
-    saved = [p.detach().clone() for p in ps]          # the copy the weights are restored from
+    lstate,saved = _LearnerState(self),[p.detach().clone() for p in ps]   # `saved`: the copy the weights are restored from
+    state = ModelState(self.model)                    # `self.model`: a wrapper is put in eval mode too
     try:
         with preserved_rng(device):
             batches = _batches(self, n_batches, device)

@@ -9,8 +9,10 @@ from __future__ import annotations
 import copy, dataclasses, gc, operator, random, sys, threading
 from collections import OrderedDict, defaultdict
 from contextlib import contextmanager
+from functools import partial
 import numpy as np, torch
-from torch import nn
+from torch import nn, Tensor
+from threading import get_ident
 from torch.nn.utils.rnn import PackedSequence
 from fastcore.basics import patch, ifnone
 from fastai.learner import Learner
@@ -75,17 +77,33 @@ def _first_tensor(o):
     return None
 
 # %% ../nbs/01_probe.ipynb #a563284d
-def _same(a:dict, b:dict)->bool:
-    "Do `a` and `b` hold the very same objects under the same keys?"
+def _same(a, b)->bool:
+    "Do mappings `a` and `b` hold the very same objects under the same keys?"
     return len(a) == len(b) and all(map(operator.is_, a.values(), b.values())) and a.keys() == b.keys()
 
-def _copy(d)->dict: return d.copy() if type(d) is dict else dict(d)   # `copy` is the fast one; `dict` copies any mapping
+_REGISTRIES = ('_parameters', '_buffers', '_non_persistent_buffers_set', '_modules')
 
-def _copies(ds:list)->list:
-    "A shallow copy of each mapping in `ds`, as a `dict`"
-    try: return list(map(dict.copy, ds))            # every registry torch makes is a dict: one C call for them all
-    except TypeError: return list(map(_copy, ds))   # a mapping that is not a dict
+def _twin(r):
+    "A shallow copy of registry `r` of the very same type, or `None` if it cannot be made"
+    try: c = copy.copy(r)
+    except Exception: return None   # copying an arbitrary object can raise anything: the registry is compared instead
+    return c if type(c) is type(r) and c is not r else None
 
+def _twins(d:dict, kept:list)->dict:
+    "A shallow copy of module attributes `d` whose registries are copies too; a registry that cannot be copied stays, and goes on `kept` with a snapshot"
+    t,(ps,bs,nps,ms) = d.copy(),map(d.get, _REGISTRIES)
+    if type(ps) is dict and type(bs) is dict and type(nps) is set and type(ms) is dict:   # as torch makes them: the fast copies
+        t['_parameters'],t['_buffers'],t['_non_persistent_buffers_set'],t['_modules'] = ps.copy(),bs.copy(),nps.copy(),ms.copy()
+        return t
+    for k in _REGISTRIES:
+        if (r := d.get(k)) is None: continue
+        if (c := _twin(r)) is not None: t[k] = c
+        else: kept.append((r, set(r) if isinstance(r, (set, frozenset)) else dict(r)))
+    return t
+
+_set_attr = object.__setattr__   # `nn.Module.__setattr__` is Python, and has nothing to do for `__dict__`
+
+# %% ../nbs/01_probe.ipynb #dcbb016a
 def _clones(ts:list)->list:
     "A copy of each tensor in `ts`, made in one call where torch has it (a model's buffers are many and small)"
     with torch.no_grad():
@@ -111,14 +129,10 @@ def scripted(m:nn.Module)->bool:
 
 # %% ../nbs/01_probe.ipynb #fa7edd38
 class ModelState:
-    "Snapshot of what a forward can change in `model`; `restore` puts it back"
+    "Snapshot of what a forward can change in `model`, which works on copies of its modules' attributes until `restore` puts it all back"
     def __init__(self, model:nn.Module, mods:list|None=None):
         self.mods = mods = _modules_of(model) if mods is None else mods
         self.modes = [m.training for m in mods]   # a ScriptModule keeps its flag in C++, not in `__dict__`
-        # each module's attributes, then its registries of parameters, buffers and submodules: the dictionaries and a copy
-        # of each. TorchScript modules are left out: a Python forward cannot rebind what their C++ modules hold
-        self.live = [d for m in mods if not isinstance(m, _ScriptModule) for d in (m.__dict__, m._parameters, m._buffers, m._modules)]
-        self.saved = _copies(self.live)
         ps = {id(p): p for m in mods for p in m._parameters.values() if p is not None}
         bs = {id(b): b for m in mods for b in m._buffers.values() if b is not None}
         # a lazy tensor, uninitialised, has no value to keep: the forward would materialise it, which no restore undoes
@@ -126,13 +140,18 @@ class ModelState:
         self.params,self.bufs = list(ps.values()),[b for b in bs.values() if not (self.lazy and _is_lazy(b))]
         self.versions = [t._version for t in (*self.params, *self.bufs)]
         self.copies = _clones(self.bufs)
+        # last, once nothing can fail: each module gets its copies. TorchScript modules are left out: a Python forward
+        # cannot rebind what their C++ modules hold
+        self.eager = [m for m in mods if not isinstance(m, _ScriptModule)]
+        self.dicts,self.kept = [m.__dict__ for m in self.eager],[]
+        twins = [_twins(d, self.kept) for d in self.dicts]
+        for m,t in zip(self.eager, twins): _set_attr(m, '__dict__', t)
 
     def restore(self, check_params:bool=True, keep_versions:bool=False):
-        "Put back every module's mode, attributes, registered tensors and buffer values; raise if a parameter changed in place (if `check_params`)"
-        for m,t in zip(self.mods, self.modes):        # first, and on its own: nothing below can leave a mode changed
-            if m.training != t: m.training = t
-        for cur,saved in zip(self.live, self.saved):   # a module's attributes before its registries, which they hold
-            if (cur or saved) and not _same(cur, saved): cur.clear(); cur.update(saved)   # most registries are empty
+        "Put back every module's attributes, registries, mode and buffer values; raise if a parameter changed in place (if `check_params`)"
+        for m,d in zip(self.eager, self.dicts): _set_attr(m, '__dict__', d)   # first, and cannot fail: the originals, as they were
+        for m,t in zip(self.mods, self.modes):
+            if m.training != t: m.training = t          # a TorchScript module's flag, which lives in C++
         pv,bv = self.versions[:len(self.params)],self.versions[len(self.params):]
         with torch.no_grad():
             for b,v,saved in zip(self.bufs, bv, self.copies):
@@ -141,6 +160,8 @@ class ModelState:
                 if keep_versions:
                     if not torch.equal(b, saved): b.data.copy_(saved)
                 elif b._version != v: b.copy_(saved)
+        for cur,saved in self.kept:                     # registries no copy could be made of, changed in place
+            if (cur != saved if isinstance(saved, set) else not _same(cur, saved)): cur.clear(); cur.update(saved)
         changed = [p for p,v in zip(self.params, pv) if p._version != v] if check_params else []
         if changed:
             names = {id(p): n for m in self.mods[:1] for n,p in m.named_parameters(remove_duplicate=False)}
@@ -171,6 +192,11 @@ def _gc_paused():
 # %% ../nbs/01_probe.ipynb #1755af0b
 _MAX_CALLS,_UNSET = 16,object()
 
+def _main_spec(o)->tuple:
+    "The shape and dtype a node shows for output description `o`: its first tensor's"
+    if type(o) is dict and 'shape' in o: return o['shape'],o.get('dtype')   # a dict output may also have a key 'shape'
+    return first_shape(o),o.get('dtype') if isinstance(o, dict) else None
+
 def _record(order)->dict:
     "A module's record, as it goes on its node: never called until `replay` finds a call"
     return {'calls': 0, 'order': order, 'enter': None, 'exit': None, 'shape': None, 'dtype': None, 'inputs': [], 'outputs': []}
@@ -183,44 +209,46 @@ class _Recorder:
         self.mods = {id(m): m for m in mods}
         # TorchScript runs its submodules in C++, where no Python wrapper reaches: its nodes say "scripted" instead
         self.script = {k for k,m in self.mods.items() if isinstance(m, _ScriptModule)}
-        self.hooked = [k for k in self.mods if k not in self.script]
-        self.log,self.counts,self.tid,self.own = [],{},threading.get_ident(),{}
+        self.hooked = [m for k,m in self.mods.items() if k not in self.script]
+        self.log,self.counts,self.tid,self.own = [],{},get_ident(),[]
 
     def __enter__(self):
-        self.tid,mods,own,wrap = threading.get_ident(),self.mods,self.own,self._wrap
+        self.tid = get_ident()
+        self.state,own,wrap = (self.log, self.counts, self.tid),self.own,self._wrap
         try:
-            for k in self.hooked:
-                d = (m := mods[k]).__dict__
-                own[k] = d.get('forward', _UNSET)   # a forward set on the instance is put back on exit
+            for m in self.hooked:
+                d = m.__dict__
+                own.append(d.get('forward', _UNSET))   # a forward set on the instance is put back on exit
                 d['forward'] = wrap(m)
         except BaseException: self.__exit__(); raise
         return self
 
     def __exit__(self, *exc):
-        mods = self.mods
-        for k,f in self.own.items():
-            d = mods[k].__dict__
+        for m,f in zip(self.hooked, self.own):         # the modules wrapped, in order
+            d = m.__dict__
             if f is _UNSET: d.pop('forward', None)
             else: d['forward'] = f
-        self.own = {}
+        self.own = []
 
 # %% ../nbs/01_probe.ipynb #d000e306
+def _logged(rec:tuple, m:nn.Module, f, *args, **kwargs):
+    "`f(*args, **kwargs)`, `m`'s `forward`; logged if this thread is the recorder's, whose `(log, counts, thread)` is `rec`"
+    log,counts,tid = rec
+    if get_ident() != tid: return f(*args, **kwargs)
+    if m._modules: log.append(id(m))
+    out = f(*args, **kwargs)
+    if not kwargs and len(args) == 1 and type(a := args[0]) is Tensor and type(out) is Tensor:
+        log.append((id(m), a.shape, a.dtype, out.shape, out.dtype))   # the usual call: raw, as cheap to log as to count
+    elif (n := counts.get(k := id(m), 0) + 1) > _MAX_CALLS: log.append((k,))   # counted, not described
+    else: counts[k] = n; log.append((k, describe((*args, kwargs) if kwargs else args), describe(out)))
+    return out
+
 @patch
 def _wrap(self:_Recorder, m:nn.Module):
     "`m`'s `forward`, logging the calls this thread makes: a module with children when it is entered, each when it returns"
-    f,k,log,counts,tid = m.forward,id(m),self.log,self.counts,self.tid
-    def forward(*args, **kwargs):
-        if threading.get_ident() != tid: return f(*args, **kwargs)
-        if m._modules: log.append(k)
-        out = f(*args, **kwargs)
-        n = counts[k] = counts.get(k, 0) + 1
-        if n > _MAX_CALLS: log.append((k,))   # counted, not described
-        elif not kwargs and len(args) == 1 and type(a := args[0]) is torch.Tensor and type(out) is torch.Tensor:
-            log.append((k, a.shape, a.dtype, out.shape, out.dtype))
-        else: log.append((k, describe((*args, kwargs) if kwargs else args), describe(out)))
-        return out
-    forward.__wrapped__ = f   # `inspect.signature(m.forward)` is still the module's own
-    return forward
+    w = partial(_logged, self.state, m, f := m.forward)   # a partial costs less to make than a closure, for every module
+    w.__wrapped__ = f   # `inspect.signature(m.forward)` is still the module's own
+    return w
 
 # %% ../nbs/01_probe.ipynb #c926e59c
 @patch
@@ -230,27 +258,26 @@ def replay(self:_Recorder):
     for e in self.log:
         entered = type(e) is int
         k = e if entered else e[0]
-        if entered or not opened.get(k):                 # entered: a module with children, or a leaf, which returns at once
-            r = recs.get(k)
-            if r is None: r = recs[k] = _record(len(recs))
+        if entered or not (o := opened.get(k)):           # entered: a module with children, or a leaf, which returns at once
+            if (r := recs.get(k)) is None: r = recs[k] = _record(len(recs))
             caller = stack[-1] if stack else None
             if (cs := callees.get(caller)) is None: callees[caller] = [k]
             else: cs.append(k)
             if entered: opened.setdefault(k, []).append(ev); stack.append(k); ev += 1; continue
             s = ev; ev += 1
         else:                                             # a module with children, entered above, returns
-            r = recs[k]; s = opened[k].pop()
+            r = recs[k]; s = o.pop()
             if stack and stack[-1] == k: stack.pop()
         if r['enter'] is None: r['enter'],r['exit'] = s,ev
-        ev += 1; r['calls'] += 1; last = k
-        if len(e) == 5:                                   # the usual call, logged raw
-            r['inputs'].append([{'shape': list(e[1]), 'dtype': _dtypes[e[2]]}]); r['outputs'].append({'shape': list(e[3]), 'dtype': _dtypes[e[4]]})
-        elif len(e) == 3: r['inputs'].append(e[1]); r['outputs'].append(e[2])
-    for r in recs.values():                               # a node shows its first output's shape and dtype
-        if not r['outputs']: continue
-        o = r['outputs'][0]
-        if type(o) is dict and 'shape' in o: r['shape'],r['dtype'] = o['shape'],o.get('dtype')   # a dict output may have a key 'shape'
-        else: r['shape'],r['dtype'] = first_shape(o),o.get('dtype') if isinstance(o, dict) else None
+        ev += 1; last = k
+        if (n := r['calls'] + 1) <= _MAX_CALLS:           # the first calls are described; the rest only counted
+            if len(e) == 5:                               # the usual call, logged raw
+                r['inputs'].append([{'shape': list(e[1]), 'dtype': _dtypes[e[2]]}]); r['outputs'].append(o := {'shape': list(e[3]), 'dtype': _dtypes[e[4]]})
+                if n == 1: r['shape'],r['dtype'] = o['shape'],o['dtype']
+            elif len(e) == 3:
+                r['inputs'].append(e[1]); r['outputs'].append(o := e[2])
+                if n == 1: r['shape'],r['dtype'] = _main_spec(o)
+        r['calls'] = n
     self.recs,self.callees,self.stack,self.last = recs,callees,stack,last
     return self
 
@@ -329,7 +356,10 @@ def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
     try:
         if any(m.training for m in mods): run.eval()   # a model already in eval mode is left alone
         try:
-            with rec, torch.no_grad(): out = run(*xb, **kw)
+            with torch.no_grad():
+                # the wrappers go on the modules' copies of their attributes (or on a lazy model's copy), so restoring the
+                # originals takes them off with everything else the forward did
+                rec.__enter__(); out = run(*xb, **kw)
         except Exception as e:
             rec.replay()
             paths = _path_of(run)
@@ -401,21 +431,22 @@ _NOT_RUN = {True: "not called by the probe, which runs in eval mode: a branch ru
 
 def _annotate(n:Node, recs:dict, callees:dict):
     "Put on module node `n` what the probe found: its record in `recs`, and links following the order it called its children"
-    r = recs.get(id(n.obj))
-    if r is None: return
+    if (r := recs.get(k := id(n.obj))) is None: return
     n.xtra.update(r)                      # calls, order, enter, exit, shape, dtype, inputs, outputs (and `materialised`)
     if 'scripted' in r: return            # TorchScript: no wrapper could run there, nothing is known of its calls and shapes
     # never called, nor anything inside it (a `ModuleList`'s modules are called directly): say why it may not have run,
     # from the mode it was in (and is in again)
     if not r['calls'] and not any(recs.get(id(m), {}).get('calls') for m in n.obj.modules()): n.xtra['note'] = _NOT_RUN[n.obj.training]
-    if (seq := callees.get(id(n.obj))) and (links := _exec_links(n, seq)): n.links = links
+    if (seq := callees.get(k)) and (links := _exec_links(n, seq)): n.links = links
 
 
 # %% ../nbs/01_probe.ipynb #03974e73
-def _tree(model:nn.Module, xb:tuple, kw:dict, found:tuple, device, name:str, obj, cls:str)->Representation:
-    "`name` → `Input` → the model's nodes annotated with what the probe `found` → `Output`"
-    recs,callees,out = found
-    mnode = model.to_representation(xtra={'open': True}, each=lambda n: _annotate(n, recs, callees))
+def _tree(model:nn.Module, xb:tuple, kw:dict, device, name:str, obj, cls:str)->Representation:
+    "`name` → `Input` → the model's nodes, annotated with what probing it with `xb` and `kw` found → `Output`"
+    mnodes = []                                       # the structure first: after a forward, what it reads is out of the cache
+    mnode = model.to_representation(xtra={'open': True}, each=mnodes.append)
+    recs,callees,out = probe(model, xb, kw)
+    for n in mnodes: _annotate(n, recs, callees)
     given = (*xb, kw) if kw else xb                   # as a module's inputs are recorded: positional, then the keywords
     inp = Node('Input', 0, 'Input', xtra={'class': 'Input', 'shape': first_shape(describe(given)), 'inputs': [describe(list(given))]})
     mnode.index = 1
@@ -436,7 +467,7 @@ def to_representation(self:Learner,
     with preserved_rng(device), _gc_paused():
         if b is None: b = _default_batch(self.dls)
         xb = to_model_device(split_batch(self.dls, b), device)
-        return _tree(model, xb, {}, probe(model, xb), device, 'Learner', self, type(self).__name__)
+        return _tree(model, xb, {}, device, 'Learner', self, type(self).__name__)
 
 
 # %% ../nbs/01_probe.ipynb #3e55ea74
@@ -473,5 +504,5 @@ def represent(
     with preserved_rng(device), _gc_paused():
         xb = _example_inputs(input_size, dtypes, device) if input_size is not None else to_model_device(args, device)
         kw = to_model_device(kwargs, device)
-        return _tree(model, xb, kw, probe(model, xb, kw), device, 'Probe', None, 'Probe')
+        return _tree(model, xb, kw, device, 'Probe', None, 'Probe')
 
