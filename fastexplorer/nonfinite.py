@@ -88,7 +88,7 @@ def find_nonfinite(
                 if ws and l.requires_grad: mode.found = _backward(mode, nodes, l, ws)
     finally:
         for h in hooks: h.remove()
-        state.restore(keep_versions=True)   # the batch's own backward has saved its BatchNorms' running statistics
+        state.restore()   # the re-run changed copies of the buffers: those the batch's own backward saved are untouched
     return mode.found
 
 # %% ../nbs/03g_nonfinite.ipynb #1985eaa7

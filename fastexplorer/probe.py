@@ -89,16 +89,19 @@ def _twin(r):
     except Exception: return None   # copying an arbitrary object can raise anything: the registry is compared instead
     return c if type(c) is type(r) and c is not r else None
 
-def _twins(d:dict, kept:list)->dict:
-    "A shallow copy of module attributes `d` whose registries are copies too; a registry that cannot be copied stays, and goes on `kept` with a snapshot"
+def _twins(d:dict, kept:list, copies:dict)->dict:
+    "A shallow copy of module attributes `d` whose registries are copies too, with `copies[id(b)]` for each buffer `b`; a registry that cannot be copied stays, and goes on `kept` with a snapshot"
     t,(ps,bs,nps,ms) = d.copy(),map(d.get, _REGISTRIES)
     if type(ps) is dict and type(bs) is dict and type(nps) is set and type(ms) is dict:   # as torch makes them: the fast copies
-        t['_parameters'],t['_buffers'],t['_non_persistent_buffers_set'],t['_modules'] = ps.copy(),bs.copy(),nps.copy(),ms.copy()
+        t['_parameters'],t['_non_persistent_buffers_set'],t['_modules'] = ps.copy(),nps.copy(),ms.copy()
+        t['_buffers'] = {k: copies.get(id(b), b) for k,b in bs.items()} if bs else {}
         return t
     for k in _REGISTRIES:
         if (r := d.get(k)) is None: continue
-        if (c := _twin(r)) is not None: t[k] = c
-        else: kept.append((r, set(r) if isinstance(r, (set, frozenset)) else dict(r)))
+        if (c := _twin(r)) is None: kept.append((k, r, set(r) if isinstance(r, (set, frozenset)) else dict(r))); continue
+        if k == '_buffers':
+            for n,b in c.items(): c[n] = copies.get(id(b), b)
+        t[k] = c
     return t
 
 _set_attr = object.__setattr__   # `nn.Module.__setattr__` is Python, and has nothing to do for `__dict__`
@@ -129,40 +132,41 @@ def scripted(m:nn.Module)->bool:
 
 # %% ../nbs/01_probe.ipynb #fa7edd38
 class ModelState:
-    "Snapshot of what a forward can change in `model`, which works on copies of its modules' attributes until `restore` puts it all back"
+    "Snapshot of what a forward can change in `model`, which works on copies of its modules' attributes and buffers until `restore` puts it all back"
     def __init__(self, model:nn.Module, mods:list|None=None):
         self.mods = mods = _modules_of(model) if mods is None else mods
-        self.modes = [m.training for m in mods]   # a ScriptModule keeps its flag in C++, not in `__dict__`
+        self.script = [(m, m.training) for m in mods if isinstance(m, _ScriptModule)]   # its flag lives in C++, not `__dict__`
         ps = {id(p): p for m in mods for p in m._parameters.values() if p is not None}
         bs = {id(b): b for m in mods for b in m._buffers.values() if b is not None}
         # a lazy tensor, uninitialised, has no value to keep: the forward would materialise it, which no restore undoes
         self.lazy = any(issubclass(t, _Lazy) for t in {*map(type, ps.values()), *map(type, bs.values())})
-        self.params,self.bufs = list(ps.values()),[b for b in bs.values() if not (self.lazy and _is_lazy(b))]
-        self.versions = [t._version for t in (*self.params, *self.bufs)]
-        self.copies = _clones(self.bufs)
-        # last, once nothing can fail: each module gets its copies. TorchScript modules are left out: a Python forward
-        # cannot rebind what their C++ modules hold
+        self.params = list(ps.values())
+        self.versions = [p._version for p in self.params]
+        bufs = [b for b in bs.values() if not (self.lazy and _is_lazy(b))]
+        copies = dict(zip(map(id, bufs), _clones(bufs)))
+        # last, once nothing can fail: each module gets its copies, TorchScript modules excepted: a Python forward cannot
+        # rebind what their C++ modules hold
         self.eager = [m for m in mods if not isinstance(m, _ScriptModule)]
         self.dicts,self.kept = [m.__dict__ for m in self.eager],[]
-        twins = [_twins(d, self.kept) for d in self.dicts]
+        twins = [_twins(d, self.kept, copies) for d in self.dicts]
         for m,t in zip(self.eager, twins): _set_attr(m, '__dict__', t)
+        # a buffer the forward can reach itself, not only a copy of it (through a TorchScript module, or a registry that
+        # could not be copied), is copied back if its version moves
+        held = [r for m in mods if isinstance(m, _ScriptModule) for r in (m._buffers,)] + [r for k,r,_ in self.kept if k == '_buffers']
+        held = {id(b): b for r in held for b in r.values() if id(b) in copies}
+        self.bufs = [(b, b._version, copies[k]) for k,b in held.items()]
 
-    def restore(self, check_params:bool=True, keep_versions:bool=False):
-        "Put back every module's attributes, registries, mode and buffer values; raise if a parameter changed in place (if `check_params`)"
+    def restore(self, check_params:bool=True):
+        "Put back every module's attributes, registries and mode, and any buffer changed in place; raise if a parameter changed in place (if `check_params`)"
         for m,d in zip(self.eager, self.dicts): _set_attr(m, '__dict__', d)   # first, and cannot fail: the originals, as they were
-        for m,t in zip(self.mods, self.modes):
-            if m.training != t: m.training = t          # a TorchScript module's flag, which lives in C++
-        pv,bv = self.versions[:len(self.params)],self.versions[len(self.params):]
+        for m,t in self.script:
+            if m.training != t: m.training = t
         with torch.no_grad():
-            for b,v,saved in zip(self.bufs, bv, self.copies):
-                # `keep_versions`: compare values, and write through `.data`, which leaves the version counter alone, for a
-                # buffer that a pending backward has saved (a BatchNorm's running statistics, changed in place by a re-run)
-                if keep_versions:
-                    if not torch.equal(b, saved): b.data.copy_(saved)
-                elif b._version != v: b.copy_(saved)
-        for cur,saved in self.kept:                     # registries no copy could be made of, changed in place
+            for b,v,saved in self.bufs:
+                if b._version != v: b.copy_(saved)
+        for _,cur,saved in self.kept:                    # registries no copy could be made of, changed in place
             if (cur != saved if isinstance(saved, set) else not _same(cur, saved)): cur.clear(); cur.update(saved)
-        changed = [p for p,v in zip(self.params, pv) if p._version != v] if check_params else []
+        changed = [p for p,v in zip(self.params, self.versions) if p._version != v] if check_params else []
         if changed:
             names = {id(p): n for m in self.mods[:1] for n,p in m.named_parameters(remove_duplicate=False)}
             raise RuntimeError(f"the model's forward changed parameters in place ({', '.join(names.get(id(p), '?') for p in changed)}): "
