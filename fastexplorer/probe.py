@@ -100,7 +100,7 @@ def _twins(d:dict, kept:list, copies:dict)->dict:
         if (r := d.get(k)) is None: continue
         if (c := _twin(r)) is None: kept.append((k, r, set(r) if isinstance(r, (set, frozenset)) else dict(r))); continue
         if k == '_buffers':
-            for n,b in c.items(): c[n] = copies.get(id(b), b)
+            for n,b in list(c.items()): c[n] = copies.get(id(b), b)
         t[k] = c
     return t
 
@@ -152,25 +152,27 @@ class ModelState:
         for m,t in zip(self.eager, twins): _set_attr(m, '__dict__', t)
         # a buffer the forward can reach itself, not only a copy of it (through a TorchScript module, or a registry that
         # could not be copied), is copied back if its version moves
-        held = [r for m in mods if isinstance(m, _ScriptModule) for r in (m._buffers,)] + [r for k,r,_ in self.kept if k == '_buffers']
+        held = [m._buffers for m in mods if isinstance(m, _ScriptModule)] + [r for k,r,_ in self.kept if k == '_buffers']
         held = {id(b): b for r in held for b in r.values() if id(b) in copies}
         self.bufs = [(b, b._version, copies[k]) for k,b in held.items()]
 
-    def restore(self, check_params:bool=True):
-        "Put back every module's attributes, registries and mode, and any buffer changed in place; raise if a parameter changed in place (if `check_params`)"
-        for m,d in zip(self.eager, self.dicts): _set_attr(m, '__dict__', d)   # first, and cannot fail: the originals, as they were
-        for m,t in self.script:
-            if m.training != t: m.training = t
-        with torch.no_grad():
-            for b,v,saved in self.bufs:
-                if b._version != v: b.copy_(saved)
-        for _,cur,saved in self.kept:                    # registries no copy could be made of, changed in place
-            if (cur != saved if isinstance(saved, set) else not _same(cur, saved)): cur.clear(); cur.update(saved)
-        changed = [p for p,v in zip(self.params, self.versions) if p._version != v] if check_params else []
-        if changed:
-            names = {id(p): n for m in self.mods[:1] for n,p in m.named_parameters(remove_duplicate=False)}
-            raise RuntimeError(f"the model's forward changed parameters in place ({', '.join(names.get(id(p), '?') for p in changed)}): "
-                               "fastexplorer cannot restore them")
+# %% ../nbs/01_probe.ipynb #8f380cf4
+@patch
+def restore(self:ModelState, check_params:bool=True):
+    "Put back every module's attributes, registries and mode, and any buffer changed in place; raise if a parameter changed in place (if `check_params`)"
+    for m,d in zip(self.eager, self.dicts): _set_attr(m, '__dict__', d)   # first, and cannot fail: the originals, as they were
+    for m,t in self.script:
+        if m.training != t: m.training = t
+    with torch.no_grad():
+        for b,v,saved in self.bufs:
+            if b._version != v: b.copy_(saved)
+    for _,cur,saved in self.kept:                    # registries no copy could be made of, changed in place
+        if (cur != saved if isinstance(saved, set) else not _same(cur, saved)): cur.clear(); cur.update(saved)
+    changed = [p for p,v in zip(self.params, self.versions) if p._version != v] if check_params else []
+    if changed:
+        names = {id(p): n for m in self.mods[:1] for n,p in m.named_parameters(remove_duplicate=False)}
+        raise RuntimeError(f"the model's forward changed parameters in place ({', '.join(names.get(id(p), '?') for p in changed)}): "
+                           "fastexplorer cannot restore them")
 
 # %% ../nbs/01_probe.ipynb #cf374d23
 @contextmanager
