@@ -203,16 +203,21 @@ def _main_spec(o)->tuple:
     if type(o) is dict and 'shape' in o: return o['shape'],o.get('dtype')   # a dict output may also have a key 'shape'
     return first_shape(o),o.get('dtype') if isinstance(o, dict) else None
 
-def _record(order)->dict:
-    "A module's record, as it goes on its node: never called until `replay` finds a call"
-    return {'calls': 0, 'order': order, 'enter': None, 'exit': None, 'shape': None, 'dtype': None, 'inputs': [], 'outputs': []}
+_RECORD = ('calls', 'order', 'enter', 'exit', 'shape', 'dtype', 'inputs', 'outputs', 'materialised')   # the keys a record can have
+
+def _record(x:dict|None=None)->dict:
+    "A module's record, as it goes on its node (added to `x`, a node's `xtra`, if given): never called until `replay` finds a call"
+    x = {} if x is None else x
+    x['calls'],x['order'],x['enter'],x['exit'],x['shape'],x['dtype'],x['inputs'],x['outputs'] = 0,None,None,None,None,None,[],[]
+    return x
 
 _SCRIPTED = {'scripted': True, 'note': 'TorchScript: shapes not recorded'}   # the record of a module no wrapper could reach
 
+# %% ../nbs/01_probe.ipynb #ccf31dc1
 class _Recorder:
     "Wraps the `forward` of the modules of `mods` to log the calls this thread makes, with their shapes"
-    def __init__(self, mods:list):
-        self.mods = {id(m): m for m in mods}
+    def __init__(self, mods:list, recs:dict|None=None):
+        self.mods,self.given,self.recs = {id(m): m for m in mods},ifnone(recs, {}),None   # `recs`: `{id: record}` to write to
         # TorchScript runs its submodules in C++, where no Python wrapper reaches: its nodes say "scripted" instead
         self.script = {k for k,m in self.mods.items() if isinstance(m, _ScriptModule)}
         self.hooked = [m for k,m in self.mods.items() if k not in self.script]
@@ -259,13 +264,15 @@ def _wrap(self:_Recorder, m:nn.Module):
 # %% ../nbs/01_probe.ipynb #c926e59c
 @patch
 def replay(self:_Recorder):
-    "Build from the log each module's record, who called whom (`callees`), the modules still running and the last to finish"
-    recs,callees,stack,opened,last,ev = {},{},[],{},None,0   # `opened`: the events at which each running call was entered
+    "Build from the log, once, each module's record, who called whom (`callees`), the modules still running and the last to finish"
+    if self.recs is not None: return self
+    recs,callees,stack,opened,last,ev,order = self.given,{},[],{},None,0,0   # `opened`: the events each running call was entered at
     for e in self.log:
         entered = type(e) is int
         k = e if entered else e[0]
         if entered or not (o := opened.get(k)):           # entered: a module with children, or a leaf, which returns at once
-            if (r := recs.get(k)) is None: r = recs[k] = _record(len(recs))
+            if (r := recs.get(k)) is None: r = recs[k] = _record()
+            if r['order'] is None: r['order'] = order; order += 1
             caller = stack[-1] if stack else None
             if (cs := callees.get(caller)) is None: callees[caller] = [k]
             else: cs.append(k)
@@ -293,7 +300,7 @@ def records(self:_Recorder)->dict:
     "`{id: record}` of every module, those never called included (a TorchScript module's is `_SCRIPTED`)"
     self.replay()
     for k in self.mods:
-        if k not in self.recs: self.recs[k] = dict(_SCRIPTED) if k in self.script else _record(None)
+        if k not in self.recs: self.recs[k] = dict(_SCRIPTED) if k in self.script else _record()
     return self.recs
 
 # %% ../nbs/01_probe.ipynb #862f9ae5
@@ -350,7 +357,9 @@ def _materialised(model:nn.Module, run:nn.Module)->dict:
 
 
 # %% ../nbs/01_probe.ipynb #219804a7
-def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
+def probe(model:nn.Module, xb:tuple, kw:dict|None=None,
+    recs:dict|None=None,   # `{id: dict}` to write the records of those modules into (the tree gives its module nodes' `xtra`)
+)->tuple:
     "Run `model(*xb, **kw)` once and return `(records, callees, output)`; the model is left exactly as it was"
     kw = kw or {}
     mods = _modules_of(model)
@@ -358,7 +367,8 @@ def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
     run = copy.deepcopy(model) if state.lazy else model   # a lazy model is probed in a copy, which materialises
     ids = ({id(c): id(o) for (_,o),(_,c) in zip(model.named_modules(remove_duplicate=False), run.named_modules(remove_duplicate=False))}
            if run is not model else None)
-    rec = _Recorder(mods if run is model else _modules_of(run))
+    if run is model: rec = _Recorder(mods, recs)
+    else: rec = _Recorder(_modules_of(run), {c: recs[o] for c,o in ids.items() if o in recs} if recs else None)
     try:
         if any(m.training for m in mods): run.eval()   # a model already in eval mode is left alone
         try:
@@ -436,22 +446,29 @@ _NOT_RUN = {True: "not called by the probe, which runs in eval mode: a branch ru
             False: "not called by the forward on the probe's input"}
 
 def _annotate(n:Node, recs:dict, callees:dict):
-    "Put on module node `n` what the probe found: its record in `recs`, and links following the order it called its children"
+    "Put on module node `n` what the probe found: its record in `recs` (unless it was written there), and links following the order it called its children"
     if (r := recs.get(k := id(n.obj))) is None: return
-    n.xtra.update(r)                      # calls, order, enter, exit, shape, dtype, inputs, outputs (and `materialised`)
-    if 'scripted' in r: return            # TorchScript: no wrapper could run there, nothing is known of its calls and shapes
+    x = n.xtra
+    if r is not x:                        # calls, order, enter, exit, shape, dtype, inputs, outputs (and `materialised`); or `scripted`
+        if 'scripted' in r: x.update(r); return   # TorchScript: no wrapper could run there, nothing is known of its calls and shapes
+        for key in _RECORD:
+            if key in r: x[key] = r[key]
     # never called, nor anything inside it (a `ModuleList`'s modules are called directly): say why it may not have run,
     # from the mode it was in (and is in again)
-    if not r['calls'] and not any(recs.get(id(m), {}).get('calls') for m in n.obj.modules()): n.xtra['note'] = _NOT_RUN[n.obj.training]
+    if not x['calls'] and not any(recs.get(id(m), {}).get('calls') for m in n.obj.modules()): x['note'] = _NOT_RUN[n.obj.training]
     if (seq := callees.get(k)) and (links := _exec_links(n, seq)): n.links = links
 
 
 # %% ../nbs/01_probe.ipynb #03974e73
 def _tree(model:nn.Module, xb:tuple, kw:dict, device, name:str, obj, cls:str)->Representation:
     "`name` → `Input` → the model's nodes, annotated with what probing it with `xb` and `kw` found → `Output`"
-    mnodes = []                                       # the structure first: after a forward, what it reads is out of the cache
-    mnode = model.to_representation(xtra={'open': True}, each=mnodes.append)
-    recs,callees,out = probe(model, xb, kw)
+    mnodes,recs = [],{}
+    def each(n):   # the first node of each module is where its record is written; TorchScript modules get none
+        mnodes.append(n)
+        if id(n.obj) not in recs and not isinstance(n.obj, _ScriptModule): recs[id(n.obj)] = _record(n.xtra)
+    # the structure first: after a forward, what it reads is out of the cache
+    mnode = model.to_representation(xtra={'open': True}, each=each)
+    recs,callees,out = probe(model, xb, kw, recs)
     for n in mnodes: _annotate(n, recs, callees)
     given = (*xb, kw) if kw else xb                   # as a module's inputs are recorded: positional, then the keywords
     inp = Node('Input', 0, 'Input', xtra={'class': 'Input', 'shape': first_shape(describe(given)), 'inputs': [describe(list(given))]})
