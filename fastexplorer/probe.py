@@ -135,7 +135,10 @@ class ModelState:
     "Snapshot of what a forward can change in `model`, which works on copies of its modules' attributes and buffers until `restore` puts it all back"
     def __init__(self, model:nn.Module, mods:list|None=None):
         self.mods = mods = _modules_of(model) if mods is None else mods
-        self.script = [(m, m.training) for m in mods if isinstance(m, _ScriptModule)]   # its flag lives in C++, not `__dict__`
+        # TorchScript modules hold their attributes and registries in C++, where a Python forward cannot rebind them
+        self.eager = [m for m in mods if not isinstance(m, _ScriptModule)]
+        scripts = [m for m in mods if isinstance(m, _ScriptModule)] if len(self.eager) < len(mods) else []
+        self.script = [(m, m.training) for m in scripts]   # their flag lives in C++ too, not in `__dict__`
         ps = {id(p): p for m in mods for p in m._parameters.values() if p is not None}
         bs = {id(b): b for m in mods for b in m._buffers.values() if b is not None}
         # a lazy tensor, uninitialised, has no value to keep: the forward would materialise it, which no restore undoes
@@ -144,15 +147,13 @@ class ModelState:
         self.versions = [p._version for p in self.params]
         bufs = [b for b in bs.values() if not (self.lazy and _is_lazy(b))]
         copies = dict(zip(map(id, bufs), _clones(bufs)))
-        # last, once nothing can fail: each module gets its copies, TorchScript modules excepted: a Python forward cannot
-        # rebind what their C++ modules hold
-        self.eager = [m for m in mods if not isinstance(m, _ScriptModule)]
+        # last, once nothing can fail: each eager module gets its copies
         self.dicts,self.kept = [m.__dict__ for m in self.eager],[]
         twins = [_twins(d, self.kept, copies) for d in self.dicts]
         for m,t in zip(self.eager, twins): _set_attr(m, '__dict__', t)
         # a buffer the forward can reach itself, not only a copy of it (through a TorchScript module, or a registry that
         # could not be copied), is copied back if its version moves
-        held = [m._buffers for m in mods if isinstance(m, _ScriptModule)] + [r for k,r,_ in self.kept if k == '_buffers']
+        held = [m._buffers for m in scripts] + [r for k,r,_ in self.kept if k == '_buffers']
         held = {id(b): b for r in held for b in r.values() if id(b) in copies}
         self.bufs = [(b, b._version, copies[k]) for k,b in held.items()]
 
@@ -219,8 +220,8 @@ class _Recorder:
     def __init__(self, mods:list, recs:dict|None=None):
         self.mods,self.given,self.recs = {id(m): m for m in mods},ifnone(recs, {}),None   # `recs`: `{id: record}` to write to
         # TorchScript runs its submodules in C++, where no Python wrapper reaches: its nodes say "scripted" instead
-        self.script = {k for k,m in self.mods.items() if isinstance(m, _ScriptModule)}
-        self.hooked = [m for k,m in self.mods.items() if k not in self.script]
+        self.hooked = [m for m in self.mods.values() if not isinstance(m, _ScriptModule)]
+        self.script = {k for k,m in self.mods.items() if isinstance(m, _ScriptModule)} if len(self.hooked) < len(self.mods) else set()
         self.log,self.counts,self.tid,self.own = [],{},get_ident(),[]
 
     def __enter__(self):
@@ -299,8 +300,9 @@ def replay(self:_Recorder):
 def records(self:_Recorder)->dict:
     "`{id: record}` of every module, those never called included (a TorchScript module's is `_SCRIPTED`)"
     self.replay()
-    for k in self.mods:
-        if k not in self.recs: self.recs[k] = dict(_SCRIPTED) if k in self.script else _record()
+    if len(self.recs) < len(self.mods):   # records given for every module (the tree's) leave none to add
+        for k in self.mods:
+            if k not in self.recs: self.recs[k] = dict(_SCRIPTED) if k in self.script else _record()
     return self.recs
 
 # %% ../nbs/01_probe.ipynb #862f9ae5
