@@ -489,7 +489,7 @@ def to_representation(self:Learner,
     "The `Representation` of this Learner's model, annotated by running one batch through it; the model is left untouched"
     model = unwrap_model(self.model)
     device = model_device(model)
-    with preserved_rng(device), _gc_paused():
+    with _gc_paused(), preserved_rng(device):   # the collector off first: saving the random states allocates
         if b is None: b = _default_batch(self.dls)
         xb = to_model_device(split_batch(self.dls, b), device)
         return _tree(model, xb, {}, device, 'Learner', self, type(self).__name__)
@@ -526,7 +526,7 @@ def represent(
         raise ValueError("`represent` runs the model once and needs its inputs: `represent(model, x)`, keyword inputs, or `input_size=(1, 3, 224, 224)`")
     model = unwrap_model(model)
     device = model_device(model)
-    with preserved_rng(device), _gc_paused():
+    with _gc_paused(), preserved_rng(device):   # the collector off first: saving the random states allocates
         xb = _example_inputs(input_size, dtypes, device) if input_size is not None else to_model_device(args, device)
         kw = to_model_device(kwargs, device)
         return _tree(model, xb, kw, device, 'Probe', None, 'Probe')
