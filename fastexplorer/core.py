@@ -198,7 +198,7 @@ class _Walk(dict):
 
 def _param_node(p:nn.Parameter, name:str, idx:int, path:str, seen:_Walk)->Node:
     if isinstance(p, _Lazy): xtra = {'class': 'Parameter', 'shape': None, 'dtype': _dtype_name(p.dtype), 'numel': None, 'requires_grad': p.requires_grad, 'lazy': True}
-    else: xtra = {'class': 'Parameter', 'shape': list(p.shape), 'dtype': _dtypes.get(p.dtype) or _dtype_name(p.dtype), 'numel': p.numel(), 'requires_grad': p.requires_grad}
+    else: xtra = {'class': 'Parameter', 'shape': list(p.shape), 'dtype': _dtype_name(p.dtype), 'numel': p.numel(), 'requires_grad': p.requires_grad}
     if (first := seen.setdefault(id(p), path)) != path: xtra['shared_with'],seen.repeated = first,True
     return Node(name, idx, 'Parameter', p, None, None, xtra, path)
 
@@ -217,7 +217,7 @@ def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:
         nodes.append(node)
         params += x['params']; trainable += x['trainable']; buffers += x['buffers']; nbytes += x['bytes']
         if 'lazy' in x: lazy = True
-    links = [{'source': i, 'target': i+1} for i in range(len(nodes)-1)] if nodes else []
+    links = [{'source': i, 'target': i+1} for i in range(len(nodes)-1)]
     for n,p in m._parameters.items():
         if p is None: continue
         x = (node := _param_node(p, n, len(nodes), pre + n, seen)).xtra
@@ -225,7 +225,7 @@ def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:
         if 'lazy' in x: lazy = True; continue
         k = x['numel']; params += k; nbytes += k * p.element_size()
         if x['requires_grad']: trainable += k
-    for n,b in m._buffers.items() if m._buffers else ():   # most modules have none
+    for n,b in m._buffers.items():
         if b is None or isinstance(b, _Lazy): continue
         if seen.setdefault(id(b), pre + n) != pre + n: seen.repeated = True
         buffers += (k := b.numel()); nbytes += k * b.element_size()

@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/probe.html.md"""
 
 # %% ../nbs/01_probe.ipynb #a3ae2f28
 from __future__ import annotations
-import copy, dataclasses, gc, operator, random, sys, threading
+import copy, dataclasses, gc, operator, random, sys
 from collections import OrderedDict, defaultdict
 from contextlib import contextmanager
 from functools import partial
@@ -153,8 +153,8 @@ class ModelState:
         for m,t in zip(self.eager, twins): _set_attr(m, '__dict__', t)
         # a buffer the forward can reach itself, not only a copy of it (through a TorchScript module, or a registry that
         # could not be copied), is copied back if its version moves
-        held = [m._buffers for m in scripts] + [r for k,r,_ in self.kept if k == '_buffers']
-        held = {id(b): b for r in held for b in r.values() if id(b) in copies}
+        regs = [m._buffers for m in scripts] + [r for k,r,_ in self.kept if k == '_buffers']
+        held = {id(b): b for r in regs for b in r.values() if id(b) in copies}
         self.bufs = [(b, b._version, copies[k]) for k,b in held.items()]
 
 # %% ../nbs/01_probe.ipynb #8f380cf4
