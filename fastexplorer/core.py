@@ -211,13 +211,14 @@ def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:
     k = seen.depths[depth] = seen.depths.get(depth, 0) + 1
     nodes,lazy,label,pre = [],False,f"{depth}-{k}",path + '.' if path else ''   # labelled before its children, as torchinfo does
     params = trainable = buffers = nbytes = 0
-    for n,c in m._modules.items():
-        if c is None: continue
-        x = (node := _module_node(c, n, len(nodes), pre + n, None, seen, depth + 1, each)).xtra
-        nodes.append(node)
-        params += x['params']; trainable += x['trainable']; buffers += x['buffers']; nbytes += x['bytes']
-        if 'lazy' in x: lazy = True
-    links = [{'source': i, 'target': i+1} for i in range(len(nodes)-1)]
+    if m._modules:
+        for n,c in m._modules.items():
+            if c is None: continue
+            x = (node := _module_node(c, n, len(nodes), pre + n, None, seen, depth + 1, each)).xtra
+            nodes.append(node)
+            params += x['params']; trainable += x['trainable']; buffers += x['buffers']; nbytes += x['bytes']
+            if 'lazy' in x: lazy = True
+    links = [{'source': i, 'target': i+1} for i in range(len(nodes)-1)] if len(nodes) > 1 else []
     for n,p in m._parameters.items():
         if p is None: continue
         x = (node := _param_node(p, n, len(nodes), pre + n, seen)).xtra
@@ -227,10 +228,10 @@ def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:
         if x['requires_grad']: trainable += k
     for n,b in m._buffers.items():
         if b is None or isinstance(b, _Lazy): continue
-        if seen.setdefault(id(b), pre + n) != pre + n: seen.repeated = True
+        if seen.setdefault(id(b), q := pre + n) != q: seen.repeated = True
         buffers += (k := b.numel()); nbytes += k * b.element_size()
-    x = {'class': _class_name(m)} if xtra is None else {'class': _class_name(m), **xtra}
-    x['params'],x['trainable'],x['buffers'],x['bytes'] = params,trainable,buffers,nbytes
+    x = {'class': _class_name(m), 'params': params, 'trainable': trainable, 'buffers': buffers, 'bytes': nbytes} if xtra is None else \
+        {'class': _class_name(m), **xtra, 'params': params, 'trainable': trainable, 'buffers': buffers, 'bytes': nbytes}
     if lazy: x['lazy'] = True
     if (first := seen.setdefault(id(m), path)) != path: x['shared_with'],seen.repeated = first,True
     x['depth_idx'] = label

@@ -89,19 +89,16 @@ def _twin(r):
     except Exception: return None   # copying an arbitrary object can raise anything: the registry is compared instead
     return c if type(c) is type(r) and c is not r else None
 
-def _twins(d:dict, kept:list, copies:dict)->dict:
-    "A shallow copy of module attributes `d` whose registries are copies too, with `copies[id(b)]` for each buffer `b`; a registry that cannot be copied stays, and goes on `kept` with a snapshot"
-    t,(ps,bs,nps,ms) = d.copy(),map(d.get, _REGISTRIES)
+def _twins(d:dict, kept:list)->dict:
+    "A shallow copy of module attributes `d` whose registries are copies too; a registry that cannot be copied stays, and goes on `kept` with a snapshot"
+    t,ps,bs,nps,ms = d.copy(),d.get('_parameters'),d.get('_buffers'),d.get('_non_persistent_buffers_set'),d.get('_modules')
     if type(ps) is dict and type(bs) is dict and type(nps) is set and type(ms) is dict:   # as torch makes them: the fast copies
-        t['_parameters'],t['_non_persistent_buffers_set'],t['_modules'] = ps.copy(),nps.copy(),ms.copy()
-        t['_buffers'] = {k: copies.get(id(b), b) for k,b in bs.items()} if bs else {}
+        t['_parameters'] = ps.copy(); t['_buffers'] = bs.copy(); t['_non_persistent_buffers_set'] = nps.copy(); t['_modules'] = ms.copy()
         return t
     for k in _REGISTRIES:
         if (r := d.get(k)) is None: continue
-        if (c := _twin(r)) is None: kept.append((k, r, set(r) if isinstance(r, (set, frozenset)) else dict(r))); continue
-        if k == '_buffers':
-            for n,b in list(c.items()): c[n] = copies.get(id(b), b)
-        t[k] = c
+        if (c := _twin(r)) is None: kept.append((k, r, set(r) if isinstance(r, (set, frozenset)) else dict(r)))
+        else: t[k] = c
     return t
 
 _set_attr = object.__setattr__   # `nn.Module.__setattr__` is Python, and has nothing to do for `__dict__`
@@ -132,36 +129,57 @@ def scripted(m:nn.Module)->bool:
 
 # %% ../nbs/01_probe.ipynb #fa7edd38
 class ModelState:
-    "Snapshot of what a forward can change in `model`, which works on copies of its modules' attributes and buffers until `restore` puts it all back"
-    def __init__(self, model:nn.Module, mods:list|None=None):
-        self.mods = mods = _modules_of(model) if mods is None else mods
-        # TorchScript modules hold their attributes and registries in C++, where a Python forward cannot rebind them
-        self.eager = [m for m in mods if not isinstance(m, _ScriptModule)]
-        scripts = [m for m in mods if isinstance(m, _ScriptModule)] if len(self.eager) < len(mods) else []
-        self.script = [(m, m.training) for m in scripts]   # their flag lives in C++ too, not in `__dict__`
-        ps = {id(p): p for m in mods for p in m._parameters.values() if p is not None}
-        bs = {id(b): b for m in mods for b in m._buffers.values() if b is not None}
+    "Snapshot of what a forward can change in `model`: once sealed, its modules work on copies of their attributes and buffers, until `restore` puts it all back"
+    def __init__(self, model:nn.Module,
+        mods:list|None=None,  # the modules to take in (default every module of `model`); more can be `add`ed until it is sealed
+        seal:bool=True,       # put the copies in place now; else `seal` does, once every module is added
+    ):
+        self.model,self.eager,self.dicts,self.twins,self.kept = model,[],[],[],[]   # `twins`: the copies of the eager modules' attributes
+        self.script,self.params,self.versions,self.lazy = [],[],[],False
+        self.todo,self.held,self.bufs = [],[],[]   # buffers to clone into the copies; registries whose buffers the forward reaches itself
+        for m in (_modules_of(model) if mods is None else mods): self.add(m)
+        if seal: self.seal()
+
+# %% ../nbs/01_probe.ipynb #5e1d7a20
+@patch
+def add(self:ModelState, m:nn.Module)->dict|None:
+    "Take module `m` in (once): the copy of its attributes it will work on, or `None` for a TorchScript module"
+    for p in m._parameters.values():
+        if p is None: continue
+        self.params.append(p); self.versions.append(p._version)
         # a lazy tensor, uninitialised, has no value to keep: the forward would materialise it, which no restore undoes
-        self.lazy = any(issubclass(t, _Lazy) for t in {*map(type, ps.values()), *map(type, bs.values())})
-        self.params = list(ps.values())
-        self.versions = [p._version for p in self.params]
-        bufs = [b for b in bs.values() if not (self.lazy and _is_lazy(b))]
-        copies = dict(zip(map(id, bufs), _clones(bufs)))
-        # last, once nothing can fail: each eager module gets its copies
-        self.dicts,self.kept = [m.__dict__ for m in self.eager],[]
-        twins = [_twins(d, self.kept, copies) for d in self.dicts]
-        for m,t in zip(self.eager, twins): _set_attr(m, '__dict__', t)
-        # a buffer the forward can reach itself, not only a copy of it (through a TorchScript module, or a registry that
-        # could not be copied), is copied back if its version moves
-        regs = [m._buffers for m in scripts] + [r for k,r,_ in self.kept if k == '_buffers']
-        held = {id(b): b for r in regs for b in r.values() if id(b) in copies}
-        self.bufs = [(b, b._version, copies[k]) for k,b in held.items()]
+        if isinstance(p, _Lazy): self.lazy = True
+    if isinstance(m, _ScriptModule):   # attributes, registries and mode in C++, where a Python forward cannot rebind them
+        self.script.append((m, m.training)); self.held.append(m._buffers); return None
+    d = m.__dict__
+    self.eager.append(m); self.dicts.append(d); self.twins.append(t := _twins(d, self.kept))
+    copied = (bs := t['_buffers']) is not d['_buffers']
+    if not copied: self.held.append(bs)
+    for k,b in bs.items():
+        if b is None: continue
+        if isinstance(b, _Lazy): self.lazy = True
+        elif copied: self.todo.append((bs, k, b))
+    return t
+
+@patch
+def seal(self:ModelState):
+    "Put the copies in place, a clone of each buffer in them: from here until `restore`, the modules work on those"
+    # a buffer the forward can reach itself, not only a clone (through a TorchScript module, or a registry that could not be
+    # copied), is copied back if its version moves
+    held = {id(b): b for r in self.held for b in r.values() if b is not None and not isinstance(b, _Lazy)}
+    bufs = {id(b): b for _,_,b in self.todo} | held
+    copies = dict(zip(bufs, _clones(list(bufs.values()))))
+    for r,k,b in self.todo: r[k] = copies[id(b)]
+    self.bufs = [(b, b._version, copies[k]) for k,b in held.items()]
+    for m,t in zip(self.eager, self.twins): _set_attr(m, '__dict__', t)   # last, once nothing can fail
+    return self
 
 # %% ../nbs/01_probe.ipynb #8f380cf4
 @patch
 def restore(self:ModelState, check_params:bool=True):
     "Put back every module's attributes, registries and mode, and any buffer changed in place; raise if a parameter changed in place (if `check_params`)"
     for m,d in zip(self.eager, self.dicts): _set_attr(m, '__dict__', d)   # first, and cannot fail: the originals, as they were
+    self.twins,self.todo = [],[]   # the copies go now: a collection need not walk them
     for m,t in self.script:
         if m.training != t: m.training = t
     with torch.no_grad():
@@ -171,21 +189,22 @@ def restore(self:ModelState, check_params:bool=True):
         if (cur != saved if isinstance(saved, set) else not _same(cur, saved)): cur.clear(); cur.update(saved)
     changed = [p for p,v in zip(self.params, self.versions) if p._version != v] if check_params else []
     if changed:
-        names = {id(p): n for m in self.mods[:1] for n,p in m.named_parameters(remove_duplicate=False)}
-        raise RuntimeError(f"the model's forward changed parameters in place ({', '.join(names.get(id(p), '?') for p in changed)}): "
+        names = {id(p): n for n,p in self.model.named_parameters(remove_duplicate=False)}
+        raise RuntimeError(f"the model's forward changed parameters in place ({', '.join(dict.fromkeys(names.get(id(p), '?') for p in changed))}): "
                            "fastexplorer cannot restore them")
 
 # %% ../nbs/01_probe.ipynb #cf374d23
 @contextmanager
 def preserved_rng(device:torch.device|None=None):
     "Restore torch's (CPU and `device`), numpy's and Python's random states on exit"
-    py,npy = random.getstate(),np.random.get_state()
+    py,npy,cpu = random.getstate(),np.random.get_state(),torch.get_rng_state()
     dtype = getattr(device, 'type', 'cpu')
-    devices = [ifnone(device.index, torch.cuda.current_device())] if dtype == 'cuda' else []
-    kw = dict(device_type=dtype) if dtype in ('cuda', 'mps') else {}
     try:
-        with torch.random.fork_rng(devices=devices, **kw): yield
-    finally: random.setstate(py); np.random.set_state(npy)
+        if dtype not in ('cuda', 'mps'): yield   # the CPU's state alone: `fork_rng` would cost more than the two calls it makes
+        else:
+            devices = [ifnone(device.index, torch.cuda.current_device())] if dtype == 'cuda' else []
+            with torch.random.fork_rng(devices=devices, device_type=dtype): yield
+    finally: torch.set_rng_state(cpu); random.setstate(py); np.random.set_state(npy)
 
 @contextmanager
 def _gc_paused():
@@ -216,17 +235,24 @@ _SCRIPTED = {'scripted': True, 'note': 'TorchScript: shapes not recorded'}   # t
 
 # %% ../nbs/01_probe.ipynb #ccf31dc1
 class _Recorder:
-    "Wraps the `forward` of the modules of `mods` to log the calls this thread makes, with their shapes"
+    "Wraps the `forward` of the modules of `mods`, and of those `add`ed, to log the calls this thread makes, with their shapes"
     def __init__(self, mods:list, recs:dict|None=None):
-        self.mods,self.given,self.recs = {id(m): m for m in mods},ifnone(recs, {}),None   # `recs`: `{id: record}` to write to
-        # TorchScript runs its submodules in C++, where no Python wrapper reaches: its nodes say "scripted" instead
-        self.hooked = [m for m in self.mods.values() if not isinstance(m, _ScriptModule)]
-        self.script = {k for k,m in self.mods.items() if isinstance(m, _ScriptModule)} if len(self.hooked) < len(self.mods) else set()
+        self.mods,self.given,self.recs,self.hooked,self.script = {},ifnone(recs, {}),None,[],set()   # `recs`: `{id: record}` to write to
         self.log,self.counts,self.tid,self.own = [],{},get_ident(),[]
+        self.state = (self.log, self.counts, self.tid)   # what every wrapper logs with
+        for m in mods: self.add(m)
+
+    def add(self, m:nn.Module, d:dict|None=None):
+        "Take `m` in (once): its wrapper goes in `d` now if given (the copy of its attributes a forward will work on), else in its `__dict__` on entering"
+        if (k := id(m)) in self.mods: return
+        self.mods[k] = m
+        # TorchScript runs its submodules in C++, where no Python wrapper reaches: its nodes say "scripted" instead
+        if isinstance(m, _ScriptModule): self.script.add(k)
+        elif d is not None: d['forward'] = self._wrap(m)
+        else: self.hooked.append(m)
 
     def __enter__(self):
-        self.tid = get_ident()
-        self.state,own,wrap = (self.log, self.counts, self.tid),self.own,self._wrap
+        own,wrap = self.own,self._wrap
         try:
             for m in self.hooked:
                 d = m.__dict__
@@ -359,23 +385,39 @@ def _materialised(model:nn.Module, run:nn.Module)->dict:
 
 
 # %% ../nbs/01_probe.ipynb #219804a7
-def probe(model:nn.Module, xb:tuple, kw:dict|None=None,
-    recs:dict|None=None,   # `{id: dict}` to write the records of those modules into (the tree gives its module nodes' `xtra`)
-)->tuple:
+class _Probe:
+    "One recorded call of `model`, in two steps: `add` takes in each module (as the tree's walk meets it), `run` calls the model"
+    def __init__(self, model:nn.Module):
+        self.model,self.recs = model,{}
+        self.state,self.rec = ModelState(model, [], seal=False),_Recorder([], self.recs)   # nothing changes until `run` seals
+
+    def add(self, m:nn.Module, x:dict|None=None):
+        "Take `m` in (once): a copy of its attributes holding its wrapper, and its record, written in `x` (a node's `xtra`) if given"
+        if id(m) in self.rec.mods: return
+        if x is not None and not isinstance(m, _ScriptModule): self.recs[id(m)] = _record(x)
+        self.rec.add(m, self.state.add(m))
+
+def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
     "Run `model(*xb, **kw)` once and return `(records, callees, output)`; the model is left exactly as it was"
-    kw = kw or {}
-    mods = _modules_of(model)
-    state = ModelState(model, mods)
-    run = copy.deepcopy(model) if state.lazy else model   # a lazy model is probed in a copy, which materialises
-    ids = ({id(c): id(o) for (_,o),(_,c) in zip(model.named_modules(remove_duplicate=False), run.named_modules(remove_duplicate=False))}
-           if run is not model else None)
-    if run is model: rec = _Recorder(mods, recs)
-    else: rec = _Recorder(_modules_of(run), {c: recs[o] for c,o in ids.items() if o in recs} if recs else None)
+    p = _Probe(model)
+    for m in _modules_of(model): p.add(m)
+    return p.run(xb, kw)
+
+# %% ../nbs/01_probe.ipynb #6b3c9f41
+@patch
+def run(self:_Probe, xb:tuple, kw:dict|None=None)->tuple:
+    "Run the model once with `xb` and `kw`, recording; return `(records, callees, output)`, the model left exactly as it was"
+    model,kw,state,rec,ids = self.model,kw or {},self.state,self.rec,None
+    if state.lazy:   # a lazy model is probed in a copy, which materialises: the copy is wrapped instead (the copies made go unused)
+        state,run = ModelState(model),copy.deepcopy(model)
+        ids = {id(c): id(o) for (_,o),(_,c) in zip(model.named_modules(remove_duplicate=False), run.named_modules(remove_duplicate=False))}
+        rec = _Recorder(_modules_of(run), {c: self.recs[o] for c,o in ids.items() if o in self.recs})
+    else: run = state.seal().model
     try:
-        if any(m.training for m in mods): run.eval()   # a model already in eval mode is left alone
+        if any(m.training for m in rec.mods.values()): run.eval()   # a model already in eval mode is left alone
         try:
             with torch.no_grad():
-                # the wrappers go on the modules' copies of their attributes (or on a lazy model's copy), so restoring the
+                # the wrappers are on the modules' copies of their attributes (or on a lazy model's copy), so restoring the
                 # originals takes them off with everything else the forward did
                 rec.__enter__(); out = run(*xb, **kw)
         except Exception as e:
@@ -394,7 +436,6 @@ def probe(model:nn.Module, xb:tuple, kw:dict|None=None,
         callees = {ids.get(k): [ids[c] for c in v] for k,v in callees.items()}
         for k,n in _materialised(model, run).items(): recs[k]['materialised'] = n
     return recs,callees,out
-
 
 # %% ../nbs/01_probe.ipynb #fd710a7e
 @contextmanager
@@ -464,13 +505,11 @@ def _annotate(n:Node, recs:dict, callees:dict):
 # %% ../nbs/01_probe.ipynb #03974e73
 def _tree(model:nn.Module, xb:tuple, kw:dict, device, name:str, obj, cls:str)->Representation:
     "`name` → `Input` → the model's nodes, annotated with what probing it with `xb` and `kw` found → `Output`"
-    mnodes,recs = [],{}
-    def each(n):   # the first node of each module is where its record is written; TorchScript modules get none
-        mnodes.append(n)
-        if id(n.obj) not in recs and not isinstance(n.obj, _ScriptModule): recs[id(n.obj)] = _record(n.xtra)
-    # the structure first: after a forward, what it reads is out of the cache
+    mnodes,p = [],_Probe(model)
+    def each(n): mnodes.append(n); p.add(n.obj, n.xtra)   # the first node of each module is where its record is written
+    # the structure first, the probe taking each module in as the walk meets it: after a forward, what they read is out of the cache
     mnode = model.to_representation(xtra={'open': True}, each=each)
-    recs,callees,out = probe(model, xb, kw, recs)
+    recs,callees,out = p.run(xb, kw)
     for n in mnodes: _annotate(n, recs, callees)
     given = (*xb, kw) if kw else xb                   # as a module's inputs are recorded: positional, then the keywords
     inp = Node('Input', 0, 'Input', xtra={'class': 'Input', 'shape': first_shape(describe(given)), 'inputs': [describe(list(given))]})
@@ -493,7 +532,6 @@ def to_representation(self:Learner,
         if b is None: b = _default_batch(self.dls)
         xb = to_model_device(split_batch(self.dls, b), device)
         return _tree(model, xb, {}, device, 'Learner', self, type(self).__name__)
-
 
 # %% ../nbs/01_probe.ipynb #3e55ea74
 def _is_dim(d)->bool: return isinstance(d, int) and not isinstance(d, bool) and d >= 0
