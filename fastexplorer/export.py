@@ -31,7 +31,7 @@ def _now()->str: return datetime.datetime.now(datetime.timezone.utc).isoformat(t
 
 _NAMES = r'(run|representation|landscape|epoch_\d{4,})\.json|epochs\.jsonl|(steps|history)\.sqlite(-wal|-shm|-journal)?|snapshot_\d{4,}\.npy'
 _OURS = re.compile(f'^({_NAMES})$')                      # the names a run folder's files have
-_TEMP = re.compile(f'^\\.({_NAMES})[a-z0-9_]{{8}}\\.tmp$')  # `atomic_write`'s temporaries of them, left by a killed write
+_TEMP = re.compile(f'^\\.({_NAMES})[a-z0-9_]{{8}}\\.tmp(-wal|-shm|-journal)?$')  # temporaries of them (and a database's journals), left by a killed write
 RUN_VERSION = 2          # of `run.json`: version 2 lists the epochs in `epochs.jsonl` (version 1 in the manifest itself)
 EPOCH_INDEX = 'epochs.jsonl'
 LOCK = '.lock'           # the run folder's lock file: `pid@host` of the process writing the run

@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/stepdb.html.md"""
 
 # %% ../nbs/02a_stepdb.ipynb #f24e7a42
 from __future__ import annotations
-import queue, sqlite3, threading
+import os, queue, sqlite3, tempfile, threading
 from importlib.resources import files
 from pathlib import Path
 import numpy as np, pandas as pd
@@ -37,6 +37,28 @@ def _connect(fname, readonly:bool=False)->sqlite3.Connection:
     con.execute('PRAGMA cache_size=-65536'); con.execute('PRAGMA wal_autocheckpoint=16384')
     return con
 
+# %% ../nbs/02a_stepdb.ipynb #8a41c0d2
+def _meta_rows(hist:tuple)->list:
+    "The `meta` table of a new step database whose histograms have layout `hist`: `(bins, lo, hi)`"
+    return [('schema', 'fastexplorer/steps'), ('version', str(STEPS_SCHEMA_VERSION)),
+            ('hist_bins', str(hist[0])), ('hist_lo', str(hist[1])), ('hist_hi', str(hist[2]))]
+
+def _create(fname:Path, hist:tuple):
+    "A new step database at `fname`, made whole in a file beside it and then linked into place: a reader never finds one half made"
+    fd,tmp = tempfile.mkstemp(dir=fname.parent, prefix='.' + fname.name, suffix='.tmp')   # a temporary the run folder knows to clean
+    os.close(fd)
+    try:
+        con = sqlite3.connect(tmp)
+        try:
+            con.executescript(steps_ddl())
+            with con: con.executemany('INSERT INTO meta VALUES (?, ?)', _meta_rows(hist))
+            con.execute('PRAGMA journal_mode=WAL')   # kept in the file: every connection to it writes ahead
+        finally: con.close()
+        try: os.link(tmp, fname)
+        except FileExistsError: pass             # a database made there meanwhile is the one to go on with
+        except OSError: os.replace(tmp, fname)   # a file system without hard links
+    finally: Path(tmp).unlink(missing_ok=True)
+
 # %% ../nbs/02a_stepdb.ipynb #79cd4c9f
 class StepWriter:
     "Appends sampled batches to `steps.sqlite` in run folder `path`: one transaction per `append`, from a thread of its own"
@@ -46,6 +68,7 @@ class StepWriter:
         hist_range=(-10., 10.), # histogram range
     ):
         self.fname,self.hist = Path(path)/'steps.sqlite',(int(hist_bins), float(hist_range[0]), float(hist_range[1]))
+        if not self.fname.exists(): _create(self.fname, self.hist)
         self.con = _connect(self.fname)
         try:
             # check what is there before writing anything: a database of another version or layout is left as it is
@@ -59,9 +82,8 @@ class StepWriter:
                                      f"a run keeps one histogram layout (`hist_bins`, `hist_range`)")
             self.con.executescript(steps_ddl())
         except BaseException: self.con.close(); raise
-        if not meta:
-            with self.con: self.con.executemany('INSERT INTO meta VALUES (?, ?)', [('schema', 'fastexplorer/steps'),
-                ('version', str(STEPS_SCHEMA_VERSION)), ('hist_bins', str(self.hist[0])), ('hist_lo', str(self.hist[1])), ('hist_hi', str(self.hist[2]))])
+        if not meta:   # an empty database someone made there
+            with self.con: self.con.executemany('INSERT INTO meta VALUES (?, ?)', _meta_rows(self.hist))
         self.ids = {(p, k): i for i,p,k in self.con.execute('SELECT id, path, kind FROM names')}
         self.batches = self.con.execute('SELECT coalesce(max(id) + 1, 0) FROM batches').fetchone()[0]
         self.queue,self.error,self.thread = queue.Queue(),None,None

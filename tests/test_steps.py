@@ -89,6 +89,23 @@ def test_steps_readable_while_the_first_epoch_runs(tmp_path):
     finally:
         proc.kill(); proc.wait()
 
+def test_a_new_step_database_is_never_seen_half_made(tmp_path):
+    "A reader polling run folders while their StepWriters start finds no `steps.sqlite` or a whole one, never one without its `meta` (seen as 'no such table: meta' before)"
+    import threading
+    from fastexplorer.stepdb import read_steps
+    reads,errors = 0,[]
+    for i in range(60):
+        d = tmp_path/str(i); d.mkdir()
+        t = threading.Thread(target=lambda: StepWriter(d).con.close()); t.start()
+        while t.is_alive():
+            if (d/'steps.sqlite').exists():
+                reads += 1
+                try: read_steps(d)
+                except Exception as e: errors.append(repr(e))
+        t.join()
+        assert read_steps(d).empty and sorted(f.name for f in d.iterdir() if not f.name.startswith('steps.sqlite-')) == ['steps.sqlite']
+    assert not errors, f"{len(errors)} of {reads} reads failed: {errors[:3]}"
+
 def _write_forever(path, out:int):
     "A child process: flushes of 10 batches x 50 layers, as the callback makes them, reporting each commit on `out`"
     try:
