@@ -140,27 +140,26 @@ class ModelState:
         for m in (_modules_of(model) if mods is None else mods): self.add(m)
         if seal: self.seal()
 
-# %% ../nbs/01_probe.ipynb #5e1d7a20
-@patch
-def add(self:ModelState, m:nn.Module)->dict|None:
-    "Take module `m` in (once): the copy of its attributes it will work on, or `None` for a TorchScript module"
-    for p in m._parameters.values():
-        if p is None: continue
-        self.params.append(p); self.versions.append(p._version)
-        # a lazy tensor, uninitialised, has no value to keep: the forward would materialise it, which no restore undoes
-        if isinstance(p, _Lazy): self.lazy = True
-    if isinstance(m, _ScriptModule):   # attributes, registries and mode in C++, where a Python forward cannot rebind them
-        self.script.append((m, m.training)); self.held.append(m._buffers); return None
-    d = m.__dict__
-    self.eager.append(m); self.dicts.append(d); self.twins.append(t := _twins(d, self.kept))
-    copied = (bs := t['_buffers']) is not d['_buffers']
-    if not copied: self.held.append(bs)
-    for k,b in bs.items():
-        if b is None: continue
-        if isinstance(b, _Lazy): self.lazy = True
-        elif copied: self.todo.append((bs, k, b))
-    return t
+    def add(self, m:nn.Module)->dict|None:
+        "Take module `m` in (once): the copy of its attributes it will work on, or `None` for a TorchScript module"
+        for p in m._parameters.values():
+            if p is None: continue
+            self.params.append(p); self.versions.append(p._version)
+            # a lazy tensor, uninitialised, has no value to keep: the forward would materialise it, which no restore undoes
+            if isinstance(p, _Lazy): self.lazy = True
+        if isinstance(m, _ScriptModule):   # attributes, registries and mode in C++, where a Python forward cannot rebind them
+            self.script.append((m, m.training)); self.held.append(m._buffers); return None
+        d = m.__dict__
+        self.eager.append(m); self.dicts.append(d); self.twins.append(t := _twins(d, self.kept))
+        copied = (bs := t['_buffers']) is not d['_buffers']
+        if not copied: self.held.append(bs)
+        for k,b in bs.items():
+            if b is None: continue
+            if isinstance(b, _Lazy): self.lazy = True
+            elif copied: self.todo.append((bs, k, b))
+        return t
 
+# %% ../nbs/01_probe.ipynb #5e1d7a20
 @patch
 def seal(self:ModelState):
     "Put the copies in place, a clone of each buffer in them: from here until `restore`, the modules work on those"
@@ -397,12 +396,6 @@ class _Probe:
         if x is not None and not isinstance(m, _ScriptModule): self.recs[id(m)] = _record(x)
         self.rec.add(m, self.state.add(m))
 
-def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
-    "Run `model(*xb, **kw)` once and return `(records, callees, output)`; the model is left exactly as it was"
-    p = _Probe(model)
-    for m in _modules_of(model): p.add(m)
-    return p.run(xb, kw)
-
 # %% ../nbs/01_probe.ipynb #6b3c9f41
 @patch
 def run(self:_Probe, xb:tuple, kw:dict|None=None)->tuple:
@@ -436,6 +429,11 @@ def run(self:_Probe, xb:tuple, kw:dict|None=None)->tuple:
         callees = {ids.get(k): [ids[c] for c in v] for k,v in callees.items()}
         for k,n in _materialised(model, run).items(): recs[k]['materialised'] = n
     return recs,callees,out
+def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
+    "Run `model(*xb, **kw)` once and return `(records, callees, output)`; the model is left exactly as it was"
+    p = _Probe(model)
+    for m in _modules_of(model): p.add(m)
+    return p.run(xb, kw)
 
 # %% ../nbs/01_probe.ipynb #fd710a7e
 @contextmanager
