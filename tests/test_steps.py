@@ -1,5 +1,5 @@
 "The step series: every sampled batch in `steps.sqlite`, equal to independent oracles, readable while training writes, and whole after `kill -9`"
-import json, os, random, signal, sqlite3, subprocess, sys, textwrap, time
+import json, os, random, signal, sqlite3, subprocess, sys, textwrap, threading, time
 from pathlib import Path
 import numpy as np, pytest, torch
 from fastai.callback.core import Callback
@@ -91,8 +91,6 @@ def test_steps_readable_while_the_first_epoch_runs(tmp_path):
 
 def test_a_new_step_database_is_never_seen_half_made(tmp_path):
     "A reader polling run folders while their StepWriters start finds no `steps.sqlite` or a whole one, never one without its `meta` (seen as 'no such table: meta' before)"
-    import threading
-    from fastexplorer.stepdb import read_steps
     reads,errors = 0,[]
     for i in range(60):
         d = tmp_path/str(i); d.mkdir()
