@@ -10,7 +10,7 @@ import math
 from functools import partial
 import torch
 from fastcore.basics import ifnone, patch, val2idx
-from .probe import _first_tensor
+from .hooks import first_tensor
 
 # %% auto #0
 __all__ = ['CustomStat', 'custom_stats', 'CustomStats', 'custom_hooks', 'custom_params']
@@ -97,7 +97,7 @@ def finish(self:CustomStats)->dict:
 # %% ../nbs/03b_custom.ipynb #dc862a64
 def _custom_hook(acc:CustomStats, cs:list, pre:str, path:str, m, args, out):
     for c in cs:
-        t = _first_tensor(out if c.on == 'out' else args)
+        t = first_tensor(out if c.on == 'out' else args)
         if t is None or t.numel() == 0 or t.is_complex() or t.is_sparse: continue
         acc.add(c, f"custom_{pre}{c.on}", path, t.detach())
 

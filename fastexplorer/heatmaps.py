@@ -12,7 +12,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from .probe import *
-from .probe import _first_tensor
+from .hooks import *
 
 # %% auto #0
 __all__ = ['activation_maps', 'input_images', 'heatmap_samples']
@@ -30,7 +30,7 @@ def _quantise(a:torch.Tensor)->tuple:
 # %% ../nbs/03c_heatmaps.ipynb #96101a49
 def _map_hook(res:dict, path:str, size:int, m, inp, out):
     if path in res: return
-    t = _first_tensor(out)
+    t = first_tensor(out)
     if t is None or t.ndim != 4 or t.is_complex() or t.numel() == 0: return
     a = F.adaptive_avg_pool2d(t.detach().float().mean(1, keepdim=True), (min(t.shape[2], size), min(t.shape[3], size)))
     res[path] = a[:, 0].cpu()

@@ -18,6 +18,7 @@ from fastai.learner import Learner, Recorder
 from fastai.torch_core import to_device, find_bs
 from .core import *
 from .probe import *
+from .hooks import *
 from .callback import ExplorerCallback
 
 # %% auto #0

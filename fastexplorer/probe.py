@@ -19,10 +19,11 @@ from fastai.learner import Learner
 from fastai.torch_core import to_device
 from .core import *
 from .core import _dtypes, _dtype_name, _is_lazy, _Lazy
+from .hooks import *
 
 # %% auto #0
-__all__ = ['describe', 'first_shape', 'scripted', 'ModelState', 'preserved_rng', 'model_device', 'unwrap_model', 'probe',
-           'kept_dl_rng', 'unwrap_dl', 'to_model_device', 'split_batch', 'represent']
+__all__ = ['describe', 'first_shape', 'scripted', 'ModelState', 'preserved_rng', 'model_device', 'probe', 'kept_dl_rng',
+           'unwrap_dl', 'to_model_device', 'split_batch', 'represent']
 
 # %% ../nbs/01_probe.ipynb #afca51c0
 _MAX_ITEMS,_MAX_DEPTH = 64,8
@@ -67,14 +68,6 @@ def first_shape(spec):
         if (s := first_shape(o)) is not None: return s
     return None
 
-def _first_tensor(o):
-    "The first tensor in a module's input or output (tuples, lists and dicts searched in order; a `PackedSequence`'s data), or `None`"
-    if isinstance(o, torch.Tensor): return o
-    if isinstance(o, PackedSequence): return o.data
-    vals = o.values() if isinstance(o, dict) else o if isinstance(o, (list, tuple)) else ()
-    for v in vals:
-        if (t := _first_tensor(v)) is not None: return t
-    return None
 
 # %% ../nbs/01_probe.ipynb #a563284d
 def _same(a, b)->bool:
@@ -357,18 +350,6 @@ def model_device(m:nn.Module)->torch.device:
     for t in m.parameters(): return t.device
     for t in m.buffers(): return t.device
     return torch.device('cpu')
-
-def _is_compiled(m)->bool:
-    "Whether `m` is the wrapper `torch.compile` returns (no compiled module exists before dynamo is imported)"
-    ev = sys.modules.get('torch._dynamo.eval_frame')
-    return ev is not None and isinstance(m, ev.OptimizedModule)
-
-def unwrap_model(m:nn.Module)->nn.Module:
-    "The model inside `DataParallel`, `DistributedDataParallel` and `torch.compile` wrappers (paths then have no `module.` or `_orig_mod.` prefix)"
-    while True:
-        if isinstance(m, (nn.DataParallel, nn.parallel.DistributedDataParallel)): m = m.module
-        elif _is_compiled(m): m = m._orig_mod
-        else: return m
 
 def _path_of(model:nn.Module)->dict: return {id(m): p for p,m in model.named_modules()}
 

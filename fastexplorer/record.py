@@ -16,8 +16,8 @@ from fastai.learner import Learner
 from fastcore.basics import ifnone, patch, store_attr
 from .core import *
 from .core import _close
-from .probe import unwrap_model, _first_tensor
-from .stats import HookGuard
+from .hooks import unwrap_model, first_tensor
+from .hooks import HookGuard
 
 # %% auto #0
 __all__ = ['RawRecorder', 'ForwardPre', 'ForwardOutput', 'BackwardOutput', 'load_recording', 'Recording', 'record']
@@ -150,7 +150,7 @@ def _root_pre(self:RawRecorder, m, args):
     if self.condition is None: return
     learn,yb = self.hooked_learn,None   # the Learner `attach` was given: its targets reach the condition
     if learn is not None and (self.in_batch or _same_inputs(getattr(learn, 'xb', None), args)): yb = getattr(learn, 'yb', None)
-    t = _first_tensor(args)
+    t = first_tensor(args)
     try: res = self.condition(args, yb)
     except Exception as e: raise RuntimeError(f"the condition {_fname(self.condition)} of {type(self).__name__} failed: {type(e).__name__}: {e}") from e
     self.mask = _mask_of(res, _fname(self.condition), t.shape[0] if t is not None and t.ndim else None)
@@ -201,19 +201,19 @@ def hooked(self:RawRecorder, model):
 class ForwardPre(RawRecorder):
     "Record the input of the selected layers (their first tensor argument) before their forward"
     what = 'input'
-    def _register(self, p, m): return m.register_forward_pre_hook(lambda m, args: self._add(p, _first_tensor(args), self.mask))
+    def _register(self, p, m): return m.register_forward_pre_hook(lambda m, args: self._add(p, first_tensor(args), self.mask))
 
 class ForwardOutput(RawRecorder):
     "Record the output of the selected layers (its first tensor)"
     what = 'output'
-    def _register(self, p, m): return m.register_forward_hook(lambda m, args, out: self._add(p, _first_tensor(out), self.mask))
+    def _register(self, p, m): return m.register_forward_hook(lambda m, args, out: self._add(p, first_tensor(out), self.mask))
 
 class BackwardOutput(RawRecorder):
     "Record the gradient of the loss with respect to the output of the selected layers"
     what = 'output gradient'
     def _register(self, p, m): return m.register_forward_hook(partial(self._grad_hook, p))
     def _grad_hook(self, p, m, args, out):
-        t = _first_tensor(out)
+        t = first_tensor(out)
         if t is None or not t.requires_grad: return
         mask = self.mask
         self.tensor_handles.append(t.register_hook(lambda g: self._add(p, g, mask)))

@@ -1,4 +1,4 @@
-"""Which layers are recorded, and each layer's outputs reduced on the model's device: one row per call, accumulated per epoch (`ActStats`), one row per layer and step (`step_row`); and the guard that takes a batch's hooks off however it ends (`HookGuard`).
+"""Which layers are recorded, and each layer's outputs reduced on the model's device: one row per call, accumulated per epoch (`ActStats`), one row per layer and step (`step_row`).
 
 Docs: https://fastexplorer.github.io/fastexplorer/stats.html.md"""
 
@@ -13,15 +13,13 @@ from torch.nn.utils.rnn import PackedSequence
 from fastcore.basics import patch, store_attr, val2idx
 from .core import *
 from .probe import *
-from .probe import _first_tensor
+from .hooks import *
 from .stepdb import ACT_STATS
-from fastai.callback.core import (CancelBatchException, CancelTrainException, CancelValidException, CancelEpochException,
-                                  CancelFitException, CancelStepException, CancelBackwardException)
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'CALL_SITES', 'has_own_params', 'maybe_elementwise',
            'select_layers', 'ElementSampler', 'act_row', 'unit_dim', 'unit_extreme', 'dead_mask', 'CallSites',
-           'ActStats', 'dead_fraction', 'step_row', 'HookGuard']
+           'ActStats', 'dead_fraction', 'step_row']
 
 # %% ../nbs/03_stats.ipynb #158a8ec1
 # activation modules, recorded by default like every module that holds parameters
@@ -281,9 +279,9 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
     self.seq.setdefault(j, len(self.seq))
     try:
         if j >= self.n_rows: self._grow()
-        x = _first_tensor(o)
+        x = first_tensor(o)
         if x is None or x.numel() == 0 or x.is_complex() or x.is_sparse: return
-        xi = _first_tensor(inp) if inp is not None else None
+        xi = first_tensor(inp) if inp is not None else None
         if i in self.elementwise and (xi is None or xi.shape != x.shape): return   # not element-wise after all
         row = act_row(x, self.sampler, self.bins, *self.hist_range, self.near_zero, self.scratch)
         self.rows.append(row); self.idx.append(j); self.sizes.append(row_n := x.numel())
@@ -406,75 +404,3 @@ def step_row(raw:torch.Tensor, units:dict)->torch.Tensor:
              abs_mean=torch.where(nf > 0, c['abssum'] / nf1, none), near_zero=torch.where(sn > 0, c['near_zero'] / sn.clamp(min=1), none),
              silent_frac=silent)
     return torch.cat([torch.stack([v[k] for k in _STEP_ROW], 1), raw[:, len(_RAW):]], 1)
-
-# %% ../nbs/03_stats.ipynb #eb896bac
-_CANCELS = (CancelBatchException, CancelTrainException, CancelValidException, CancelEpochException, CancelFitException,
-            CancelStepException, CancelBackwardException)   # fastai's own way to stop: it sends the `after_cancel_` events
-_WRAPPED = ('one_batch', '_do_epoch', '_call_one')            # a batch; what runs the model, loss and optimiser; every callback's events
-
-class HookGuard:
-    "Hook handles kept by key and removed together; on a `Learner` (`HookGuard.of`), removed in one `finally` after each batch, however it ends"
-    def __init__(self, learn=None):
-        self.learn,self.kept,self.users,self.own = learn,{},{},{}   # users: `{callback: on_error}`; own: the learner's methods it wrapped
-        if learn is None: return
-        for name in _WRAPPED:
-            self.own[name] = learn.__dict__.get(name)   # a method the learner object holds itself, if any
-            setattr(learn, name, self._guarded(getattr(learn, name), batch=name == 'one_batch'))
-
-    def __getitem__(self, k)->list:
-        "The handles kept under `k` (a callback, say): append each hook's handle here as it is registered"
-        return self.kept.setdefault(k, [])
-
-    def remove(self, *ks):
-        "Remove the hooks kept under the keys `ks`, or every hook kept"
-        for k in (ks or list(self.kept)):
-            hs = self.kept.get(k, [])
-            while hs: hs.pop().remove()
-
-    def _guarded(self, inner, batch:bool):
-        "`inner`, run so that an exception that ends the fit is seen here, and after a batch (`batch`) every hook comes off"
-        def f(*args, **kwargs):
-            try: return inner(*args, **kwargs)
-            except _CANCELS: raise
-            except BaseException as e: self._fail(e); raise
-            finally:
-                if batch: self.remove()
-        f.hook_guard = self
-        return f
-
-
-# %% ../nbs/03_stats.ipynb #06ea2d57
-@patch(cls_method=True)
-def of(cls:HookGuard, learn, user, on_error=None)->HookGuard:
-    "The guard of `learn`'s batches, put on it if it has none, for as long as the callback `user` uses it; `on_error(e)` hears of an exception that ends the fit"
-    g = getattr(learn.__dict__.get('one_batch'), 'hook_guard', None) or cls(learn)
-    g.users[user] = on_error
-    return g
-
-@patch
-def leave(self:HookGuard, user):
-    "The callback `user` is done with the learner: when no callback of it uses the guard any more, the guard comes off"
-    self.users.pop(user, None)
-    if self.learn is None: return
-    self.users = {u: f for u,f in self.users.items() if u in self.learn.cbs}   # not those of a fit that ended out of sight
-    if not self.users: self.remove(); self._unwrap()
-
-@patch
-def _unwrap(self:HookGuard):
-    "Give the learner back its own methods (those not wrapped again since, by someone else)"
-    for name,own in self.own.items():
-        if getattr(self.learn.__dict__.get(name), 'hook_guard', None) is not self: continue
-        if own is None: del self.learn.__dict__[name]
-        else: setattr(self.learn, name, own)
-    self.own = {}
-
-@patch
-def _fail(self:HookGuard, e:BaseException):
-    "An exception ends the fit: every hook comes off, the callbacks that asked hear of it, and the guard comes off the learner"
-    users,self.users = self.users,{}
-    try:
-        self.remove()
-        for u,f in users.items():
-            if f is not None and u in self.learn.cbs: f(e)
-    finally: self._unwrap()
-
