@@ -1,5 +1,6 @@
 "The public API of fastexplorer: `from fastexplorer.all import *`"
 from .core import *
+from .hooks import *
 from .probe import *
 from .history import *
 from .export import *
@@ -10,6 +11,7 @@ from .custom import *
 from .heatmaps import *
 from .distributed import *
 from .steps import *
+from .alerts import *
 from .callback import *
 from .landscape import *
 from .legacy import *

@@ -21,7 +21,7 @@ from .probe import *
 from .hooks import *
 from .export import *
 from .stepdb import *
-from .export import _order, _done_order
+from .alerts import *
 from .stats import *
 from .params import *
 from .custom import *
@@ -149,7 +149,7 @@ def _open_run(self:ExplorerCallback, model):
         rep = self.learn.to_representation()
         self.writer.write_representation(rep.get_dict())
         self.tree = rep.data.get_dict()
-        self.live = LiveAlerts(_done_order(self.tree), (self.alerts or {}).get('dead', 0.5))   # alerts inside an epoch, in the order outputs appear
+        self.live = LiveAlerts(output_order(self.tree), (self.alerts or {}).get('dead', 0.5))   # alerts inside an epoch, in the order outputs appear
         self.heatmap_xb,self.heatmap_info = heatmap_samples(self.learn, self.heatmaps)
         if self.serve: print(f"fastexplorer: explore this run at {self.explore(port=self.port)}")
     except BaseException as e: self._close_writer('failed', e); raise
@@ -446,15 +446,6 @@ def after_fit(self:ExplorerCallback):
     self._close_writer(None if self.cancelled else 'finished')   # the lock is released until the next fit
 
 # %% ../nbs/03f_callback.ipynb #6418e7e2
-def _origin_message(found:dict)->str:
-    where = f"`{found['module']}`" if found['module'] else 'the model itself'
-    if found.get('phase') == 'backward':
-        src = 'from finite inputs' if found['inputs_finite'] else 'from gradients that were not finite'
-        return f"the first non-finite gradient was made by `{found['op']}` in the backward of {where} (`{found['node']}`), {src}"
-    if found['inputs_finite']: return f"the first non-finite value was made by `{found['op']}` in {where}, from finite inputs"
-    held = f": `{found['param']}` held NaN or Inf" if found['param'] else ''
-    return f"the first non-finite value came into {where} from outside its operations{held} (first seen in `{found['op']}`)"
-
 def _loss_of(learn):
     "The batch's loss as a function of the model's output, as fastai computed it (a part of a tuple a callback took, as `RNNCallback` does)"
     one = not isinstance(learn.pred, (tuple, list))
@@ -470,9 +461,7 @@ def _trace_nonfinite(self:ExplorerCallback, backward:bool=False):
         warnings.warn(f"fastexplorer could not trace the first non-finite value: {type(e).__name__}: {e}"); return
     if found is None: return
     step = self.n_steps if self.training else max(self.n_steps - 1, 0)
-    self.origin = {'kind': 'nonfinite', 'layer': found['module'], 'stat': 'op', 'op': found['op'], 'param': found['param'],
-                   'inputs_finite': found['inputs_finite'], 'phase': found['phase'], 'step': step, 'epoch': self.n_epochs + 1,
-                   'message': f"{_origin_message(found)}, at step {step}"}
+    self.origin = origin_alert(found, step, self.n_epochs + 1)
     if self.live is not None:
         self.live.add(('nonfinite', 'op'), **group_alerts([self.origin])[0])
         if self.writer is not None: self.writer.write_manifest(live_alerts=self.live.alerts)

@@ -1,4 +1,4 @@
-"""The run folder: the representation, one JSON file per epoch and a manifest, written atomically; alerts; reading a run back into pandas, and plots.
+"""The run folder: the representation, one JSON file per epoch and a manifest, written atomically; reading a run back into pandas, and plots.
 
 Docs: https://fastexplorer.github.io/fastexplorer/export.html.md"""
 
@@ -16,10 +16,10 @@ try: import fcntl
 except ImportError: fcntl = None      # Windows: run folders are not locked
 
 # %% auto #0
-__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'LOCK', 'DF_COLUMNS', 'HINTS', 'ROOT_RUN', 'append_line', 'read_epoch_index',
-           'RunLockedError', 'lock_run', 'unlock_run', 'foreign_files', 'repair_run', 'RunWriter', 'epoch_doc',
-           'RunFileError', 'Run', 'load_run', 'group_alerts', 'find_alerts', 'run_dir', 'list_runs', 'read_manifest',
-           'entry_path', 'epoch_path', 'plot_stat', 'plot_hist', 'plot_grad_norms']
+__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'LOCK', 'DF_COLUMNS', 'ROOT_RUN', 'append_line', 'read_epoch_index', 'RunLockedError',
+           'lock_run', 'unlock_run', 'foreign_files', 'repair_run', 'RunWriter', 'epoch_doc', 'RunFileError', 'Run',
+           'load_run', 'run_dir', 'list_runs', 'read_manifest', 'entry_path', 'epoch_path', 'plot_stat', 'plot_hist',
+           'plot_grad_norms']
 
 # %% ../nbs/02_export.ipynb #df32d152
 def _versions()->dict:
@@ -507,145 +507,6 @@ def hist(self:Run, layer:str, kind:str='act')->np.ndarray:
 def load_run(path)->Run:
     "Read the run folder `path`"
     return Run(path)
-
-# %% ../nbs/02_export.ipynb #d102e683
-def _order(tree:dict)->dict:
-    "`{path: execution order}` for the module nodes of `tree`, parameters taking their module's"
-    res = {}
-    def walk(d, parent=None):
-        x = d.get('xtra', {})
-        o = x.get('order') if d.get('type') != 'Parameter' else res.get(parent)
-        if d.get('path') is not None and d['path'] not in res: res[d['path']] = o
-        for c in d.get('nodes', []): walk(c, d.get('path'))
-    walk(tree)
-    return res
-
-def _done_order(tree:dict)->dict:
-    "`{path: n}` in the order the modules of `tree` returned (a parent after its children: the order outputs appear in), parameters taking their module's"
-    o = _order(tree)
-    res,n = {},iter(range(len(o)))
-    def walk(d):
-        kids = [c for c in d.get('nodes', []) if c.get('type') != 'Parameter']
-        for c in sorted(kids, key=lambda c: _key(o, c.get('path'))): walk(c)
-        if (p := d.get('path')) is None or o.get(p) is None or p in res: return
-        res[p] = k = next(n)
-        for c in d.get('nodes', []):
-            if c.get('type') == 'Parameter' and c.get('path') is not None: res.setdefault(c['path'], k)
-    walk(tree)
-    return res
-
-def _key(order, p):
-    "Sort key of layer `p` by `order`: layers without one last; a module's further calls (`p#2`…) just after its first"
-    base,c = site_of(p) if isinstance(p, str) else (p, 1)
-    o = order.get(base)
-    return (o is None, o if o is not None else 0, c, p or '')
-
-def _site_name(p:str, st:dict|None=None)->str:
-    "How an alert names layer `p`, saying which call it was for a module called several times (`st`: its statistics)"
-    base,c = site_of(p)
-    if c > 1: return f"call {c} of `{base}`"
-    return f"`{p}`" + (" (its first call)" if (st or {}).get('call') == 1 else '')
-
-# %% ../nbs/02_export.ipynb #6ccc6d97
-def _nonfinite(s:dict, kind:str)->bool:
-    "Whether a layer's statistics `s` count NaN or Inf in its `kind` values"
-    return (s.get(kind) or {}).get('nan', 0) + (s.get(kind) or {}).get('inf', 0) > 0
-
-def _nonfinite_alerts(stats:dict, order:dict, done:dict)->list:
-    "A `nonfinite` alert for each of activations, validation activations and gradients that held NaN or Inf: the first layer that did"
-    res = []
-    for kind in ('act', 'valid_act', 'grad'):
-        bad = [p for p in stats if _nonfinite(stats[p], kind)]
-        if bad:     # the first output to hold one, in the first batch that held one: a model holding parameters returns last
-            rank = lambda p: (stats[p][kind].get('nonfinite_batch', 0),   # the first batch to hold one, then the first output in it:
-                              stats[p][kind].get('out_order', math.inf),   # its rank in the forward, a further call's included
-                              _key(order if kind == 'grad' else done, p))
-            p = min(bad, key=rank)
-            s = stats[p][kind]
-            what = {'act': 'activations', 'valid_act': 'validation activations', 'grad': 'gradients'}[kind]
-            res.append({'kind': 'nonfinite', 'layer': p, 'stat': kind, 'value': s['nan'] + s['inf'],
-                        'message': f"first non-finite {what} in {_site_name(p, s)}: {s['nan']} NaN, {s['inf']} Inf"})
-    return res
-
-# %% ../nbs/02_export.ipynb #54775b41
-def _dead_alert(p:str, s:dict, dead:float)->dict|None:
-    "The `dead` alert of layer `p`, whose statistics are `s`, if more than `dead` of its units were dead; else `None`"
-    a = s.get('act') or {}
-    # wholly constant in its only call: perhaps not trained yet (a zero-initialised layer before its first update)
-    once = a.get('dead_rule') == 'constant' and a.get('dead_frac') == 1 and a.get('calls', 2) < 2
-    if (a.get('dead_frac') or 0) > dead and not _nonfinite(s, 'act') and not once:   # NaN is never positive, nor does it vary
-        what = 'did not vary' if a.get('dead_rule') == 'constant' else 'were never positive'
-        return {'kind': 'dead', 'layer': p, 'stat': 'act', 'value': a['dead_frac'], 'rule': a.get('dead_rule', 'never positive'),
-                'message': f"{a['dead_frac']:.0%} of the {a['units']} units of {_site_name(p, a)} {what}"}
-
-# %% ../nbs/02_export.ipynb #efbdcb0a
-def _frozen_alert(p:str, s:dict)->dict|None:
-    "The `frozen` alert of parameter `p`, whose statistics are `s`, if gradients that were not zero never changed it; else `None`"
-    g,w = s.get('grad') or {},s.get('weight') or {}
-    # frozen: a gradient that is not zero, and still no change; a zero gradient (behind dead units, say) is another story
-    # nor is a weight at 0 that moved on a step where no ratio could be taken (`update_moved`), then got zero gradients
-    if (w.get('requires_grad') and g.get('steps') and g.get('max_abs') and w.get('update_steps') and w.get('update_max') == 0
-        and not w.get('update_moved') and not _nonfinite(s, 'grad')):
-        return {'kind': 'frozen', 'layer': p, 'stat': 'weight', 'value': 0,
-                'message': f"`{p}` did not change in {w['update_steps']} sampled steps although it requires grad"}
-
-# %% ../nbs/02_export.ipynb #0a5dc251
-def _grad_ratio_alert(stats:dict, order:dict, grad_ratio:float)->dict|None:
-    "The `exploding_grad` or `vanishing_grad` alert if the first weight's gradient norm is beyond `grad_ratio` times the last's, or below its inverse"
-    norms = [(p, s['grad']['norm']) for p,s in sorted(stats.items(), key=lambda o: _key(order, o[0]))
-             if (s.get('grad') or {}).get('norm') and s['grad'].get('ndim', 2) > 1]
-    if len(norms) > 1 and not any(_nonfinite(stats[p], 'grad') for p in stats):    # norms of the finite part of NaN gradients mean nothing
-        (p0,n0),(p1,n1) = norms[0],norms[-1]
-        r = n0 / n1
-        if r > grad_ratio or r < 1/grad_ratio:
-            kind = 'exploding_grad' if r > grad_ratio else 'vanishing_grad'
-            return {'kind': kind, 'layer': p0, 'stat': 'grad', 'value': r,
-                    'message': f"gradient norm of `{p0}` is {r:.3g}× that of `{p1}`: gradients {kind.split('_')[0]} towards the input"}
-
-# %% ../nbs/02_export.ipynb #bcf4eb9b
-HINTS = {   # why an alert usually happens, and what to try
-    'nonfinite': "usually a learning rate too high, float16 overflow, or an operation outside its domain (log or sqrt of a "
-                 "negative, a division by zero): lower the learning rate, clip gradients, or look at what this layer computes",
-    'dead': "after a rectifier, usually a learning rate too high or a norm's shift (a BatchNorm bias) that keeps its inputs "
-            "negative: lower the learning rate, or try a LeakyReLU or GELU",
-    'constant': "zero weights, a saturated activation, or an input that does not vary: check this layer's initialisation and "
-                "what feeds it",
-    'exploding_grad': "usually a learning rate too high or layers without normalisation: lower the learning rate or clip "
-                      "gradients (fastai's `GradientClip`)",
-    'vanishing_grad': "usually saturating activations (sigmoid, tanh), or depth without normalisation or residual connections: "
-                      "ReLU-family activations, BatchNorm, or another initialisation",
-    'frozen': "it requires grad and receives gradients but never changes: the optimiser does not hold it (built before the "
-              "layer was added or unfrozen), or its learning rate is 0",
-}
-
-def group_alerts(alerts:list)->list:
-    "One alert per kind and statistic, naming the first of its layers (`alerts` are in execution order); `layers` lists them all"
-    res,by = [],{}
-    for a in alerts:
-        k = (a['kind'], a.get('stat'))
-        if k in by: by[k]['layers'].append(a['layer'])
-        else: res.append(by.setdefault(k, {**a, 'layers': [a['layer']]}))
-    for a in res:
-        a['hint'] = HINTS['constant' if a.get('rule') == 'constant' else a['kind']]
-        if (n := len(a['layers']) - 1):
-            shown = ', '.join(f"`{l}`" for l in a['layers'][1:4]) + (', …' if n > 3 else '')
-            a['message'] += f"; the same in {n} layer{'s' if n > 1 else ''} after it ({shown})"
-    return res
-
-# %% ../nbs/02_export.ipynb #23067099
-def find_alerts(
-    tree:dict,              # the representation's root node dictionary (for execution order)
-    stats:dict,             # `{path: {'act': {...}, 'grad': {...}, 'weight': {...}}}`
-    dead:float=0.5,         # fraction of dead units above which a layer is flagged
-    grad_ratio:float=1e4,   # first-to-last gradient norm ratio beyond which gradients explode or vanish
-)->list:
-    "Alerts for one epoch's statistics, one per kind, each naming the first layer that shows it (`group_alerts`)"
-    order,done = _order(tree),_done_order(tree)
-    res = _nonfinite_alerts(stats, order, done)
-    for p,s in sorted(stats.items(), key=lambda o: _key(order, o[0])):
-        res += [a for a in (_dead_alert(p, s, dead), _frozen_alert(p, s)) if a is not None]
-    if (a := _grad_ratio_alert(stats, order, grad_ratio)) is not None: res.append(a)
-    return group_alerts(res)
 
 # %% ../nbs/02_export.ipynb #2673441a
 ROOT_RUN = '~'   # the id of the served folder itself, when it is a run

@@ -340,6 +340,12 @@ def flush(self:ActStats):
     raw = _cols(acc, _ACC) | {'min': mins, 'max': maxs}
     return torch.cat([torch.stack([raw[k] for k in _RAW], 1), acc[:, len(_ACC):]], 1),units
 
+# %% ../nbs/03_stats.ipynb #324871ad
+@patch
+def held_nonfinite(self:ActStats)->list:
+    "Whether each row held NaN or Inf in the batches added so far (one host copy)"
+    return (self.acc[:, _ACC['n']] > self.acc[:, _ACC['finite']]).tolist()
+
 # %% ../nbs/03_stats.ipynb #79ddc3c6
 def _unit_stats(umax:torch.Tensor, umin, dim:int, max_units:int=1024)->dict:
     "Dead units of one layer, from its units' extrema, and how they were counted"

@@ -1,4 +1,4 @@
-"""Each sampled batch's statistics, kept on the device, written to the run's step database in groups, and the alerts found in them while an epoch runs.
+"""Each sampled batch's statistics, kept on the device, written to the run's step database in groups.
 
 Docs: https://fastexplorer.github.io/fastexplorer/steps.html.md"""
 
@@ -11,15 +11,14 @@ from fastcore.basics import patch
 import numpy as np
 import torch
 import torch.distributed as dist
-from .export import _key, _site_name, group_alerts
 from .stepdb import StepWriter, ACT_STATS, GRAD_STATS
 from .stats import *
-from .stats import _ACC, _STEP_ROW
+from .stats import _STEP_ROW
 from .params import _GRAD_STEP
 from .distributed import _distributed, _on_host, _combine_steps
 
 # %% auto #0
-__all__ = ['FLUSH_BATCHES', 'FLUSH_SECONDS', 'DEAD_AFTER', 'StepQueue', 'LiveAlerts']
+__all__ = ['FLUSH_BATCHES', 'FLUSH_SECONDS', 'StepQueue']
 
 # %% ../nbs/03e_steps.ipynb #d23e3e54
 FLUSH_BATCHES,FLUSH_SECONDS = 10,1.
@@ -99,81 +98,3 @@ def close(self:StepQueue):
     finally:
         w,self.writer,self.pending,self.epoch_steps = self.writer,None,[],[]
         if w is not None: w.close()
-
-# %% ../nbs/03e_steps.ipynb #dfd02e66
-DEAD_AFTER = 20
-
-class LiveAlerts:
-    "Alerts found inside an epoch, in the batches about to be written: the first non-finite values, and dead layers after `DEAD_AFTER` batches"
-    def __init__(self,
-        order:dict,      # `{path: execution order}` of the tree's modules, to name the first layer that held a value
-        dead:float=0.5,  # the fraction of dead units above which a layer is dead (as for `find_alerts`)
-    ):
-        self.order,self.dead,self.alerts = order,dead,[]
-        self.reset()
-
-    def reset(self):
-        "A new epoch: each alert may be found once more"
-        self.seen,self.dead_checked = set(),False
-
-    def add(self, key, epoch:int, **alert):
-        "Record an alert found inside epoch `epoch`, once per epoch for each `key`"
-        if key in self.seen: return
-        self.seen.add(key)
-        self.alerts.append({**alert, 'epoch': epoch})
-
-# %% ../nbs/03e_steps.ipynb #e3a5c012
-@patch
-def _check_nonfinite(self:LiveAlerts, metas:list, act, grad, keys:list, pkeys:list, epoch:int, stats:ActStats):
-    "Alerts for the first batch with NaN or Inf activations, and with NaN or Inf gradients"
-    order = self.order
-    what = {'act': 'activations', 'valid_act': 'validation activations', 'grad': 'gradients'}
-    for rows,names,cols in ((act, keys, ACT_STATS), (grad, pkeys, GRAD_STATS)):   # columns: batch, layer, then the statistics
-        if rows is None: continue
-        nan,inf = 2 + cols.index('nan'),2 + cols.index('inf')
-        bad = rows[rows[:, nan] + rows[:, inf] > 0]
-        if not len(bad): continue
-        b = int(bad[:, 0].min())
-        rank = stats.seq if rows is act else {}   # the order outputs appeared in, calls included; parameters by the tree
-        r = min(bad[bad[:, 0] == b], key=lambda r: (rank.get(int(r[1]), math.inf), _key(order, names[int(r[1])])))
-        m,p = metas[b],names[int(r[1])]
-        stat = 'grad' if rows is grad else 'act' if m['split'] == 'train' else 'valid_act'
-        a = dict(kind='nonfinite', layer=p, stat=stat, value=int(r[nan] + r[inf]), step=m['step'],
-                 message=f"first non-finite {what[stat]} in {_site_name(p)} at step {m['step']}: {int(r[nan])} NaN, {int(r[inf])} Inf")
-        self.add(('nonfinite', stat), epoch=epoch, **group_alerts([a])[0])
-
-# %% ../nbs/03e_steps.ipynb #e3a5c014
-@patch
-def _check_dead(self:LiveAlerts, metas:list, keys:list, epoch:int, stats:ActStats):
-    "Alerts for layers whose units were dead in every batch so far (not those with NaN or Inf)"
-    order = self.order
-    bad = (stats.acc[:, _ACC['n']] > stats.acc[:, _ACC['finite']]).tolist()   # layers with NaN or Inf: their only alert is that one
-    have = [(i, u, stats.umins[i]) for i,u in enumerate(stats.units) if u is not None and not bad[i]]
-    frac = torch.stack([dead_fraction(u, v).float() for _,u,v in have]).cpu().tolist() if have else []
-    found = []
-    for (i,u,v),f in sorted(zip(have, frac), key=lambda o: _key(order, keys[o[0][0]])):
-        if f > self.dead:
-            p,what = keys[i],'were never positive' if v is None else 'did not vary'
-            found.append(dict(kind='dead', layer=p, stat='act', value=f, rule='never positive' if v is None else 'constant', step=metas[-1]['step'],
-                              message=f"{f:.0%} of the {u.numel()} units of {_site_name(p, {'call': stats.sites.call(i)})} {what} in the first {stats.batches} sampled batches"))
-    for a in group_alerts(found): self.add(('dead',), epoch=epoch, **a)   # one alert, naming the first layer
-
-# %% ../nbs/03e_steps.ipynb #e3a5c016
-@patch
-def check(self:LiveAlerts,
-    metas:list,      # the batches' meta data, as the step database gets them
-    act,             # their activation rows: batch, layer, then the `ACT_STATS` and histogram (or `None`)
-    grad,            # their gradient rows: batch, parameter, then the `GRAD_STATS` (or `None`)
-    keys:list,       # the layers' paths, which `act` rows index
-    pkeys:list,      # the parameters' paths, which `grad` rows index
-    epoch:int,       # the epoch they belong to
-    stats:ActStats,  # the epoch's activation accumulators, whose unit extrema tell dead layers
-)->bool:             # whether new alerts were found
-    "Look for alerts in the batches about to be written"
-    n0 = len(self.alerts)
-    self._check_nonfinite(metas, act, grad, keys, pkeys, epoch, stats)
-    nonfinite = any(k[0] == 'nonfinite' for k in self.seen)       # a NaN run's alert is that one: no dead alert beside it
-    if not self.dead_checked and not nonfinite and stats.batches >= DEAD_AFTER:
-        self.dead_checked = True
-        self._check_dead(metas, keys, epoch, stats)
-    return len(self.alerts) > n0

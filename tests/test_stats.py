@@ -345,7 +345,7 @@ def _layout_results(path, monkeypatch)->dict:
     "What each reader of the statistics' columns gives, keyed by the statistics' names: a fit's files, two ranks combined, live alerts"
     import sqlite3
     from fastexplorer import stats, distributed
-    from fastexplorer.steps import LiveAlerts, DEAD_AFTER
+    from fastexplorer.alerts import LiveAlerts, DEAD_AFTER
     res,g,lin,relu = {},torch.Generator().manual_seed(0),nn.Linear(6, 6),nn.ReLU()
     # one row of each path (finite; NaN and Inf masked), by name
     x = torch.randn(64, 6, generator=g); y = x.clone(); y[0, :2] = float('nan'); y[1, 0] = float('inf')
