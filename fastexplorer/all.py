@@ -4,6 +4,7 @@ from .hooks import *
 from .probe import *
 from .history import *
 from .export import *
+from .run import *
 from .stepdb import *
 from .stats import *
 from .params import *

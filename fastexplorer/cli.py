@@ -19,6 +19,7 @@ from fastai.metrics import accuracy
 from .core import *
 from .probe import *
 from .export import *
+from .run import *
 from .export import _OURS, _TEMP
 from .callback import *
 from .callback import _is_int, _is_real

@@ -12,10 +12,7 @@ from pathlib import Path
 from fastcore.basics import patch
 from .core import *
 from .legacy import legacy_endpoint, LEGACY_ORIGIN, LEGACY_CLIENT
-from .export import ROOT_RUN, run_dir, list_runs, read_manifest, entry_path, epoch_path
-from .stepdb import open_steps, step_info, step_series, step_hist_series
-from .history import summaries_json, history_json
-from .export import _inside, _why, RunFileError
+from .run import RunStore, RunFileError
 
 # %% auto #0
 __all__ = ['STEP_KINDS', 'MAX_POINTS', 'REPORT_POINTS', 'REPORT_HIST_POINTS', 'REPORT_BUDGET', 'step_query', 'make_app',
@@ -79,29 +76,29 @@ async def _error(send, status:int, msg:str):
 # %% ../nbs/05_explorer.ipynb #118a5967
 def _static(name:str)->bytes: return files('fastexplorer').joinpath('static', name).read_bytes()
 
-def _run_of(root:Path, req)->Path:
-    "The folder of the run that request `req` names under `root`; a 404 if there is no such run"
+def _run_of(store:RunStore, req)->Path:
+    "The folder of the run that request `req` names in `store`; a 404 if there is no such run"
     from starlette.exceptions import HTTPException
-    p = run_dir(root, req.path_params['run'])
+    p = store.folder(req.path_params['run'])
     if p is None: raise HTTPException(404, 'no such run')
     return p
 
-def _unreadable(e:Exception, root:Path):
+def _unreadable(e:Exception, store:RunStore):
     "The reply to a run file that cannot be read: 404 if it is gone, else 422 naming it (from the served folder) and what is wrong"
     from starlette.exceptions import HTTPException
-    return HTTPException(404 if isinstance(e, FileNotFoundError) else 422, _why(e, root))
+    return HTTPException(404 if isinstance(e, FileNotFoundError) else 422, store.why(e))
 
-def _file(p:Path, base:Path, root:Path):
-    "A response with the JSON file `p` of run folder `base` under `root`; a 404 if it is not there or not inside `base`"
+def _file(p:Path, base:Path, store:RunStore):
+    "A response with the JSON file `p` of run folder `base` in `store`; a 404 if it is not there or not inside `base`"
     from starlette.responses import Response
     from starlette.exceptions import HTTPException
     try:
-        if not p.is_file() or not _inside(p, base): raise HTTPException(404, 'not found')
+        if not p.is_file() or not store.contains(base, p): raise HTTPException(404, 'not found')
         return Response(p.read_bytes(), media_type='application/json')
-    except OSError as e: raise _unreadable(e, root)
+    except OSError as e: raise _unreadable(e, store)
 
 # %% ../nbs/05_explorer.ipynb #3dbd9618
-def _file_routes(root:Path)->dict:
+def _file_routes(store:RunStore)->dict:
     "The handlers, by name, of the page, its static files, the list of runs, a run's JSON files and its epoch files"
     from starlette.responses import Response, JSONResponse
     from starlette.exceptions import HTTPException
@@ -111,23 +108,23 @@ def _file_routes(root:Path)->dict:
         if name not in _STATIC: raise HTTPException(404, 'not found')
         return Response(_static(name), media_type=_STATIC[name])
     async def runs(req):
-        try: return JSONResponse({'runs': list_runs(root)})
+        try: return JSONResponse({'runs': store.runs()})
         except OSError as e: raise HTTPException(404, f"cannot list the served folder: {e.strerror or e}")
     async def run_file(req):
         name = req.path_params['name']
         if name not in ('run.json', 'representation.json', 'landscape.json'): raise HTTPException(404, 'not found')
-        p = _run_of(root, req)
+        p = _run_of(store, req)
         if name == 'run.json':     # the manifest with its epochs, whichever version wrote it
-            try: return Response(dumps(read_manifest(p)), media_type='application/json')
-            except (OSError, ValueError) as e: raise _unreadable(e, root)
-        return _file(p/name, p, root)
+            try: return Response(dumps(store.manifest(p)), media_type='application/json')
+            except (OSError, ValueError) as e: raise _unreadable(e, store)
+        return _file(p/name, p, store)
     async def epoch(req):
-        p,n = _run_of(root, req),req.path_params['n']
+        p,n = _run_of(store, req),req.path_params['n']
         if not re.fullmatch('[0-9]{1,9}', n): raise HTTPException(404, 'not found')   # checked here: Starlette's `int` takes any length
-        try: f = epoch_path(p, int(n))
-        except (OSError, ValueError) as e: raise _unreadable(e, root)
+        try: f = store.epoch_file(p, int(n))
+        except (OSError, ValueError) as e: raise _unreadable(e, store)
         if f is None: raise HTTPException(404, f'no epoch {int(n)}')
-        return _file(f, p, root)
+        return _file(f, p, store)
     return dict(index=index, static=static, runs=runs, run_file=run_file, epoch=epoch)
 
 # %% ../nbs/05_explorer.ipynb #75d4fb54
@@ -161,24 +158,24 @@ def step_query(q, hist:bool=False)->dict:
     return {k: v for k,v in res.items() if v is not None}
 
 # %% ../nbs/05_explorer.ipynb #a473e005
-def _step_routes(root:Path)->dict:
+def _step_routes(store:RunStore)->dict:
     "The handlers, by name, of a run's step series: its summary (`steps`), and a series or a layer's histograms (`steps_what`)"
     from starlette.responses import Response, JSONResponse
     from starlette.exceptions import HTTPException
     from starlette.concurrency import run_in_threadpool
     async def steps(req):
-        p,what = _run_of(root, req),req.path_params.get('what')
+        p,what = _run_of(store, req),req.path_params.get('what')
         try:
             if what is None:
                 if req.query_params: raise ValueError(f"unknown query parameter `{next(iter(req.query_params.keys()))[:40]}`")
-                return JSONResponse(await run_in_threadpool(step_info, p))
+                return JSONResponse(await run_in_threadpool(store.step_info, p))
             q = step_query(req.query_params, hist=what == 'hist')
-            f = step_hist_series if what == 'hist' else step_series
+            f = store.step_hist_series if what == 'hist' else store.step_series
             return Response(dumps(await run_in_threadpool(f, p, **q)), media_type='application/json')
         except ValueError as e: raise HTTPException(400, str(e))
         except KeyError as e: raise HTTPException(404, e.args[0] if e.args else 'not found')
         except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no step series (steps.sqlite): it was recorded without them or by an older fastexplorer")
-        except OSError as e: raise _unreadable(e, root)
+        except OSError as e: raise _unreadable(e, store)
         except sqlite3.Error as e: raise HTTPException(422, f"the step series of run {req.path_params['run']!r} cannot be read (steps.sqlite: {e})")
     async def steps_what(req):
         if req.path_params['what'] not in ('series', 'hist'): raise HTTPException(404, 'not found')
@@ -186,34 +183,33 @@ def _step_routes(root:Path)->dict:
     return dict(steps=steps, steps_what=steps_what)
 
 # %% ../nbs/05_explorer.ipynb #4576d1a1
-def _history_routes(root:Path)->dict:
+def _history_routes(store:RunStore)->dict:
     "The handlers, by name, of a run's epoch history: every epoch's summary (`summaries`) and a few nodes' statistics (`history`)"
     from starlette.responses import Response
     from starlette.exceptions import HTTPException
     from starlette.concurrency import run_in_threadpool
     async def summaries(req):
-        p = _run_of(root, req)
-        # the epochs the manifest lists: the history may hold one more (written just before it is listed), or a cut run's
-        try: return Response(await run_in_threadpool(lambda: summaries_json(p, [e['epoch'] for e in read_manifest(p)['epochs']])), media_type='application/json')
+        p = _run_of(store, req)
+        try: return Response(await run_in_threadpool(store.summaries, p), media_type='application/json')
         except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite): an older fastexplorer wrote it; `build_history` makes one")
-        except RunFileError as e: raise _unreadable(e, root)
+        except RunFileError as e: raise _unreadable(e, store)
         except (ValueError, sqlite3.Error) as e: raise HTTPException(404, str(e))
     async def history(req):
-        p = _run_of(root, req)
+        p = _run_of(store, req)
         if set(req.query_params.keys()) - {'path'}: raise HTTPException(400, f"unknown query parameter `{next(iter(set(req.query_params.keys()) - {'path'}))[:40]}`")
-        try: return Response(await run_in_threadpool(history_json, p, req.query_params.getlist('path')), media_type='application/json')
+        try: return Response(await run_in_threadpool(store.history, p, req.query_params.getlist('path')), media_type='application/json')
         except ValueError as e: raise HTTPException(400, str(e))
         except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite)")
         except sqlite3.Error as e: raise HTTPException(404, str(e))
     return dict(summaries=summaries, history=history)
 
 # %% ../nbs/05_explorer.ipynb #aaa5c6b1
-def _events_route(root:Path, poll:float=0.5, closing:threading.Event|None=None):
+def _events_route(store:RunStore, poll:float=0.5, closing:threading.Event|None=None):
     "The handler of a run's event stream: `update` when its `run.json` changes, `steps` when its step database does; it ends when `closing` is set"
     from starlette.responses import StreamingResponse
     from starlette.concurrency import run_in_threadpool
     async def events(req):
-        p = _run_of(root, req)
+        p = _run_of(store, req)
         def db_mtime(): return max(((p/f).stat().st_mtime_ns for f in ('steps.sqlite', 'steps.sqlite-wal') if (p/f).exists()), default=None)
         async def stream():
             last,last_db = None,None
@@ -222,12 +218,12 @@ def _events_route(root:Path, poll:float=0.5, closing:threading.Event|None=None):
                     st = (p/'run.json').stat().st_mtime_ns
                     if st != last:
                         last = st
-                        m = read_manifest(p)
+                        m = store.manifest(p)
                         data = {'epochs': [e['epoch'] for e in m.get('epochs', [])], 'status': m.get('status'), 'live_alerts': len(m.get('live_alerts') or [])}
                         yield f"event: update\ndata: {json.dumps(data)}\n\n"
                     # new steps: the database (or its write-ahead log) changed; its summary is read off the event loop
                     if (db := db_mtime()) is not None and db != last_db:
-                        info = await run_in_threadpool(step_info, p)
+                        info = await run_in_threadpool(store.step_info, p)
                         last_db = db
                         yield f"event: steps\ndata: {dumps({k: info[k] for k in ('batches', 'last_step', 'epochs', 'fits')})}\n\n"
                 except (OSError, ValueError, sqlite3.Error): pass      # mid-replace, removed, or mid-creation: try again at the next poll
@@ -250,7 +246,8 @@ def make_app(
     from starlette.routing import Route, WebSocketRoute
     from starlette.exceptions import HTTPException
     root = Path(root)
-    h = {**_file_routes(root), **_step_routes(root), **_history_routes(root), 'events': _events_route(root, poll, closing)}
+    store = RunStore(root)
+    h = {**_file_routes(store), **_step_routes(store), **_history_routes(store), 'events': _events_route(store, poll, closing)}
     async def http_error(req, exc): return JSONResponse({'error': exc.detail}, status_code=exc.status_code)
     routes = [Route('/', h['index']), Route('/static/{name}', h['static']), Route('/api/runs', h['runs']),
               Route('/api/runs/{run}/epochs', h['summaries']), Route('/api/runs/{run}/epochs/{n}', h['epoch']),
@@ -367,24 +364,24 @@ def _inline_js()->str:
 # the step series a report embeds: buckets per series and per histogram, and in all (a net of 1,000 layers gets fewer each)
 REPORT_POINTS,REPORT_HIST_POINTS,REPORT_BUDGET = 200,100,100_000
 
-def _steps_pieces(p:Path, points:int=REPORT_POINTS, hist_points:int=REPORT_HIST_POINTS, budget:int=REPORT_BUDGET):
+def _steps_pieces(store:RunStore, p:Path, points:int=REPORT_POINTS, hist_points:int=REPORT_HIST_POINTS, budget:int=REPORT_BUDGET):
     "The JSON of the step series the page draws, downsampled for a report, in pieces (one series each): the summary, and each layer's and parameter's series by `kind|layer`"
     if not (p/'steps.sqlite').is_file(): yield 'null'; return
-    con = open_steps(p)                 # one connection for the thousands of reads of a deep net
+    con = store.steps(p)                 # one connection for the thousands of reads of a deep net
     try:
-        info = step_info(con)
+        info = store.step_info(con)
         nl,nq = len(info['layers']),len(info['params'])
         points = max(10, min(points, budget // (2 + 2 * nl + 2 * nq)))
         hist_points = max(10, min(hist_points, budget // max(1, 2 * nl)))
         yield f'{{"info": {dumps(info)}, "points": {points}, "series": {{'
-        yield f'"loss|": {dumps(step_series(con, kind="loss", points=points))}, "hyper|group 0": {dumps(step_series(con, "group 0", "hyper", "lr", points=points))}'
+        yield f'"loss|": {dumps(store.step_series(con, kind="loss", points=points))}, "hyper|group 0": {dumps(store.step_series(con, "group 0", "hyper", "lr", points=points))}'
         for l in info['layers']:
-            for k in ('act', 'valid_act'): yield f', {dumps(f"{k}|{l}")}: {dumps(step_series(con, l, k, ["mean", "std", "silent_frac", "near_zero"], points=points))}'
+            for k in ('act', 'valid_act'): yield f', {dumps(f"{k}|{l}")}: {dumps(store.step_series(con, l, k, ["mean", "std", "silent_frac", "near_zero"], points=points))}'
         for q in info['params']:
-            yield f', {dumps(f"grad|{q}")}: {dumps(step_series(con, q, "grad", "norm", points=points))}'
-            yield f', {dumps(f"weight|{q}")}: {dumps(step_series(con, q, "weight", "update_ratio", points=points))}'
+            yield f', {dumps(f"grad|{q}")}: {dumps(store.step_series(con, q, "grad", "norm", points=points))}'
+            yield f', {dumps(f"weight|{q}")}: {dumps(store.step_series(con, q, "weight", "update_ratio", points=points))}'
         yield '}, "hist": {'
-        for i,l in enumerate(info['layers']): yield f'{", " if i else ""}{dumps(l)}: {dumps(step_hist_series(con, l, points=hist_points))}'
+        for i,l in enumerate(info['layers']): yield f'{", " if i else ""}{dumps(l)}: {dumps(store.step_hist_series(con, l, points=hist_points))}'
         yield '}}'
     finally: con.close()
 
@@ -398,14 +395,14 @@ def _raw_json(f)->str:
     except (ValueError, RecursionError) as e: raise RunFileError(f, f"not valid JSON ({str(e)[:200]})") from None
     return text
 
-def _run_pieces(p:Path, run:dict):
+def _run_pieces(store:RunStore, p:Path, run:dict):
     "The JSON of one run of the report, in pieces: epoch files are copied as they are, one at a time, so memory holds one"
-    m = read_manifest(p)
+    m = store.manifest(p)
     yield f'{{"id": {dumps(run["id"])}, "name": {dumps(run["name"])}, "meta": {dumps(m)}, "representation": {_raw_json(p/"representation.json")}, "epochs": ['
-    files = [f for e in m.get('epochs', []) if (f := entry_path(p, e)) is not None]
+    files = store.epoch_files(p)
     for i,f in enumerate(files): yield (', ' if i else '') + _raw_json(f)
     yield f'], "landscape": {_raw_json(p/"landscape.json")}, "steps": '
-    yield from _steps_pieces(p)
+    yield from _steps_pieces(store, p)
     yield '}'
 
 # %% ../nbs/05_explorer.ipynb #3177682d
@@ -414,11 +411,11 @@ def report(
     output='report.html',   # the HTML file to write
 )->Path:
     "Write a self-contained HTML report of the runs in `root`, which opens offline from disk"
-    root = Path(root)
-    runs = list_runs(root)
+    store = RunStore(root)
+    runs = store.runs()
     if not runs: raise FileNotFoundError(f"no run (a folder with run.json) in {str(root)!r}")
     for r in runs:
-        if 'error' in r and (p := run_dir(root, r['id'])) is not None: read_manifest(p)   # unreadable: its error, naming the file, before anything is written
+        if 'error' in r and (p := store.folder(r['id'])) is not None: store.manifest(p)   # unreadable: its error, naming the file, before anything is written
     html = re.sub(r'<!-- every module .*-->\n|<link rel="modulepreload" [^>]*>\n', '', _static('index.html').decode())   # inlined below
     css,js = _static('app.css').decode(),_inline_js()
     js = js.replace('</script', '<\\/script')
@@ -432,7 +429,7 @@ def report(
         yield head + '<script>window.FASTEXPLORER_DATA = {"runs": ['
         for i,r in enumerate(runs):
             if i: yield ', '
-            for piece in _run_pieces(run_dir(root, r['id']), r): yield piece.replace('<', '\\u003c')
+            for piece in _run_pieces(store, store.folder(r['id']), r): yield piece.replace('<', '\\u003c')
         yield f']}};</script>\n<script type="module">\n{js}\n</script>' + tail
     atomic_write(output, pieces())
     return Path(output)

@@ -1,4 +1,4 @@
-"""The run folder: the representation, one JSON file per epoch and a manifest, written atomically; reading a run back into pandas, and plots.
+"""The run folder: the representation, one JSON file per epoch and a manifest, written atomically, and repaired after a crash.
 
 Docs: https://fastexplorer.github.io/fastexplorer/export.html.md"""
 
@@ -12,14 +12,13 @@ import numpy as np, pandas as pd
 from fastcore.basics import patch
 from .core import *
 from .history import add_epoch
+from .run import *
 try: import fcntl
 except ImportError: fcntl = None      # Windows: run folders are not locked
 
 # %% auto #0
-__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'LOCK', 'DF_COLUMNS', 'ROOT_RUN', 'append_line', 'read_epoch_index', 'RunLockedError',
-           'lock_run', 'unlock_run', 'foreign_files', 'repair_run', 'RunWriter', 'epoch_doc', 'RunFileError', 'Run',
-           'load_run', 'run_dir', 'list_runs', 'read_manifest', 'entry_path', 'epoch_path', 'plot_stat', 'plot_hist',
-           'plot_grad_norms']
+__all__ = ['LOCK', 'append_line', 'RunLockedError', 'lock_run', 'unlock_run', 'foreign_files', 'repair_run', 'RunWriter',
+           'epoch_doc']
 
 # %% ../nbs/02_export.ipynb #df32d152
 def _versions()->dict:
@@ -32,8 +31,6 @@ def _now()->str: return datetime.datetime.now(datetime.timezone.utc).isoformat(t
 _NAMES = r'(run|representation|landscape|epoch_\d{4,})\.json|epochs\.jsonl|(steps|history)\.sqlite(-wal|-shm|-journal)?|snapshot_\d{4,}\.npy'
 _OURS = re.compile(f'^({_NAMES})$')                      # the names a run folder's files have
 _TEMP = re.compile(f'^\\.({_NAMES})[a-z0-9_]{{8}}\\.tmp(-wal|-shm|-journal)?$')  # temporaries of them (and a database's journals), left by a killed write
-RUN_VERSION = 2          # of `run.json`: version 2 lists the epochs in `epochs.jsonl` (version 1 in the manifest itself)
-EPOCH_INDEX = 'epochs.jsonl'
 LOCK = '.lock'           # the run folder's lock file: `pid@host` of the process writing the run
 
 def append_line(fname, d:dict):
@@ -44,36 +41,6 @@ def append_line(fname, d:dict):
             if f.read(1) != b'\n': f.write(b'\n')
         f.write(dumps(d).encode() + b'\n')
         f.flush(); os.fsync(f.fileno())
-
-# %% ../nbs/02_export.ipynb #70f76f79
-_INDEXES = {}   # `epochs.jsonl` path -> (its inode, size and modification time, `{epoch: entry}`), for the last 64 read
-
-def _epoch_index(p)->dict:
-    "`{epoch: entry}` of run folder `p`'s `epochs.jsonl`, sorted; parsed again only when the file changed (the server asks at every request)"
-    f = Path(p)/EPOCH_INDEX
-    try: st = f.stat()
-    except OSError: return {}
-    if not stat.S_ISREG(st.st_mode): return {}
-    key = (st.st_ino, st.st_size, st.st_mtime_ns)
-    if (hit := _INDEXES.get(f)) is not None and hit[0] == key: return hit[1]
-    res = {}
-    for line in f.read_bytes().splitlines():      # read after the stat: never older than its key
-        try: e = json.loads(line)
-        except (ValueError, RecursionError): continue
-        if isinstance(e, dict) and isinstance(e.get('epoch'), int) and isinstance(e.get('file'), str): res[e['epoch']] = e
-    res = dict(sorted(res.items()))
-    if len(_INDEXES) >= 64: _INDEXES.pop(next(iter(_INDEXES)))
-    _INDEXES[f] = (key, res)
-    return res
-
-def read_epoch_index(p)->list:
-    "The epochs of run folder `p` as `epochs.jsonl` lists them, by epoch: the last line of an epoch wins, a torn line is skipped"
-    return [dict(e) for e in _epoch_index(p).values()]      # copies: the parsed index is kept for the next reader
-
-def _with_epochs(m:dict, p)->dict:
-    "Manifest `m` with its `epochs` list: version 1 has it, version 2 lists them in `epochs.jsonl`"
-    if 'epochs' not in m: m['epochs'] = read_epoch_index(p)
-    return m
 
 # %% ../nbs/02_export.ipynb #91689d98
 class RunLockedError(RuntimeError):
@@ -375,245 +342,3 @@ def epoch_doc(
     calls = {p: sorted(cs) for p,cs in calls.items()}
     return {'schema': 'fastexplorer/epoch', 'version': SCHEMA_VERSION, 'epoch': epoch, 'partial': False, **info,
             'recorder': recorder or {}, 'alerts': alerts or [], 'tree': _node_copy(tree, stats, calls)}
-
-# %% ../nbs/02_export.ipynb #b936cce3
-class RunFileError(ValueError):
-    "A file of a run folder that cannot be read: `path` names it, `reason` says why"
-    def __init__(self, path, reason:str):
-        self.path,self.reason = Path(path),reason
-        super().__init__(f"{path}: {reason}")
-
-def _what(d)->str:
-    return {dict: 'an object', list: 'an array', str: 'a string', int: 'a number', float: 'a number', bool: 'a boolean'}.get(type(d), 'null')
-
-def _load_json(fname):
-    "The JSON in file `fname`; `RunFileError` naming it when it is not UTF-8 JSON (cut short by a copy, say)"
-    with open(fname, 'rb') as f: b = f.read()
-    try: return json.loads(b.decode('utf-8'))
-    except (ValueError, RecursionError) as e: raise RunFileError(fname, f"not valid JSON ({str(e)[:200]})") from None
-
-def _check_manifest(m, fname)->dict:
-    "Manifest `m` read from `fname`, if readers can use it: an object with a `status` and well-formed `epochs`; else `RunFileError` saying what is wrong"
-    if not isinstance(m, dict): raise RunFileError(fname, f"holds {_what(m)}, not a run manifest (an object)")
-    if m.get('schema', 'fastexplorer/run') != 'fastexplorer/run': raise RunFileError(fname, f"not a fastexplorer run manifest (schema {m['schema']!r:.60})")
-    if not isinstance(m.get('status'), str): raise RunFileError(fname, "has no `status` string: not a run manifest")
-    es = m.get('epochs', [])
-    if not isinstance(es, list) or not all(isinstance(e, dict) and type(e.get('epoch')) is int for e in es):
-        raise RunFileError(fname, "its `epochs` is not a list of epoch entries (objects with an integer `epoch`)")
-    if not isinstance(m.get('live_alerts') or [], list): raise RunFileError(fname, "its `live_alerts` is not a list")
-    return m
-
-# %% ../nbs/02_export.ipynb #3ef25263
-def _read(fname, kind:str)->dict:
-    "The `kind` document (`run` or `epoch`) in file `fname`; `RunFileError` naming it when it is not one this version reads"
-    d = _load_json(fname)
-    if kind == 'run': _check_manifest(d, fname)
-    elif not isinstance(d, dict): raise RunFileError(fname, f"holds {_what(d)}, not a fastexplorer {kind} file (an object)")
-    if d.get('schema') != f'fastexplorer/{kind}': raise RunFileError(fname, f"not a fastexplorer {kind} file (schema {d.get('schema')!r:.60})")
-    ok = (1, RUN_VERSION) if kind == 'run' else (SCHEMA_VERSION,)
-    if d.get('version') not in ok: raise RunFileError(fname, f"has version {d.get('version')!r:.20}; this fastexplorer reads version {' or '.join(map(str, ok))}")
-    return d
-
-# %% ../nbs/02_export.ipynb #fd941421
-class Run:
-    "A run folder read back: `meta` (the manifest, with its `epochs` list), `representation`, `epochs` (documents) and `df` (long DataFrame)"
-    def __init__(self, path):
-        self.path = Path(path)
-        if not (self.path/'run.json').exists(): raise FileNotFoundError(f"no run.json in {str(self.path)!r}: not a fastexplorer run folder")
-        self.meta = _with_epochs(_read(self.path/'run.json', 'run'), self.path)
-
-    # read on first use: `load_run(p).steps` of a 2,002-module net must not parse 30 epoch files of 3 MB first
-    @functools.cached_property
-    def representation(self)->Representation|None:
-        "The probe's tree (`representation.json`), or `None` if the run has none"
-        rep = self.path/'representation.json'
-        return Representation.load(rep) if rep.exists() else None
-
-    @functools.cached_property
-    def epochs(self)->list:
-        "The epoch documents, in order"
-        return [_read(self.path/e['file'], 'epoch') for e in self.meta['epochs']]
-
-    def load(self)->Run:
-        "Read the representation and every epoch document now (before the folder goes away, say); returns the run"
-        self.representation; self.epochs
-        return self
-
-    def _each_epoch(self):
-        "The epoch documents one at a time: from `epochs` if they are read, else file by file, holding one at a time"
-        if 'epochs' in self.__dict__: yield from self.epochs
-        else:
-            for e in self.meta['epochs']: yield _read(self.path/e['file'], 'epoch')
-
-    def __repr__(self):
-        return f"Run({str(self.path)!r}, {self.meta['model']}, {len(self.meta['epochs'])} epochs, {self.meta['status']})"
-
-# %% ../nbs/02_export.ipynb #a3682997
-def _walk(d:dict):
-    yield d
-    for c in d.get('nodes', []): yield from _walk(c)
-
-DF_COLUMNS = ['epoch', 'layer', 'class', 'kind', 'stat', 'value']
-
-@patch(as_prop=True)
-def df(self:Run)->pd.DataFrame:
-    "One row per epoch, layer, kind and scalar statistic (a custom statistic's row holds its epoch mean)"
-    frames = []
-    for e in self._each_epoch():
-        rows = []
-        for d in _walk(e['tree']):
-            if 'shared_with' in d.get('xtra', {}): continue
-            for kind,s in d.get('xtra', {}).get('stats', {}).items():
-                for k,v in (s or {}).items():
-                    if isinstance(v, dict) and kind.startswith('custom_'): v = v.get('mean')   # custom statistics: the epoch mean
-                    if isinstance(v, (int, float)) and not isinstance(v, bool) or v is None:
-                        rows.append((e['epoch'], d['path'], d['xtra'].get('class'), kind, k, v))
-        frames.append(pd.DataFrame(rows, columns=DF_COLUMNS).astype({'value': float}))   # an epoch's rows, then its document goes
-    if not frames: return pd.DataFrame(columns=DF_COLUMNS).astype({'value': float})
-    return pd.concat(frames, ignore_index=True)
-
-# %% ../nbs/02_export.ipynb #2a43de04
-@patch(as_prop=True)
-def recorder(self:Run)->pd.DataFrame:
-    "The `Recorder` rows of the epochs: losses, metrics, learning rate, time"
-    return pd.DataFrame([{'epoch': e['epoch'], **e['recorder']} for e in self.epochs]).set_index('epoch')
-
-@patch(as_prop=True)
-def alerts(self:Run)->pd.DataFrame:
-    "Every epoch's alerts, then those raised inside an epoch whose file is not written yet (`live_alerts` in `run.json`, with their step)"
-    written = {e['epoch'] for e in self.epochs}
-    rows = [{'epoch': e['epoch'], **a} for e in self.epochs for a in e['alerts']]
-    rows += [a for a in self.meta.get('live_alerts', []) if a['epoch'] not in written]
-    return pd.DataFrame(rows, columns=['epoch', 'kind', 'layer', 'stat', 'value', 'message', 'hint', 'layers', 'step'])
-
-# %% ../nbs/02_export.ipynb #cb1cd237
-@patch
-def stats(self:Run, layer:str, kind:str='act')->list:
-    "The `kind` statistics of `layer` in each epoch (`None` where not recorded)"
-    res = []
-    for e in self.epochs:
-        d = next((d for d in _walk(e['tree']) if d.get('path') == layer), None)
-        if d is None: raise KeyError(f"no layer {layer!r} in epoch {e['epoch']}")
-        res.append((d.get('xtra', {}).get('stats') or {}).get(kind))
-    return res
-
-@patch
-def hist(self:Run, layer:str, kind:str='act')->np.ndarray:
-    "The activation histogram of `layer`, one column per epoch (`bins` × epochs)"
-    cols = [np.asarray(s['hist'], dtype=float) if s and s.get('hist') else np.full(self.meta['hist']['bins'], np.nan)
-            for s in self.stats(layer, kind)]
-    return np.stack(cols, 1)
-
-def load_run(path)->Run:
-    "Read the run folder `path`"
-    return Run(path)
-
-# %% ../nbs/02_export.ipynb #2673441a
-ROOT_RUN = '~'   # the id of the served folder itself, when it is a run
-_UNSAFE = re.compile(r'[\x00-\x1f\x7f-\x9f/\\\ud800-\udfff]')   # control characters, path separators, bytes that are not UTF-8
-
-def _ok_name(name)->bool:
-    "Whether `name` may name a run or a file in one: a single path component of any Unicode, without control characters, not hidden (so never `.` or `..`), at most 255 bytes"
-    return isinstance(name, str) and name != '' and not name.startswith('.') and not _UNSAFE.search(name) and len(name.encode()) <= 255
-
-def _inside(p:Path, root:Path)->bool:
-    try: p.resolve().relative_to(root.resolve()); return True
-    except (ValueError, OSError): return False
-
-def run_dir(root:Path, name:str)->Path|None:
-    "The folder of run `name` under `root`, or `None` if there is no such run (or the name is not allowed)"
-    root = Path(root)
-    if name == ROOT_RUN: p = root
-    elif _ok_name(name): p = root/name
-    else: return None
-    try: ok = p.is_dir() and _inside(p, root) and (p/'run.json').is_file() and _inside(p/'run.json', root)
-    except (OSError, ValueError): return None    # a folder it may not look into, say
-    return p if ok else None
-
-def _run_name(root:Path, name:str)->str:
-    "What the page calls run `name` under `root`: its folder's name (for `~`, the served folder's own)"
-    return (Path(root).resolve().name or str(Path(root).resolve())) if name == ROOT_RUN else name
-
-def _why(e:Exception, root:Path)->str:
-    "What error `e` says is wrong with a run file, naming the file from the served folder `root` (a reply never says where that is)"
-    if isinstance(e, RunFileError): f,r = e.path,e.reason
-    elif isinstance(e, OSError) and e.filename: f,r = Path(e.filename),e.strerror or str(e)
-    else: return str(e)
-    try: f = f.relative_to(root)
-    except ValueError: f = Path(f.name)
-    return f"{f.as_posix()}: {r}"
-
-# %% ../nbs/02_export.ipynb #a0e538bf
-def list_runs(root:Path)->list:
-    "The runs under `root` (itself first, as `~`), each with its display name, model, status, epochs, last update and whether it has a landscape, step series and an epoch history; a run whose manifest cannot be read has status `unreadable` and an `error` naming the file"
-    root = Path(root)
-    names = ([ROOT_RUN] if (root/'run.json').is_file() else []) + sorted(p.name for p in root.iterdir() if _ok_name(p.name) and p.name != ROOT_RUN)
-    res = []
-    for n in names:
-        if (p := run_dir(root, n)) is None: continue
-        try: m,err = read_manifest(p),None
-        except (OSError, ValueError) as e: m,err = {'status': 'unreadable', 'epochs': []},_why(e, root)
-        res.append({'id': n, 'name': _run_name(root, n), 'model': m.get('model'), 'status': m['status'], 'epochs': len(m['epochs']),
-                    'updated': m.get('updated'), 'landscape': (p/'landscape.json').is_file(), 'steps': (p/'steps.sqlite').is_file(),
-                    'history': (p/'history.sqlite').is_file(), **({'error': err} if err else {})})
-    return res
-
-def read_manifest(p:Path)->dict:
-    "The manifest (`run.json`) of run folder `p`, parsed, with its `epochs` list (from `epochs.jsonl` since version 2); `RunFileError` naming it if it is no manifest"
-    return _with_epochs(_manifest(p), p)
-
-def _manifest(p)->dict:
-    "The manifest of run folder `p` as its `run.json` holds it; `RunFileError` naming the file if it is no manifest"
-    f = Path(p)/'run.json'
-    return _check_manifest(_load_json(f), f)
-
-def entry_path(p:Path, e:dict)->Path|None:
-    "The file that epoch entry `e` of run folder `p`'s manifest names; `None` if it is not there or the name is not allowed"
-    if not _ok_name(e.get('file')): return None
-    f = Path(p)/e['file']
-    try: return f if f.is_file() and _inside(f, Path(p)) else None
-    except OSError: return None
-
-def epoch_path(p:Path, n:int)->Path|None:
-    "The file of epoch `n` of run folder `p`, as its manifest lists it; `None` if none is listed or the name is not allowed; `RunFileError` if the manifest is no manifest"
-    m = _manifest(p)
-    e = _epoch_index(p).get(n) if 'epochs' not in m else next((e for e in m['epochs'] if e['epoch'] == n), None)
-    return None if e is None else entry_path(p, e)
-
-# %% ../nbs/02_export.ipynb #26696d52
-def plot_stat(run:Run, stat:str='mean', kind:str='act', layers:list|None=None, ax=None):
-    "Plot `stat` of `kind` over epochs, one line per layer (default: every recorded layer)"
-    import matplotlib.pyplot as plt
-    df = run.df.query('stat == @stat and kind == @kind')
-    if layers is not None: df = df[df.layer.isin(layers)]
-    if ax is None: ax = plt.subplots(figsize=(7, 4))[1]
-    for layer,g in df.groupby('layer', sort=False): ax.plot(g.epoch, g.value, marker='o', label=layer)
-    ax.set_xlabel('epoch'); ax.set_ylabel(f"{kind} {stat}")
-    from matplotlib.ticker import MaxNLocator
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))     # epochs are whole numbers
-    if df.layer.nunique() <= 12: ax.legend(fontsize='small')
-    return ax
-
-# %% ../nbs/02_export.ipynb #3a682b6c
-def plot_hist(run:Run, layer:str, kind:str='act', ax=None):
-    "Heatmap of `layer`'s activation histogram over epochs, like fastai's `color_dim`"
-    import matplotlib.pyplot as plt
-    h = run.hist(layer, kind)
-    lo,hi = run.meta['hist']['range']
-    if ax is None: ax = plt.subplots(figsize=(6, 4))[1]
-    ax.imshow(np.log1p(h), origin='lower', aspect='auto', extent=(0.5, h.shape[1]+0.5, lo, hi))
-    ax.set_xlabel('epoch'); ax.set_ylabel('activation'); ax.set_title(f"{layer} ({kind})")
-    return ax
-
-# %% ../nbs/02_export.ipynb #a2cd32af
-def plot_grad_norms(run:Run, ax=None):
-    "Heatmap of log10 gradient norm, one row per parameter in execution order, one column per epoch"
-    import matplotlib.pyplot as plt
-    df = run.df.query("kind == 'grad' and stat == 'norm'")
-    order = list(dict.fromkeys(df.layer))
-    m = df.pivot_table(index='layer', columns='epoch', values='value').reindex(order)
-    if ax is None: ax = plt.subplots(figsize=(6, max(3, len(order) * 0.25)))[1]
-    im = ax.imshow(np.log10(m.values), aspect='auto', cmap='magma')
-    ax.set_yticks(range(len(order)), order, fontsize='small'); ax.set_xticks(range(m.shape[1]), m.columns)
-    ax.set_xlabel('epoch'); ax.figure.colorbar(im, ax=ax, label='log10 gradient norm')
-    return ax

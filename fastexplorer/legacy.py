@@ -11,7 +11,7 @@ from pathlib import Path
 from fastcore.basics import patch
 import numpy as np
 from .core import *
-from .export import run_dir, list_runs, read_manifest, entry_path, _load_json, _why
+from .run import RunStore
 
 # %% auto #0
 __all__ = ['LEGACY_EVENTS', 'LEGACY_SEND', 'LEGACY_CLIENT', 'LEGACY_ORIGIN', 'legacy_view', 'npy_frame', 'legacy_heatmap',
@@ -70,9 +70,9 @@ _SEGMENT = re.compile(r'^[A-Za-z0-9_]{1,64}$')
 
 def _latest_heatmaps(p:Path)->dict|None:
     "The heatmaps of run folder `p`'s latest epoch that has some"
-    for e in reversed(read_manifest(p).get('epochs', [])):
-        if (f := entry_path(p, e)) is None: continue
-        d = _load_json(f)                          # `RunFileError` naming the file if it is damaged
+    store = RunStore(p)
+    for f in reversed(store.epoch_files(p)):
+        d = store.load(f)                          # `RunFileError` naming the file if it is damaged
         if isinstance(d, dict) and d.get('heatmaps'): return d['heatmaps']
     return None
 
@@ -104,9 +104,10 @@ LEGACY_ORIGIN = 'https://renato145.github.io'
 
 def _legacy_run(root:Path, name:str|None)->Path|None:
     "Run folder `name` under `root`, or the most recently updated readable one"
-    if name: return run_dir(root, name)
-    runs = sorted((r for r in list_runs(root) if r.get('updated')), key=lambda r: r['updated'])
-    return run_dir(root, runs[-1]['id']) if runs else None
+    store = RunStore(root)
+    if name: return store.folder(name)
+    runs = sorted((r for r in store.runs() if r.get('updated')), key=lambda r: r['updated'])
+    return store.folder(runs[-1]['id']) if runs else None
 
 # %% ../nbs/08_legacy.ipynb #92a9fec6
 async def _send(ws, typ:str, res, path=None):
@@ -118,7 +119,7 @@ async def _answer(root:Path, f, *args)->tuple:
     "`f(*args)` off the event loop; a run file that cannot be read is an error message naming it, from the served folder `root`"
     from starlette.concurrency import run_in_threadpool
     try: return await run_in_threadpool(f, *args)
-    except (OSError, ValueError) as e: return LEGACY_EVENTS['error'], {'msg': _why(e, root)}
+    except (OSError, ValueError) as e: return LEGACY_EVENTS['error'], {'msg': RunStore(root).why(e)}
 
 # %% ../nbs/08_legacy.ipynb #d6dd4325
 async def _legacy_events(ws, root:Path, p:Path):

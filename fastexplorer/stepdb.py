@@ -12,12 +12,10 @@ from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
 from .core import sqlite_reader
-from .export import Run
 
 # %% auto #0
 __all__ = ['STEPS_SCHEMA_VERSION', 'ACT_STATS', 'GRAD_STATS', 'STEP_COLUMNS', 'steps_ddl', 'StepWriter', 'read_steps',
-           'read_step_hist', 'open_steps', 'step_series', 'step_hist_series', 'step_info', 'plot_layer_stats',
-           'plot_color_dim']
+           'read_step_hist', 'open_steps', 'step_series', 'step_hist_series', 'step_info']
 
 # %% ../nbs/02a_stepdb.ipynb #ee152e74
 STEPS_SCHEMA_VERSION = 2
@@ -360,50 +358,3 @@ def step_info(path)->dict:
     return {'batches': n, 'last_step': last, 'epochs': [{'epoch': e, 'step': s} for e,s in epochs], 'fits': [{'fit': f, 'step': s} for f,s in fits],
             'layers': [p for p,k in names if k == 'layer'], 'params': [p for p,k in names if k == 'param'],
             'groups': [f'group {g}' for g in groups], 'hypers': hypers}
-
-# %% ../nbs/02a_stepdb.ipynb #f4ad4f98
-@patch(as_prop=True)
-def steps(self:Run)->pd.DataFrame:
-    "Every sampled batch's statistics, losses and hyper-parameters: a long DataFrame (`STEP_COLUMNS`) read from `steps.sqlite`"
-    return read_steps(self.path)
-
-@patch
-def query_steps(self:Run,
-    layers=None, # a layer or parameter path, or a list of them (default: all)
-    stats=None,  # a statistic, or a list of them (default: all)
-    kinds=None,  # `act`, `valid_act`, `grad`, `weight`, `loss`, `hyper`, or a list of them (default: all)
-)->pd.DataFrame:
-    "The part of `steps` asked for, without reading the rest"
-    return read_steps(self.path, layers, stats, kinds)
-
-@patch
-def step_hist(self:Run, layer:str, split:str='train')->tuple:
-    "`(steps, counts)` of `layer`'s activation histogram at each sampled batch (`hist_bins` + 2 columns: below, bins, above)"
-    return read_step_hist(self.path, layer, split)
-
-# %% ../nbs/02a_stepdb.ipynb #c5a3777b
-def _epoch_lines(ax, d:pd.DataFrame):
-    for s in d.groupby('epoch').step.min().iloc[1:]: ax.axvline(s, color='grey', ls=':', lw=1)
-
-def plot_layer_stats(run:Run, layer:str, split:str='train', axs=None):
-    "Mean, standard deviation and fraction of silent units of `layer` at each sampled batch"
-    import matplotlib.pyplot as plt
-    stats = ['mean', 'std', 'silent_frac']
-    d = run.query_steps(layer, stats, 'act' if split == 'train' else 'valid_act')
-    if not len(d): raise ValueError(f"no step statistics of `{layer}` ({split}) in {str(run.path)!r}")
-    if axs is None: axs = plt.subplots(1, 3, figsize=(12, 3))[1]
-    for ax,s in zip(axs, stats):
-        g = d[d.stat == s]
-        ax.plot(g.step, g.value); ax.set_title(f"{layer} {s}"); ax.set_xlabel('step'); _epoch_lines(ax, g)
-    return axs
-
-def plot_color_dim(run:Run, layer:str, split:str='train', ax=None):
-    "The histogram of `layer`'s activations at each sampled batch, log-scaled (fastai's colourful dimension)"
-    import matplotlib.pyplot as plt
-    steps,counts = run.step_hist(layer, split)
-    if not len(steps): raise ValueError(f"no step histograms of `{layer}` ({split}) in {str(run.path)!r}")
-    lo,hi = run.meta['hist']['range']
-    if ax is None: ax = plt.subplots(figsize=(8, 3))[1]
-    ax.imshow(np.log1p(counts[:, 1:-1].T), origin='lower', aspect='auto', extent=(steps[0] - 0.5, steps[-1] + 0.5, lo, hi))
-    ax.set_xlabel('step'); ax.set_ylabel('activation'); ax.set_title(f"{layer} ({split})")
-    return ax

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from fastai.callback.progress import *   # noqa: F403
 from fastexplorer.all import *
-from fastexplorer.export import run_dir
+from fastexplorer.run import run_dir
 from test_explorer import get, raw
 
 @pytest.fixture(scope='module')
