@@ -15,8 +15,8 @@ from torch import nn
 from fastcore.basics import patch, ifnone
 
 # %% auto #0
-__all__ = ['SCHEMA_VERSION', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader', 'load_schema', 'validate',
-           'Node', 'depth_idx_labels', 'Representation', 'select_modules', 'site_key', 'site_of']
+__all__ = ['SCHEMA_VERSION', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_delete', 'load_schema',
+           'validate', 'Node', 'depth_idx_labels', 'Representation', 'select_modules', 'site_key', 'site_of']
 
 # %% ../nbs/00_core.ipynb #07a3e183
 def _json_key(k):
@@ -82,6 +82,18 @@ def sqlite_reader(fname, what:str, version:int, hint:str='')->sqlite3.Connection
         con.close()
         raise ValueError(f"{str(fname)!r} is {'an' if what[0] in 'aeiou' else 'a'} {what} of version {v}; this fastexplorer reads version {version}{hint}")
     return con
+
+# %% ../nbs/00_core.ipynb #d4075fee
+def sqlite_delete(fname, stmts:list, *args):
+    "Run the `(table, DELETE statement)` pairs `stmts` with `args` on SQLite file `fname`, in one transaction, skipping tables it lacks; nothing if there is no such file"
+    if not Path(fname).exists(): return
+    con = sqlite3.connect(fname, timeout=10)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        with con:
+            for t,s in stmts:
+                if t in tables: con.execute(s, args)
+    finally: con.close()
 
 # %% ../nbs/00_core.ipynb #f8b8d27e
 SCHEMA_VERSION = 1   # version of the JSON documents fastexplorer writes; bumped on incompatible changes

@@ -6,12 +6,13 @@ Docs: https://fastexplorer.github.io/fastexplorer/export.html.md"""
 
 # %% ../nbs/02_export.ipynb #5c8d5a0c
 from __future__ import annotations
-import contextlib, datetime, functools, json, math, os, re, socket, sqlite3, stat, tempfile, warnings
+import contextlib, datetime, json, os, re, socket, sqlite3, tempfile, warnings
 from pathlib import Path
-import numpy as np, pandas as pd
+import numpy as np
 from fastcore.basics import patch
 from .core import *
-from .history import add_epoch
+from .history import add_epoch, forget_epochs_after, HISTORY
+from .stepdb import forget_steps_after
 from .run import *
 try: import fcntl
 except ImportError: fcntl = None      # Windows: run folders are not locked
@@ -266,22 +267,10 @@ def _take_up(self:RunWriter, old:dict|None, model_class:str, info:dict):
                      'versions': _versions(), 'model': model_class or old.get('model', ''), **info}
     self.write_manifest()
 
-_AFTER = {'steps.sqlite': [(t, f'DELETE FROM {t} WHERE batch IN (SELECT id FROM batches WHERE epoch > ?)') for t in ('act', 'grad', 'hypers')]
-                          + [('epochs', 'DELETE FROM epochs WHERE epoch > ?'), ('batches', 'DELETE FROM batches WHERE epoch > ?')],
-          'history.sqlite': [('epochs', 'DELETE FROM epochs WHERE epoch > ?'), ('stats', 'DELETE FROM stats WHERE epoch > ?')]}
-
 def _forget_after(p:Path, epoch:int):
     "Remove what the step database and the epoch history of run folder `p` hold of epochs after `epoch` (a writer killed mid-epoch left them)"
-    for name,stmts in _AFTER.items():
-        if not (p/name).exists(): continue
-        with _naming(p/name):
-            con = sqlite3.connect(p/name, timeout=10)
-            try:
-                tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-                with con:
-                    for t,s in stmts:
-                        if t in tables: con.execute(s, (epoch,))
-            finally: con.close()
+    for name,forget in (('steps.sqlite', forget_steps_after), (HISTORY, forget_epochs_after)):
+        with _naming(p/name): forget(p, epoch)
 
 # %% ../nbs/02_export.ipynb #035d8138
 @patch

@@ -13,7 +13,8 @@ from .core import *
 
 # %% auto #0
 __all__ = ['HISTORY_SCHEMA_VERSION', 'HISTORY', 'MAX_HISTORY_PATHS', 'history_ddl', 'epoch_summary', 'node_stats', 'add_epoch',
-           'open_history', 'epoch_summaries', 'node_history', 'history_json', 'summaries_json', 'build_history']
+           'forget_epochs_after', 'open_history', 'epoch_summaries', 'node_history', 'history_json', 'summaries_json',
+           'build_history']
 
 # %% ../nbs/01a_history.ipynb #e44f6ddd
 HISTORY_SCHEMA_VERSION = 1
@@ -72,6 +73,11 @@ def add_epoch(path, doc:dict, file:str|None=None):
             con.execute('INSERT OR REPLACE INTO epochs VALUES (?, ?, ?)', (n, file or f"epoch_{n:04d}.json", _text(epoch_summary(doc))))
             con.executemany('INSERT OR REPLACE INTO stats VALUES (?, ?, ?)', rows)
     finally: con.close()
+
+# %% ../nbs/01a_history.ipynb #2cbca1a8
+def forget_epochs_after(path, epoch:int):
+    "Remove what the epoch history of run folder `path` holds of epochs after `epoch`"
+    sqlite_delete(Path(path)/HISTORY, [(t, f'DELETE FROM {t} WHERE epoch > ?') for t in ('epochs', 'stats')], epoch)
 
 # %% ../nbs/01a_history.ipynb #32d2d9b6
 def open_history(path)->sqlite3.Connection:

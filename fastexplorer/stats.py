@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import torch
 from torch import nn
-from torch.nn.utils.rnn import PackedSequence
 from fastcore.basics import patch, store_attr, val2idx
 from .core import *
 from .probe import *

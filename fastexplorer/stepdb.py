@@ -11,11 +11,11 @@ from importlib.resources import files
 from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
-from .core import sqlite_reader
+from .core import sqlite_reader, sqlite_delete
 
 # %% auto #0
 __all__ = ['STEPS_SCHEMA_VERSION', 'ACT_STATS', 'GRAD_STATS', 'STEP_COLUMNS', 'steps_ddl', 'StepWriter', 'read_steps',
-           'read_step_hist', 'open_steps', 'step_series', 'step_hist_series', 'step_info']
+           'read_step_hist', 'forget_steps_after', 'open_steps', 'step_series', 'step_hist_series', 'step_info']
 
 # %% ../nbs/02a_stepdb.ipynb #ee152e74
 STEPS_SCHEMA_VERSION = 2
@@ -238,6 +238,12 @@ def read_step_hist(
     k = int(meta['hist_bins']) + 2
     return (np.array([s for s,_ in rows], dtype=np.int64),
             np.stack([np.frombuffer(h, dtype='<i4') for _,h in rows]) if rows else np.zeros((0, k), dtype=np.int32))
+
+# %% ../nbs/02a_stepdb.ipynb #1ac7ca5d
+def forget_steps_after(path, epoch:int):
+    "Remove the batches of epochs after `epoch` from the step database of run folder `path`, with their statistics"
+    stmts = [(t, f'DELETE FROM {t} WHERE batch IN (SELECT id FROM batches WHERE epoch > ?)') for t in ('act', 'grad', 'hypers')]
+    sqlite_delete(Path(path)/'steps.sqlite', stmts + [(t, f'DELETE FROM {t} WHERE epoch > ?') for t in ('epochs', 'batches')], epoch)
 
 # %% ../nbs/02a_stepdb.ipynb #2e6166d1
 def open_steps(path)->sqlite3.Connection:
