@@ -12,7 +12,9 @@ stream read first).
 import argparse, shutil, statistics, tempfile, time
 from pathlib import Path
 import numpy as np
-from fastexplorer.stepdb import StepWriter, ACT_STATS, GRAD_STATS, read_steps, step_series, step_hist_series, step_info
+from fastexplorer.stepdb import StepWriter, table_stats, read_steps, step_series, step_hist_series, step_info
+from fastexplorer.steps import step_layout
+ACT_STATS,GRAD_STATS = table_stats(step_layout(), 'act'),table_stats(step_layout(), 'grad')
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -22,7 +24,7 @@ def main():
     p.add_argument('--bins', type=int, default=40)
     a = p.parse_args()
     d = Path(tempfile.mkdtemp())
-    w = StepWriter(d, hist_bins=a.bins)
+    w = StepWriter(d, hist_bins=a.bins, stats=step_layout())
     layers,params = [f'{i}.conv' for i in range(a.layers)],[f'{i}.weight' for i in range(a.params)]
     rng = np.random.default_rng(0)
     act0 = np.column_stack([np.repeat(np.arange(10), a.layers), np.tile(np.arange(a.layers), 10),

@@ -179,12 +179,14 @@ def history_case(root:Path, a):
 
 def write_steps(path, n_steps:int, n_layers:int, n_params:int)->tuple:
     "Replace the run's steps.sqlite by `n_steps` synthetic sampled batches of its first `n_layers` layers and `n_params` parameters"
-    from fastexplorer.stepdb import StepWriter, ACT_STATS, GRAD_STATS, step_info
+    from fastexplorer.stepdb import StepWriter, table_stats, step_info
+    from fastexplorer.steps import step_layout
+    ACT_STATS,GRAD_STATS = table_stats(step_layout(), 'act'),table_stats(step_layout(), 'grad')
     info = step_info(path)
     layers,params = info['layers'][:n_layers],info['params'][:n_params]
     for f in path.glob('steps.sqlite*'): f.unlink()
     m = json.loads((path/'run.json').read_text())
-    w = StepWriter(path, m['hist']['bins'], tuple(m['hist']['range']))
+    w = StepWriter(path, m['hist']['bins'], tuple(m['hist']['range']), step_layout())
     rng,k = np.random.default_rng(0),m['hist']['bins'] + 2
     act = np.column_stack([np.repeat(np.arange(10), len(layers)), np.tile(np.arange(len(layers)), 10),
                            rng.random((10 * len(layers), len(ACT_STATS))), rng.integers(0, 100, (10 * len(layers), k))])

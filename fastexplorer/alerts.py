@@ -10,7 +10,7 @@ import math
 import torch
 from fastcore.basics import patch
 from .core import *
-from .stepdb import ACT_STATS, GRAD_STATS
+from .params import PARAM_STEP_STATS
 from .stats import *
 
 # %% auto #0
@@ -183,7 +183,7 @@ def _check_nonfinite(self:LiveAlerts, metas:list, act, grad, keys:list, pkeys:li
     "Alerts for the first batch with NaN or Inf activations, and with NaN or Inf gradients"
     order = self.order
     what = {'act': 'activations', 'valid_act': 'validation activations', 'grad': 'gradients'}
-    for rows,names,cols in ((act, keys, ACT_STATS), (grad, pkeys, GRAD_STATS)):   # columns: batch, layer, then the statistics
+    for rows,names,cols in ((act, keys, [s.name for s in act_step_stats()]), (grad, pkeys, [s.name for s in PARAM_STEP_STATS])):   # columns: batch, layer, then the statistics
         if rows is None: continue
         nan,inf = 2 + cols.index('nan'),2 + cols.index('inf')
         bad = rows[rows[:, nan] + rows[:, inf] > 0]
@@ -217,8 +217,8 @@ def _check_dead(self:LiveAlerts, metas:list, keys:list, epoch:int, stats:ActStat
 @patch
 def check(self:LiveAlerts,
     metas:list,      # the batches' meta data, as the step database gets them
-    act,             # their activation rows: batch, layer, then the `ACT_STATS` and histogram (or `None`)
-    grad,            # their gradient rows: batch, parameter, then the `GRAD_STATS` (or `None`)
+    act,             # their activation rows: batch, layer, then the `act_step_stats` and histogram (or `None`)
+    grad,            # their gradient rows: batch, parameter, then the `PARAM_STEP_STATS` (or `None`)
     keys:list,       # the layers' paths, which `act` rows index
     pkeys:list,      # the parameters' paths, which `grad` rows index
     epoch:int,       # the epoch they belong to

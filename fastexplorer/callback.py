@@ -169,7 +169,7 @@ def _prepare_fit(self:ExplorerCallback, model, mods:dict):
             seen.add(id(p)); self.pkeys.append(f"{path}.{n}" if path else n); ps.append(p)
     self.ps = ps
     if self.writer is not None and self.steps: self.writer.claim('steps.sqlite')
-    sw = StepWriter(self.writer.path, self.hist_bins, self.hist_range) if self.writer is not None and self.steps else None
+    sw = StepWriter(self.writer.path, self.hist_bins, self.hist_range, step_layout()) if self.writer is not None and self.steps else None
     if sw is not None: self.writer.manifest['steps'] = sw.fname.name
     self.record_steps = self.steps and (sw is not None or _distributed())   # every rank records, rank 0 writes
     self.queue = StepQueue(sw, self.sites.keys, self.pkeys, on_write=self._live_alerts) if self.record_steps else None

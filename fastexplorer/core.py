@@ -8,6 +8,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/core.html.md"""
 from __future__ import annotations
 import json, math, numbers, os, re, sqlite3, tempfile, difflib, fnmatch
 from enum import Enum
+from typing import Callable, NamedTuple
 from importlib.resources import files
 from pathlib import Path, PurePath
 import numpy as np, pandas as pd, torch
@@ -16,7 +17,8 @@ from fastcore.basics import patch, ifnone
 
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_delete', 'load_schema',
-           'validate', 'Node', 'depth_idx_labels', 'Representation', 'select_modules', 'site_key', 'site_of']
+           'validate', 'Node', 'depth_idx_labels', 'Representation', 'select_modules', 'site_key', 'site_of',
+           'Statistic', 'named_columns']
 
 # %% ../nbs/00_core.ipynb #07a3e183
 def _json_key(k):
@@ -414,3 +416,24 @@ def site_of(key:str)->tuple:
     path,sep,c = key.rpartition('#')
     return (path, int(c)) if sep and c.isdigit() and int(c) > 1 else (key, 1)
 
+
+# %% ../nbs/00_core.ipynb #a4cb0275
+class Statistic(NamedTuple):
+    "A statistic, declared once by the module that computes it"
+    name:str                # its key in the epoch files, its column in the step database, its `stat` in the DataFrames
+    doc:str                 # what it is, in a line (the page's tooltip)
+    kind:str='act'          # `act` (a layer's outputs), `grad` (a parameter's gradient) or `weight` (its update)
+    f:Callable|None=None    # how its module computes it, where a formula does
+    count:bool=False        # a whole number
+    charted:bool=False      # drawn over steps on the page
+    range:tuple|None=None   # the fixed y range of its chart (default: the data's)
+    label:str=''            # the title of its chart (default: its name)
+
+    def described(self)->dict:
+        "The declaration as plain data, for the step database and the page: everything but `f`"
+        return {'name': self.name, 'doc': self.doc, 'kind': self.kind, 'count': self.count, 'charted': self.charted,
+                'range': None if self.range is None else list(self.range), 'label': self.label or self.name}
+
+def named_columns(t, names)->dict:
+    "`{name: column}` of the first columns of `t` (along its last dimension), named by `names` in order"
+    return dict(zip(names, t[..., :len(names)].unbind(-1)))

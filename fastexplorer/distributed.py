@@ -11,7 +11,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from .stats import *
-from .stats import _ACC, _RAW
 from .custom import *
 from .custom import _CUSTOM, _SUMMED
 
@@ -66,7 +65,7 @@ def _agree_rows(
 # %% ../nbs/03d_distributed.ipynb #c2e4a106
 def _maxed_parts(a:ActStats, sizes:list, lows:list, dt)->list:
     "What of `a` combines by its maximum over the ranks: calls, negated minima, maxima, batches, unit maxima and negated unit minima"
-    res = [a.acc[:, _ACC['calls']], -a.mins, a.maxs, a.acc.new_tensor([a.batches])]
+    res = [a.column('calls'), -a.mins, a.maxs, a.acc.new_tensor([a.batches])]
     for i,k in enumerate(sizes):
         if k: res += [a.units[i].to(dt)] + ([-a.umins[i].to(dt)] if lows[i] else [])   # minima as maxima of their negation
     return res
@@ -75,7 +74,7 @@ def _unpack(a:ActStats, summed, maxed, o:int, p:int, sizes:list, lows:list)->tup
     "Write the combined `summed` (from offset `o`) and `maxed` (from `p`) back into `a`; return the next offsets"
     a.acc.copy_(summed[o:o + a.acc.numel()].view_as(a.acc)); o += a.acc.numel()
     n = a.n_rows
-    a.acc[:, _ACC['calls']] = maxed[p:p + n]; a.mins = -maxed[p + n:p + 2*n]; a.maxs = maxed[p + 2*n:p + 3*n].clone()
+    a.column('calls').copy_(maxed[p:p + n]); a.mins = -maxed[p + n:p + 2*n]; a.maxs = maxed[p + 2*n:p + 3*n].clone()
     a.batches = int(maxed[p + 3*n]); p += 3*n + 1
     for i,k in enumerate(sizes):
         if not k: a.units[i] = a.umins[i] = None              # no rank saw units, or the ranks disagree
@@ -144,8 +143,7 @@ def _combine_steps(every:list)->list:
         acts,act = [p[1] for p in parts if p[1] is not None],None
         if acts:
             R = np.stack([a[0] for a in acts])
-            raw = R.sum(0)
-            raw[:, _RAW['min']],raw[:, _RAW['max']] = R[:, :, _RAW['min']].min(0),R[:, :, _RAW['max']].max(0)
+            raw = combine_raw(R)
             units = {}
             for i in set().union(*(a[1] for a in acts)):
                 us = [a[1][i] for a in acts if i in a[1]]

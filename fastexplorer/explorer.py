@@ -375,11 +375,11 @@ def _steps_pieces(store:RunStore, p:Path, points:int=REPORT_POINTS, hist_points:
         hist_points = max(10, min(hist_points, budget // max(1, 2 * nl)))
         yield f'{{"info": {dumps(info)}, "points": {points}, "series": {{'
         yield f'"loss|": {dumps(store.step_series(con, kind="loss", points=points))}, "hyper|group 0": {dumps(store.step_series(con, "group 0", "hyper", "lr", points=points))}'
+        charted = {k: [d['name'] for d in info['stats'] if d['kind'] == k and d['charted']] for k in ('act', 'grad', 'weight')}
         for l in info['layers']:
-            for k in ('act', 'valid_act'): yield f', {dumps(f"{k}|{l}")}: {dumps(store.step_series(con, l, k, ["mean", "std", "silent_frac", "near_zero"], points=points))}'
+            for k in ('act', 'valid_act'): yield f', {dumps(f"{k}|{l}")}: {dumps(store.step_series(con, l, k, charted["act"], points=points))}'
         for q in info['params']:
-            yield f', {dumps(f"grad|{q}")}: {dumps(store.step_series(con, q, "grad", "norm", points=points))}'
-            yield f', {dumps(f"weight|{q}")}: {dumps(store.step_series(con, q, "weight", "update_ratio", points=points))}'
+            for k in ('grad', 'weight'): yield f', {dumps(f"{k}|{q}")}: {dumps(store.step_series(con, q, k, charted[k], points=points))}'
         yield '}, "hist": {'
         for i,l in enumerate(info['layers']): yield f'{", " if i else ""}{dumps(l)}: {dumps(store.step_hist_series(con, l, points=hist_points))}'
         yield '}}'

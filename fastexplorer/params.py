@@ -9,11 +9,10 @@ from __future__ import annotations
 import math
 import torch
 from fastcore.basics import patch, store_attr, val2idx
-from .stepdb import GRAD_STATS
-from .stats import _cols
+from .core import Statistic, named_columns
 
 # %% auto #0
-__all__ = ['grad_rows', 'weight_stats', 'ParamStats']
+__all__ = ['PARAM_STEP_STATS', 'grad_rows', 'weight_stats', 'ParamStats']
 
 # %% ../nbs/03a_params.ipynb #1ee0af68
 def _norm(t): return torch.dot(t, t).sqrt()   # `vector_norm` is several times slower on some CPU builds
@@ -58,13 +57,20 @@ def weight_stats(p:torch.Tensor)->dict:
 
 # %% ../nbs/03a_params.ipynb #34c41058
 _GSUM = val2idx(('mean', 'norm', 'std', 'frac_zero'))   # the gradient statistics summed over steps, by name
-_GRAD_STEP = val2idx(GRAD_STATS)                        # the columns of a sampled step's rows (`take_step`), by name
+PARAM_STEP_STATS = (   # what each sampled step stores per parameter, in the order of `take_step`'s columns
+    Statistic('norm', 'gradient norm', kind='grad', charted=True, label='gradient norm'),
+    Statistic('max_abs', 'largest |gradient|', kind='grad'),
+    Statistic('nan', 'NaN gradients', kind='grad', count=True),
+    Statistic('inf', 'infinite gradients', kind='grad', count=True),
+    Statistic('update_ratio', '|Δw| / |w| of each optimizer step (about 1e-3 is typical)', kind='weight', charted=True, label='update ratio'),
+)
+_GRAD_STEP = val2idx([s.name for s in PARAM_STEP_STATS])   # the columns of a sampled step's rows, by name
 
 class ParamStats:
     "One epoch's gradient and update statistics of parameters `ps`; with `steps`, each sampled step's too (`take_step`)"
     def __init__(self, ps:list, steps:bool=False):
         store_attr()
-        self.step = None   # the sampled step's `GRAD_STATS` rows, with `steps`
+        self.step = None   # the sampled step's `PARAM_STEP_STATS` rows, with `steps`
         dev = ps[0].device if ps else 'cpu'
         self.dt = torch.float32 if torch.device(dev).type == 'mps' else torch.float64
         n = len(ps)
@@ -96,7 +102,7 @@ def grads(self:ParamStats, scale:float=1.):
             self.nan[i] += nan; self.inf[i] += inf; G[j] = row.to(self.dt); counts[j] = max(nf, 1)
     n = torch.tensor(counts, dtype=self.dt, device=G.device)
     unscale = torch.tensor([1. if k == 'zeros' else scale for k in _GRAD_ROW], dtype=self.dt, device=G.device)
-    g = _cols(G / unscale, _GRAD_ROW)
+    g = named_columns(G / unscale, _GRAD_ROW)
     s,norm,amax = g['sum'],g['norm'],g['max_abs']
     std = ((norm * norm - s * s / n).clamp(min=0) / (n - 1).clamp(min=1)).sqrt()
     idx = torch.tensor(live, device=G.device)
@@ -104,7 +110,7 @@ def grads(self:ParamStats, scale:float=1.):
     self.gsum.index_add_(0, idx, torch.stack([v[k] for k in _GSUM], 1))
     self.gmax.scatter_reduce_(0, idx, amax, 'amax')
     for i in live: self.gsteps[i] += 1
-    if self.steps:                                     # the step's `GRAD_STATS` (its update ratio comes after the step)
+    if self.steps:                                     # the step's `PARAM_STEP_STATS` (its update ratio comes after the step)
         step = torch.full((len(self.ps), len(_GRAD_STEP)), math.nan, dtype=self.dt, device=G.device)
         step[idx, _GRAD_STEP['norm']],step[idx, _GRAD_STEP['max_abs']] = norm,amax
         step[idx, _GRAD_STEP['nan']] = torch.tensor([self.nan[i] - nan0[i] for i in live], dtype=self.dt).to(G.device)
@@ -139,7 +145,7 @@ def updates(self:ParamStats):
 # %% ../nbs/03a_params.ipynb #d470d860
 @patch
 def take_step(self:ParamStats):
-    "The `GRAD_STATS` rows of the step just taken (one per parameter, NaN where there is no gradient), or `None`"
+    "The `PARAM_STEP_STATS` rows of the step just taken (one per parameter, NaN where there is no gradient), or `None`"
     s,self.step = self.step,None
     return s
 

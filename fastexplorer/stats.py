@@ -10,15 +10,15 @@ import math
 import torch
 from torch import nn
 from fastcore.basics import patch, store_attr, val2idx
+from typing import NamedTuple
 from .core import *
 from .probe import *
 from .hooks import *
-from .stepdb import ACT_STATS
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'CALL_SITES', 'has_own_params', 'maybe_elementwise',
-           'select_layers', 'ElementSampler', 'act_row', 'unit_dim', 'unit_extreme', 'dead_mask', 'CallSites',
-           'ActStats', 'dead_fraction', 'step_row']
+__all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'CALL_SITES', 'ACT_STATS', 'SILENT_FRAC', 'has_own_params',
+           'maybe_elementwise', 'select_layers', 'ElementSampler', 'act_row', 'unit_dim', 'unit_extreme', 'dead_mask',
+           'CallSites', 'ActStats', 'act_step_stats', 'step_row_columns', 'dead_fraction', 'step_row', 'combine_raw']
 
 # %% ../nbs/03_stats.ipynb #158a8ec1
 # activation modules, recorded by default like every module that holds parameters
@@ -55,10 +55,6 @@ def select_layers(
 # %% ../nbs/03_stats.ipynb #4d7ed576
 # the columns of a row, `{name: column}`, in their order, written here only: every reader looks a column up by name
 _ROW = val2idx(('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))   # then the histogram
-
-def _cols(t:torch.Tensor, layout:dict)->dict:
-    "`{name: column}` of the named columns of `t` (along its last dimension), which come first in `layout`'s order"
-    return dict(zip(layout, t[..., :len(layout)].unbind(-1)))
 
 _PLACED = {}   # `{names: (layout, index)}`: where the columns computed as `names` go in `_ROW` (`None`: where they are)
 
@@ -314,7 +310,7 @@ def flush(self:ActStats):
     R = torch.stack(self.rows)
     idx = torch.tensor(self.idx, device=R.device)
     n = torch.tensor(self.sizes, dtype=self.dt, device=R.device)
-    r = _cols(R, _ROW)
+    r = named_columns(R, _ROW)
     nf,m,mn,mx = r['finite'],r['mean_b'],r['min'],r['max']
     m2 = r['m2'] - (n - nf) * m * m                # take off the m² each masked element added
     v = dict(n=n, nan=r['nan'], finite=nf, sample_n=r['sample_n'], near_zero=r['near_zero'], sum=r['sum'],
@@ -336,7 +332,7 @@ def flush(self:ActStats):
     maxs = torch.full_like(self.maxs, -math.inf).scatter_reduce_(0, idx, torch.where(full, mx, -math.inf), 'amax')
     self.acc += acc; torch.minimum(self.mins, mins, out=self.mins); torch.maximum(self.maxs, maxs, out=self.maxs)
     units,self.step_units = self.step_units,{}
-    raw = _cols(acc, _ACC) | {'min': mins, 'max': maxs}
+    raw = named_columns(acc, _ACC) | {'min': mins, 'max': maxs}
     return torch.cat([torch.stack([raw[k] for k in _RAW], 1), acc[:, len(_ACC):]], 1),units
 
 # %% ../nbs/03_stats.ipynb #324871ad
@@ -344,6 +340,49 @@ def flush(self:ActStats):
 def held_nonfinite(self:ActStats)->list:
     "Whether each row held NaN or Inf in the batches added so far (one host copy)"
     return (self.acc[:, _ACC['n']] > self.acc[:, _ACC['finite']]).tolist()
+
+@patch
+def column(self:ActStats, name:str)->torch.Tensor:
+    "Accumulator column `name` (`n`, `nan`, `finite`, `sample_n`, `near_zero`, `sum`, `sumsq`, `abssum` or `calls`): a view, one value per row"
+    return self.acc[:, _ACC[name]]
+
+# %% ../nbs/03_stats.ipynb #65fbb2ca
+def _ratio(a, b): return torch.where(b > 0, a / b.clamp(min=1), math.nan)
+def _finite(x): return torch.where(x.isfinite(), x, math.nan)
+
+def _std(c):
+    "The sample standard deviation of the finite values, from their sum and sum of squares"
+    nf = c['finite']
+    v = (c['sumsq'] - c['sum'] * c['sum'] / nf.clamp(min=1)) / (nf - 1).clamp(min=1)
+    return torch.where(nf > 1, v.clamp(min=0).sqrt(), math.nan)
+
+ACT_STATS = (
+    Statistic('n', 'values seen', f=lambda c: c['n'], count=True),
+    Statistic('nan', 'NaN values', f=lambda c: c['nan'], count=True),
+    Statistic('inf', 'infinite values', f=lambda c: c['n'] - c['finite'] - c['nan'], count=True),
+    Statistic('mean', 'mean of the outputs per sampled batch; shaded: the min–max of the batches in each point',
+              f=lambda c: _ratio(c['sum'], c['finite']), charted=True, label='activation mean'),
+    Statistic('std', 'standard deviation of the finite outputs', f=_std, charted=True, label='activation std'),
+    Statistic('min', 'smallest finite output', f=lambda c: _finite(c['min'])),
+    Statistic('max', 'largest finite output', f=lambda c: _finite(c['max'])),
+    Statistic('abs_mean', 'mean of |x| over the finite outputs', f=lambda c: _ratio(c['abssum'], c['finite'])),
+    Statistic('near_zero', 'fraction of activations close to zero', f=lambda c: _ratio(c['near_zero'], c['sample_n']),
+              charted=True, range=(0, 1), label='near-zero fraction'),
+)
+SILENT_FRAC = Statistic('silent_frac', 'fraction of units (channels, features) dead on the batch: never positive after a '
+                        'rectifier, constant after any other layer', charted=True, range=(0, 1), label='silent fraction')
+
+def act_step_stats()->tuple:
+    "The statistics each sampled step stores per layer: `ACT_STATS`, then the fraction of units silent on the batch"
+    return (*ACT_STATS, SILENT_FRAC)
+
+def step_row_columns()->list:
+    "The names of `step_row`'s columns before the histogram: `calls` (whether the layer ran), then `act_step_stats()`"
+    return ['calls', *(s.name for s in act_step_stats())]
+
+def _plain(v:float, count:bool):
+    "A statistic as the epoch file holds it: `None` where undefined (NaN), a whole number where it counts"
+    return None if math.isnan(v) else int(v) if count else v
 
 # %% ../nbs/03_stats.ipynb #79ddc3c6
 def _unit_stats(umax:torch.Tensor, umin, dim:int, max_units:int=1024)->dict:
@@ -359,21 +398,19 @@ def _unit_stats(umax:torch.Tensor, umin, dim:int, max_units:int=1024)->dict:
 def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
     "`{key: stats}` for every call site that produced a supported output (one host copy); `i_to_key` names the layers, and a further call of layer `p` is `p#2`, `p#3`…"
     self._grow()
-    acc,mins,maxs,bad = self.acc.cpu().tolist(),self.mins.cpu().tolist(),self.maxs.cpu().tolist(),self.first_bad.cpu().tolist()
+    c = named_columns(self.acc, _ACC) | {'min': self.mins, 'max': self.maxs}
+    vals = torch.stack([st.f(c).to(self.dt) for st in ACT_STATS], 1).cpu().tolist()   # every declared statistic, one host copy
+    acc,bad = self.acc.cpu().tolist(),self.first_bad.cpu().tolist()
     keys = list(i_to_key)[:self.sites.n]
     keys += [site_key(keys[i], c + 1) for i,c in self.sites.extra]   # in row order: rows are numbered as sites are found
     res = {}
     for i,key in enumerate(keys):
         c = dict(zip(_ACC, acc[i]))
         below,*hist,above = acc[i][len(_ACC):]
-        n,nan,nf,sn,s,calls = c['n'],c['nan'],c['finite'],c['sample_n'],c['sum'],c['calls']
+        n,nf,sn,calls = c['n'],c['finite'],c['sample_n'],c['calls']
         if i in self.errors and not calls: res[key] = {'unsupported': self.errors[i]}; continue
         if not calls: continue
-        mean = s / nf if nf else None
-        var = (c['sumsq'] - s * s / nf) / (nf - 1) if nf > 1 else None
-        st = {'n': int(n), 'nan': int(nan), 'inf': int(n - nf - nan), 'calls': int(calls), 'mean': mean,
-              'std': math.sqrt(max(var, 0.)) if var is not None else None, 'min': mins[i], 'max': maxs[i],
-              'abs_mean': c['abssum'] / nf if nf else None, 'near_zero': c['near_zero'] / sn if sn else None,
+        st = {'calls': int(calls), **{s.name: _plain(v, s.count) for s,v in zip(ACT_STATS, vals[i])},
               'hist': [int(h) for h in hist], 'hist_n': int(sn), 'hist_out': [int(below), int(above)]}
         st['hist'][0] += st['hist_out'][0]; st['hist'][-1] += st['hist_out'][1]   # values outside count in the edge bins
         if nf < n and math.isfinite(bad[i]):   # the epoch's sampled batch (from 0) where it first held one, and its output's rank in it
@@ -392,20 +429,18 @@ def dead_fraction(umax:torch.Tensor, umin:torch.Tensor|None=None)->torch.Tensor:
     seen = (umax > -math.inf).sum()
     return torch.where(seen > 0, dead_mask(umax, umin).sum() / seen.clamp(min=1), math.nan)
 
-_STEP_ROW = val2idx(('calls', *ACT_STATS))   # the columns of `step_row`, then the histogram
-
 def step_row(raw:torch.Tensor, units:dict)->torch.Tensor:
-    "One batch's statistics per layer from what `ActStats.flush` returns: the `_STEP_ROW` columns (whether it ran, then the `ACT_STATS`, NaN where undefined), then the histogram"
-    c = _cols(raw, _RAW)
-    n,nan,nf,sn,s,mins,maxs = c['n'],c['nan'],c['finite'],c['sample_n'],c['sum'],c['min'],c['max']
-    silent = torch.full_like(mins, math.nan)
+    "One batch's statistics per layer from what `ActStats.flush` returns: the `step_row_columns()` (NaN where undefined), then the histogram"
+    c = named_columns(raw, _RAW)
+    silent = torch.full_like(c['min'], math.nan)
     if units:
         k = torch.tensor(list(units), device=silent.device)
         silent[k] = torch.stack([dead_fraction(u, v).to(silent.dtype) for u,v in units.values()])
-    none,nf1 = torch.full_like(n, math.nan),nf.clamp(min=1)
-    std = ((c['sumsq'] - s * s / nf1) / (nf - 1).clamp(min=1)).clamp(min=0).sqrt()
-    v = dict(calls=c['calls'], n=n, nan=nan, inf=n - nf - nan, mean=torch.where(nf > 0, s / nf1, none), std=torch.where(nf > 1, std, none),
-             min=torch.where(mins.isfinite(), mins, none), max=torch.where(maxs.isfinite(), maxs, none),
-             abs_mean=torch.where(nf > 0, c['abssum'] / nf1, none), near_zero=torch.where(sn > 0, c['near_zero'] / sn.clamp(min=1), none),
-             silent_frac=silent)
-    return torch.cat([torch.stack([v[k] for k in _STEP_ROW], 1), raw[:, len(_RAW):]], 1)
+    cols = [c['calls'], *(st.f(c).to(raw.dtype) for st in ACT_STATS), silent]
+    return torch.cat([torch.stack(cols, 1), raw[:, len(_RAW):]], 1)
+
+def combine_raw(R)->object:
+    "The raw rows of one step from several ranks (`R`: ranks × rows × columns, numpy, as `flush` made them) combined: counts, sums and histograms added, extrema taken"
+    raw = R.sum(0)
+    raw[:, _RAW['min']],raw[:, _RAW['max']] = R[:, :, _RAW['min']].min(0),R[:, :, _RAW['max']].max(0)
+    return raw

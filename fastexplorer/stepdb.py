@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/stepdb.html.md"""
 
 # %% ../nbs/02a_stepdb.ipynb #f24e7a42
 from __future__ import annotations
-import os, queue, sqlite3, tempfile, threading
+import json, os, queue, re, sqlite3, tempfile, threading
 from importlib.resources import files
 from pathlib import Path
 import numpy as np, pandas as pd
@@ -14,17 +14,25 @@ from fastcore.basics import patch
 from .core import sqlite_reader, sqlite_delete
 
 # %% auto #0
-__all__ = ['STEPS_SCHEMA_VERSION', 'ACT_STATS', 'GRAD_STATS', 'STEP_COLUMNS', 'steps_ddl', 'StepWriter', 'read_steps',
+__all__ = ['STEPS_SCHEMA_VERSION', 'STEP_COLUMNS', 'table_stats', 'steps_ddl', 'step_stats', 'StepWriter', 'read_steps',
            'read_step_hist', 'forget_steps_after', 'open_steps', 'step_series', 'step_hist_series', 'step_info']
 
 # %% ../nbs/02a_stepdb.ipynb #ee152e74
 STEPS_SCHEMA_VERSION = 2
-ACT_STATS = ('n', 'nan', 'inf', 'mean', 'std', 'min', 'max', 'abs_mean', 'near_zero', 'silent_frac')
-GRAD_STATS = ('norm', 'max_abs', 'nan', 'inf', 'update_ratio')
+_NAME = re.compile(r'^[a-z_][a-z0-9_]*$')   # a statistic's name, which is a column's
 
-def steps_ddl()->str:
-    "The schema of the step database: `schemas/steps.sql`, shipped with the package"
-    return files('fastexplorer').joinpath('schemas', 'steps.sql').read_text()
+def table_stats(stats:list, table:str)->list:
+    "The names of the statistics `stats` (declarations as plain data) that table `table` holds: `act`, or `grad` (gradients, then updates)"
+    kinds = ('act',) if table == 'act' else ('grad', 'weight')
+    return [d['name'] for k in kinds for d in stats if d['kind'] == k]
+
+def steps_ddl(stats:list)->str:
+    "The schema of a step database holding the statistics `stats`: `schemas/steps.sql`, shipped with the package, with a column for each"
+    cols = {t: table_stats(stats, t) for t in ('act', 'grad')}
+    for ns in cols.values():
+        if bad := [n for n in ns if not isinstance(n, str) or not _NAME.match(n) or ns.count(n) > 1]:
+            raise ValueError(f"a statistic's name is a column of the step database: {bad[0]!r} is not one (lower-case letters, digits and `_`, once)")
+    return files('fastexplorer').joinpath('schemas', 'steps.sql').read_text().format(**{t: ''.join(f'{n} REAL, ' for n in ns) for t,ns in cols.items()})
 
 def _connect(fname, readonly:bool=False)->sqlite3.Connection:
     if readonly: return sqlite_reader(fname, 'step database', STEPS_SCHEMA_VERSION, ': record the run again')
@@ -35,27 +43,57 @@ def _connect(fname, readonly:bool=False)->sqlite3.Connection:
     con.execute('PRAGMA cache_size=-65536'); con.execute('PRAGMA wal_autocheckpoint=16384')
     return con
 
-# %% ../nbs/02a_stepdb.ipynb #8a41c0d2
-def _meta_rows(hist:tuple)->list:
-    "The `meta` table of a new step database whose histograms have layout `hist`: `(bins, lo, hi)`"
-    return [('schema', 'fastexplorer/steps'), ('version', str(STEPS_SCHEMA_VERSION)),
-            ('hist_bins', str(hist[0])), ('hist_lo', str(hist[1])), ('hist_hi', str(hist[2]))]
+# %% ../nbs/02a_stepdb.ipynb #13c2da36
+_UNRECORDED = [{'name': n, 'kind': k, 'charted': n in ('mean', 'std', 'silent_frac', 'near_zero', 'norm', 'update_ratio')}
+               for k,ns in (('act', ('n', 'nan', 'inf', 'mean', 'std', 'min', 'max', 'abs_mean', 'near_zero', 'silent_frac')),
+                            ('grad', ('norm', 'max_abs', 'nan', 'inf')), ('weight', ('update_ratio',))) for n in ns]
 
-def _create(fname:Path, hist:tuple):
+def _layout(meta:dict)->list:
+    "The statistics a step database holds, from its `meta` table"
+    return json.loads(meta['stats']) if 'stats' in meta else _UNRECORDED
+
+def step_stats(con:sqlite3.Connection)->list:
+    "The declarations of the statistics the step database open on `con` holds"
+    return _layout(dict(con.execute('SELECT key, value FROM meta')))
+
+# %% ../nbs/02a_stepdb.ipynb #8a41c0d2
+def _meta_rows(hist:tuple, stats:list)->list:
+    "The `meta` table of a new step database whose histograms have layout `hist` (`(bins, lo, hi)`) and which holds `stats`"
+    return [('schema', 'fastexplorer/steps'), ('version', str(STEPS_SCHEMA_VERSION)),
+            ('hist_bins', str(hist[0])), ('hist_lo', str(hist[1])), ('hist_hi', str(hist[2])), ('stats', json.dumps(stats))]
+
+def _create(fname:Path, hist:tuple, stats:list):
     "A new step database at `fname`, made whole in a file beside it and then linked into place: a reader never finds one half made"
     fd,tmp = tempfile.mkstemp(dir=fname.parent, prefix='.' + fname.name, suffix='.tmp')   # a temporary the run folder knows to clean
     os.close(fd)
     try:
         con = sqlite3.connect(tmp)
         try:
-            con.executescript(steps_ddl())
-            with con: con.executemany('INSERT INTO meta VALUES (?, ?)', _meta_rows(hist))
+            con.executescript(steps_ddl(stats))
+            with con: con.executemany('INSERT INTO meta VALUES (?, ?)', _meta_rows(hist, stats))
             con.execute('PRAGMA journal_mode=WAL')   # kept in the file: every connection to it writes ahead
         finally: con.close()
         try: os.link(tmp, fname)
         except FileExistsError: pass             # a database made there meanwhile is the one to go on with
         except OSError: os.replace(tmp, fname)   # a file system without hard links
     finally: Path(tmp).unlink(missing_ok=True)
+
+# %% ../nbs/02a_stepdb.ipynb #f80ae307
+def _held(fname, meta:dict, hist:tuple, stats:list|None)->list:
+    "The statistics to write into step database `fname`, whose `meta` table holds `meta`: `stats`, or those it holds; `ValueError` if they do not fit"
+    if not meta:
+        if stats is None: raise ValueError(f"a new step database needs `stats`, the statistics it holds (`fastexplorer.steps.step_layout()`): {fname}")
+        return stats
+    if meta.get('version') != str(STEPS_SCHEMA_VERSION):
+        raise ValueError(f"{fname} has version {meta.get('version')!r}; this fastexplorer writes version {STEPS_SCHEMA_VERSION}")
+    if (int(meta['hist_bins']), float(meta['hist_lo']), float(meta['hist_hi'])) != hist:
+        raise ValueError(f"{fname} holds histograms of {meta['hist_bins']} bins over [{meta['hist_lo']}, {meta['hist_hi']}]: "
+                         f"a run keeps one histogram layout (`hist_bins`, `hist_range`)")
+    held = _layout(meta)
+    if stats is not None and [(d['name'], d['kind']) for d in held] != [(d['name'], d['kind']) for d in stats]:
+        raise ValueError(f"{fname} holds the statistics {', '.join(d['name'] for d in held)}; this run records "
+                         f"{', '.join(d['name'] for d in stats)}: a run keeps one set of statistics")
+    return held
 
 # %% ../nbs/02a_stepdb.ipynb #79cd4c9f
 class StepWriter:
@@ -64,24 +102,21 @@ class StepWriter:
         path,                   # the run folder
         hist_bins:int=40,       # histogram bins of the activations (each row holds 2 more: below and above the range)
         hist_range=(-10., 10.), # histogram range
+        stats:list|None=None,   # the statistics it holds, declared as plain data (`fastexplorer.steps.step_layout()`); those of the database there by default
     ):
         self.fname,self.hist = Path(path)/'steps.sqlite',(int(hist_bins), float(hist_range[0]), float(hist_range[1]))
-        if not self.fname.exists(): _create(self.fname, self.hist)
+        if not self.fname.exists(): _create(self.fname, self.hist, _held(self.fname, {}, self.hist, stats))
         self.con = _connect(self.fname)
         try:
             # check what is there before writing anything: a database of another version or layout is left as it is
             has_meta = self.con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
             meta = dict(self.con.execute('SELECT key, value FROM meta')) if has_meta else {}
-            if meta:
-                if meta.get('version') != str(STEPS_SCHEMA_VERSION):
-                    raise ValueError(f"{self.fname} has version {meta.get('version')!r}; this fastexplorer writes version {STEPS_SCHEMA_VERSION}")
-                if (int(meta['hist_bins']), float(meta['hist_lo']), float(meta['hist_hi'])) != self.hist:
-                    raise ValueError(f"{self.fname} holds histograms of {meta['hist_bins']} bins over [{meta['hist_lo']}, {meta['hist_hi']}]: "
-                                     f"a run keeps one histogram layout (`hist_bins`, `hist_range`)")
-            self.con.executescript(steps_ddl())
+            stats = _held(self.fname, meta, self.hist, stats)
+            self.con.executescript(steps_ddl(stats))
         except BaseException: self.con.close(); raise
         if not meta:   # an empty database someone made there
-            with self.con: self.con.executemany('INSERT INTO meta VALUES (?, ?)', _meta_rows(self.hist))
+            with self.con: self.con.executemany('INSERT INTO meta VALUES (?, ?)', _meta_rows(self.hist, stats))
+        self.stats,self.act_n,self.grad_n = stats,len(table_stats(stats, 'act')),len(table_stats(stats, 'grad'))
         self.ids = {(p, k): i for i,p,k in self.con.execute('SELECT id, path, kind FROM names')}
         self.batches = self.con.execute('SELECT coalesce(max(id) + 1, 0) FROM batches').fetchone()[0]
         self.queue,self.error,self.thread = queue.Queue(),None,None
@@ -98,12 +133,12 @@ class StepWriter:
 def append(self:StepWriter,
     batches:list,          # one dict per sampled batch: `step`, `fit`, `epoch`, `split`, `iter`, `loss`, `smooth_loss`, `time`, `hypers` (one dict per group)
     layers:list=(),        # paths of the layers that `act` rows index
-    act=None,              # array of rows: batch index (into `batches`), layer index, the `ACT_STATS`, then `hist_bins` + 2 counts
+    act=None,              # array of rows: batch index (into `batches`), layer index, the statistics of table `act` (`table_stats`), then `hist_bins` + 2 counts
     params:list=(),        # paths of the parameters that `grad` rows index
-    grad=None,             # array of rows: batch index, parameter index, the `GRAD_STATS`
+    grad=None,             # array of rows: batch index, parameter index, the statistics of table `grad`
 ):
     "Write `batches` and their statistics in one transaction"
-    k0,nb,ns = self.batches,len(batches),len(ACT_STATS)
+    k0,nb,ns = self.batches,len(batches),self.act_n
     bid = list(range(k0, k0 + nb))
     key = [(b.get('split', 'train'), int(b['step']), i) for i,b in zip(bid, batches)]   # what each statistics row starts with
     with self.con:
@@ -124,7 +159,7 @@ def append(self:StepWriter,
         if grad is not None and len(grad):
             grad = np.asarray(grad, dtype=np.float64)
             ids = self._name_ids(list(params), 'param')
-            self.con.executemany(f"INSERT INTO grad VALUES ({', '.join('?' * (len(GRAD_STATS) + 4))})",
+            self.con.executemany(f"INSERT INTO grad VALUES ({', '.join('?' * (self.grad_n + 4))})",
                 [(ids[int(g[1])], *key[int(g[0])], *g[2:]) for g in grad.tolist()])
     self.batches += nb
 
@@ -209,11 +244,13 @@ def read_steps(
     frames = []
     con = _connect(fname, readonly=True)
     try:
+        held = step_stats(con)
+        names = lambda kind: [d['name'] for d in held if d['kind'] == kind]
         if want('act') or want('valid_act'):
             split = None if want('act') and want('valid_act') else 'train' if want('act') else 'valid'
-            if cols := pick(ACT_STATS): frames.append(_layer_frame(con, 'act', cols, lambda d: np.where(d.split == 'train', 'act', 'valid_act'), layers, split))
-        if want('grad') and (cols := pick(GRAD_STATS[:4])): frames.append(_layer_frame(con, 'grad', cols, lambda d: 'grad', layers))
-        if want('weight') and (cols := pick(GRAD_STATS[4:])): frames.append(_layer_frame(con, 'grad', cols, lambda d: 'weight', layers))
+            if cols := pick(names('act')): frames.append(_layer_frame(con, 'act', cols, lambda d: np.where(d.split == 'train', 'act', 'valid_act'), layers, split))
+        if want('grad') and (cols := pick(names('grad'))): frames.append(_layer_frame(con, 'grad', cols, lambda d: 'grad', layers))
+        if want('weight') and (cols := pick(names('weight'))): frames.append(_layer_frame(con, 'grad', cols, lambda d: 'weight', layers))
         if layers is None:
             if want('loss') and (cols := pick(['loss', 'smooth_loss'])): frames.append(_loss_frame(con, cols))
             if want('hyper'): frames.append(_hyper_frame(con, stats))
@@ -254,8 +291,11 @@ def _reader(path)->tuple:
     "The connection to read with, and whether it is ours to close"
     return (path, False) if isinstance(path, sqlite3.Connection) else (open_steps(path), True)
 
-def _stats_of(kind, stats):
-    allowed = {'act': ACT_STATS, 'valid_act': ACT_STATS, 'grad': GRAD_STATS[:4], 'weight': GRAD_STATS[4:], 'loss': ('loss', 'smooth_loss')}.get(kind)
+def _stats_of(con, kind, stats):
+    "The statistics `stats` of `kind` to read (default: all it has), checked against those the database holds"
+    held = step_stats(con)
+    allowed = {**{k: [d['name'] for d in held if d['kind'] == k] for k in ('act', 'grad', 'weight')}, 'loss': ('loss', 'smooth_loss')}
+    allowed = {**allowed, 'valid_act': allowed['act']}.get(kind)
     if allowed is None: return ['value']
     stats = list(allowed) if stats is None else [stats] if isinstance(stats, str) else list(stats)
     if bad := [s for s in stats if s not in allowed]: raise ValueError(f"no statistic {bad[0]!r} in `{kind}` steps: choose from {', '.join(allowed)}")
@@ -300,7 +340,7 @@ def step_series(
             grp,name = int(str(layer).split()[-1]) if layer is not None else 0,stats if isinstance(stats, str) else 'lr'
             stats,args = ['value'],[grp, name]
         else:
-            stats = _stats_of(kind, stats)
+            stats = _stats_of(con, kind, stats)
             args = [] if kind == 'loss' else [_name_id(con, layer, kind)]
         table,cols,where = _series_query(kind, stats)
         cond = ' AND '.join([w for w in (where, 'x.split = ?') if w])
@@ -336,7 +376,7 @@ def step_hist_series(path, layer:str, split:str='train', start:int|None=None, st
 
 # %% ../nbs/02a_stepdb.ipynb #0f040ba6
 def step_info(path)->dict:
-    "What a reader needs first: the number of batches, the last step, where each epoch and fit starts, and the names recorded"
+    "What a reader needs first: the number of batches, the last step, where each epoch and fit starts, the names recorded and the statistics held"
     con,own = _reader(path)
     try:
         # every query here is a seek or reads a table with a row per epoch or per name: cheap however long the run
@@ -357,10 +397,11 @@ def step_info(path)->dict:
                 h = h and h[0]
             g = con.execute('SELECT grp FROM hypers WHERE grp > ? ORDER BY grp LIMIT 1', (g,)).fetchone()
             g = g and g[0]
-        hypers = sorted(hypers)
+        hypers,held = sorted(hypers),step_stats(con)
         last = None if last is None else last[0]
     finally:
         if own: con.close()
     return {'batches': n, 'last_step': last, 'epochs': [{'epoch': e, 'step': s} for e,s in epochs], 'fits': [{'fit': f, 'step': s} for f,s in fits],
             'layers': [p for p,k in names if k == 'layer'], 'params': [p for p,k in names if k == 'param'],
-            'groups': [f'group {g}' for g in groups], 'hypers': hypers}
+            'groups': [f'group {g}' for g in groups], 'hypers': hypers,
+            'stats': held}

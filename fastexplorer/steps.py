@@ -11,14 +11,13 @@ from fastcore.basics import patch
 import numpy as np
 import torch
 import torch.distributed as dist
-from .stepdb import StepWriter, ACT_STATS, GRAD_STATS
+from .stepdb import StepWriter
 from .stats import *
-from .stats import _STEP_ROW
-from .params import _GRAD_STEP
+from .params import PARAM_STEP_STATS
 from .distributed import _distributed, _on_host, _combine_steps
 
 # %% auto #0
-__all__ = ['FLUSH_BATCHES', 'FLUSH_SECONDS', 'StepQueue']
+__all__ = ['FLUSH_BATCHES', 'FLUSH_SECONDS', 'StepQueue', 'step_layout']
 
 # %% ../nbs/03e_steps.ipynb #d23e3e54
 FLUSH_BATCHES,FLUSH_SECONDS = 10,1.
@@ -60,7 +59,14 @@ class StepQueue:
         if _distributed(): self.epoch_steps += [_on_host(p) for p in pend]; return
         self.write([(m, None if a is None else step_row(*a), g, l, s) for m,a,g,l,s in pend])
 
+# %% ../nbs/03e_steps.ipynb #c0a3e162
+def step_layout()->list:
+    "The declarations of every statistic a sampled step records, as plain data: the step database's columns and the page's charts"
+    return [s.described() for s in (*act_step_stats(), *PARAM_STEP_STATS)]
+
 # %% ../nbs/03e_steps.ipynb #e3a5c006
+_NORM = [s.name for s in PARAM_STEP_STATS].index('norm')
+
 @patch
 def write(self:StepQueue, pend:list):
     "Copy the statistics of batches `pend` (meta, `step_row`, `ParamStats.take_step`, loss, smooth loss) to the host and submit them"
@@ -72,11 +78,9 @@ def write(self:StepQueue, pend:list):
     for (meta,*_),l in zip(pend, losses):
         loss,smooth = [next(vals) if t is not None else None for t in l]
         metas.append({**meta, 'loss': loss, 'smooth_loss': smooth})
-    act = _rows(pend, 1, lambda A: A[:, :, _STEP_ROW['calls']] > 0)    # layers that ran on the batch
-    if act is not None:                                            # batch, layer, the `ACT_STATS` (not the calls), the histogram
-        act = act[:, [0, 1, *(2 + _STEP_ROW[k] for k in ACT_STATS), *range(2 + len(_STEP_ROW), act.shape[1])]]
-    grad = _rows(pend, 2, lambda A: ~np.isnan(A[:, :, _GRAD_STEP['norm']]))   # parameters with a gradient
-    if grad is not None: grad = grad[:, [0, 1, *(2 + _GRAD_STEP[k] for k in GRAD_STATS)]]   # batch, parameter, the `GRAD_STATS`
+    act = _rows(pend, 1, lambda A: A[:, :, 0] > 0)               # layers that ran on the batch (`step_row`'s first column: its calls)
+    if act is not None: act = np.delete(act, 2, axis=1)           # batch, layer, the `act_step_stats`, the histogram
+    grad = _rows(pend, 2, lambda A: ~np.isnan(A[:, :, _NORM]))    # parameters with a gradient: batch, parameter, the `PARAM_STEP_STATS`
     self.writer.submit(metas, self.keys, act, self.pkeys, grad)
     if self.on_write is not None: self.on_write(metas, act, grad)
 

@@ -4,7 +4,9 @@ from pathlib import Path
 import numpy as np
 from fastai.callback.progress import *   # noqa: F403
 from fastexplorer.all import *
-from fastexplorer.stepdb import StepWriter, ACT_STATS, GRAD_STATS, step_info
+from fastexplorer.stepdb import StepWriter, table_stats, step_info
+from fastexplorer.steps import step_layout
+ACT_STATS,GRAD_STATS = table_stats(step_layout(), 'act'),table_stats(step_layout(), 'grad')   # the step database's columns
 from playwright.sync_api import expect
 
 from test_browser import browser, page, runs, serving, SHOTS   # noqa: F401  (the browser fixtures, and its skip without chromium)
@@ -34,7 +36,7 @@ def test_step_charts_for_a_layer_a_parameter_and_training(runs, page):
     info = step_info(runs/'toohigh')
     with serving(page, runs) as srv:
         _open(page, srv.url + '?run=toohigh', '0.2')
-        assert _titles(page) == ['activation mean', 'activation std', 'silent fraction', 'near-zero fraction', 'activation histogram']
+        assert _titles(page) == ['activation mean', 'activation std', 'near-zero fraction', 'silent fraction', 'activation histogram']
         assert _range(page) == (0, info['last_step'])
         for t in ('silent fraction', 'near-zero fraction'): assert (min(ys := _yticks(_step_chart(page, t))), max(ys)) == (0, 1), (t, ys)
         ch = _step_chart(page, 'activation mean')
@@ -145,3 +147,19 @@ def test_report_shows_step_charts_offline(runs, page, tmp_path):
     page.screenshot(path=str(SHOTS/'steps-report.png'), full_page=True)
     assert page.problems == []
     print(f"report of the digits run: {out.stat().st_size / 1e6:.2f} MB")
+
+def test_a_declared_statistic_reaches_the_page(tmp_path, page):
+    "A statistic added to `ACT_STATS` (patched in, as one more line there) is charted over steps and listed in the epoch's table"
+    from unittest import mock
+    from fastexplorer import stats
+    rms = Statistic('rms', 'root mean square of the finite outputs', f=lambda c: (c['sumsq'] / c['finite'].clamp(min=1)).sqrt(),
+                    charted=True, label='activation RMS')
+    with mock.patch.object(stats, 'ACT_STATS', stats.ACT_STATS + (rms,)):
+        learn = digits_learner(cbs=ExplorerCallback(tmp_path/'rms', every=2, valid=True))
+        with learn.no_bar(), learn.no_logging(): learn.fit(3, 1e-2)
+    with serving(page, tmp_path) as srv:
+        _open(page, srv.url + '?run=rms', '1.2')
+        assert _titles(page)[:5] == ['activation mean', 'activation std', 'near-zero fraction', 'activation RMS', 'silent fraction']
+        expect(page.locator('#panel .epoch-stats').first).to_contain_text('activation RMS')
+        page.screenshot(path=str(SHOTS/'declared-statistic.png'), full_page=True)
+    assert page.problems == []

@@ -5,7 +5,9 @@ import numpy as np, pytest, torch
 from fastai.callback.core import Callback
 from fastai.callback.hook import ActivationStats
 from fastexplorer.all import *
-from fastexplorer.stepdb import StepWriter, ACT_STATS
+from fastexplorer.stepdb import StepWriter, table_stats
+from fastexplorer.steps import step_layout
+ACT_STATS = table_stats(step_layout(), 'act')   # the step database's activation columns
 
 class _GradNorms(Callback):
     "Records `p.grad.norm()` of every parameter after each backward, by hand"
@@ -94,7 +96,7 @@ def test_a_new_step_database_is_never_seen_half_made(tmp_path):
     reads,errors = 0,[]
     for i in range(60):
         d = tmp_path/str(i); d.mkdir()
-        t = threading.Thread(target=lambda: StepWriter(d).con.close()); t.start()
+        t = threading.Thread(target=lambda: StepWriter(d, stats=step_layout()).con.close()); t.start()
         while t.is_alive():
             if (d/'steps.sqlite').exists():
                 reads += 1
@@ -107,7 +109,7 @@ def test_a_new_step_database_is_never_seen_half_made(tmp_path):
 def _write_forever(path, out:int):
     "A child process: flushes of 10 batches x 50 layers, as the callback makes them, reporting each commit on `out`"
     try:
-        w = StepWriter(path, hist_bins=8)
+        w = StepWriter(path, hist_bins=8, stats=step_layout())
         layers,k = [f'layer{i}' for i in range(50)],0
         while True:
             batches = [{'step': k + i, 'fit': 0, 'epoch': 1, 'split': 'train', 'iter': k + i, 'loss': 1.} for i in range(10)]

@@ -1,5 +1,7 @@
 -- fastexplorer/steps, version 2: the step database `steps.sqlite` of a run folder.
--- Written by `fastexplorer.export.StepWriter` (WAL mode, one transaction per flush); read with any SQLite client.
+-- Written by `fastexplorer.stepdb.StepWriter` (WAL mode, one transaction per flush); read with any SQLite client.
+-- `{act}` and `{grad}` stand for a `REAL` column per statistic, in the order the writer declares them (`steps_ddl`):
+-- the statistics are declared by the modules that compute them, and listed in `meta` as `stats` (JSON).
 -- Statistics tables are clustered on (name, split, step, batch): one layer's series is one contiguous range of the file.
 -- A batch's `step` is the number of training steps taken before it in the run; every validation batch of an epoch has
 -- the step at which validation ran. `batch` is `batches.id`, in the order batches were written (steps never decrease).
@@ -12,7 +14,6 @@ CREATE TABLE IF NOT EXISTS epochs(fit INTEGER NOT NULL, epoch INTEGER NOT NULL, 
 CREATE TABLE IF NOT EXISTS hypers(grp INTEGER NOT NULL, name TEXT NOT NULL, split TEXT NOT NULL, step INTEGER NOT NULL, batch INTEGER NOT NULL,
     value REAL, PRIMARY KEY(grp, name, split, step, batch)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS act(name INTEGER NOT NULL, split TEXT NOT NULL, step INTEGER NOT NULL, batch INTEGER NOT NULL,
-    n REAL, nan REAL, inf REAL, mean REAL, std REAL, min REAL, max REAL, abs_mean REAL, near_zero REAL, silent_frac REAL,
-    hist BLOB, PRIMARY KEY(name, split, step, batch)) WITHOUT ROWID;
+    {act}hist BLOB, PRIMARY KEY(name, split, step, batch)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS grad(name INTEGER NOT NULL, split TEXT NOT NULL, step INTEGER NOT NULL, batch INTEGER NOT NULL,
-    norm REAL, max_abs REAL, nan REAL, inf REAL, update_ratio REAL, PRIMARY KEY(name, split, step, batch)) WITHOUT ROWID;
+    {grad}PRIMARY KEY(name, split, step, batch)) WITHOUT ROWID;

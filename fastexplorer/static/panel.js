@@ -169,6 +169,11 @@ function customCharts(node, params, both, dom, e) {
   return out;
 }
 
+/* The activation statistics a run declares (in its step database) beyond those the table always shows, as `[label, value]`. */
+const SHOWN = new Set(['n', 'nan', 'inf', 'mean', 'std', 'min', 'max', 'abs_mean', 'near_zero', 'silent_frac']);
+const declared = (a) => ((S.run.steps && S.run.steps.stats) || []).filter((d) => d.kind === 'act' && !SHOWN.has(d.name) && fin(a[d.name]))
+  .map((d) => [d.label || d.name, a[d.name]]);
+
 function epochTable(node, params, ep, e) {
   const s = statsAt(S.run, ep, node.path);
   const box = h('div', { class: 'epoch-stats' }, h('h3', { text: `Epoch ${e}` }));
@@ -179,6 +184,7 @@ function epochTable(node, params, ep, e) {
     const du = Array.isArray(a.dead_units) && a.dead_units.length ? a.dead_units.slice(0, 40).join(', ') + (a.dead_units.length > 40 ? '…' : '') : null;
     grid.append(h('div', {}, h('h4', { text: k === 'act' ? 'activations (train)' : 'activations (valid)' }), kv([
       ['mean', a.mean], ['std', a.std], ['min', a.min], ['max', a.max], ['abs mean', a.abs_mean], ['near zero', a.near_zero],
+      ...declared(a),
       ['dead units', fin(a.dead) ? `${a.dead} / ${a.units ?? '?'}` : null], ['dead unit ids', du],
       ['units', fin(a.unit_dim) ? `dim ${a.unit_dim} of the output; dead = ${a.dead_rule === 'constant' ? 'did not vary' : 'never positive'}` : null],
       ['units with no finite value', fin(a.units_nonfinite) ? a.units_nonfinite : null],

@@ -93,16 +93,20 @@ export function refreshSteps() {
   for (const b of blocks) { if (b.el.isConnected) b.draw(); else blocks.delete(b); }
 }
 
-/* The node panel's step charts: a layer's activations (mean with the buckets' min–max, std, silent and near-zero fractions,
-   the histogram) and its parameters' gradient norm and update ratio. */
+/* The statistics of `kind` (`act`, `grad`, `weight`) that the run's step database holds and declares charted. */
+const charted = (kind) => ((S.run.steps && S.run.steps.stats) || []).filter((d) => d.kind === kind && d.charted);
+
+/* The node panel's step charts: a layer's charted activation statistics (mean and std with the buckets' min–max, the silent
+   and near-zero fractions by default), its histogram, and its parameters' charted gradient and update statistics. */
 export function stepPanel(node, params) {
   const path = node.path, isLayer = node.type !== 'Parameter' && recorded(S.run, path, false) || (S.cmp && recorded(S.cmp, path, false));
   const ps = params.filter((p) => recorded(S.run, p.path, true) || recorded(S.cmp, p.path, true));
   if (!isLayer && !ps.length) return null;
+  const acts = charted('act'), grads = charted('grad'), weights = charted('weight'), names = (ds) => ds.map((d) => d.name).join(',');
   const q = [];
-  if (isLayer) q.push({ kind: 'act', layer: path, stats: 'mean,std,silent_frac,near_zero' }, { kind: 'valid_act', layer: path, stats: 'mean,std,silent_frac,near_zero' },
+  if (isLayer) q.push({ kind: 'act', layer: path, stats: names(acts) }, { kind: 'valid_act', layer: path, stats: names(acts) },
                      { hist: true, layer: path, cmpToo: false });
-  for (const p of ps) q.push({ kind: 'grad', layer: p.path, stats: 'norm', param: true }, { kind: 'weight', layer: p.path, stats: 'update_ratio', param: true });
+  for (const p of ps) q.push({ kind: 'grad', layer: p.path, stats: names(grads), param: true }, { kind: 'weight', layer: p.path, stats: names(weights), param: true });
   return block('step-panel', 'Over steps', q, (data, o) => {
     const out = [];
     if (isLayer) {
@@ -114,10 +118,8 @@ export function stepPanel(node, params) {
         }
         return res;
       };
-      out.push(lineChart({ ...o, title: 'activation mean', series: ser('mean', true), tip: 'mean of the outputs per sampled batch; shaded: the min–max of the batches in each point' }));
-      out.push(lineChart({ ...o, title: 'activation std', series: ser('std', true) }));
-      out.push(lineChart({ ...o, title: 'silent fraction', series: ser('silent_frac'), y: [0, 1], tip: 'fraction of units (channels, features) dead on the batch: never positive after a rectifier, constant after any other layer' }));
-      out.push(lineChart({ ...o, title: 'near-zero fraction', series: ser('near_zero'), y: [0, 1], tip: 'fraction of activations close to zero' }));
+      // one chart a charted statistic, as the run's step database declares it; a fixed range, or the min–max band of its buckets
+      for (const d of acts) out.push(lineChart({ ...o, title: d.label || d.name, series: ser(d.name, !d.range), y: d.range || undefined, tip: d.doc }));
       out.push(stepHist(data[0].ds[2], o.x, o.vlines));
     }
     if (ps.length) {
@@ -129,8 +131,7 @@ export function stepPanel(node, params) {
         });
         return res;
       };
-      out.push(lineChart({ ...o, title: 'gradient norm', series: ser(0, 'norm'), log: 'auto' }));
-      out.push(lineChart({ ...o, title: 'update ratio', series: ser(1, 'update_ratio'), log: 'auto', tip: '|Δw| / |w| of each optimizer step (about 1e-3 is typical)' }));
+      for (const [k, ds] of [[0, grads], [1, weights]]) for (const d of ds) out.push(lineChart({ ...o, title: d.label || d.name, series: ser(k, d.name), log: 'auto', tip: d.doc }));
     }
     return out;
   });
