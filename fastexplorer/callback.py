@@ -27,7 +27,6 @@ from .params import *
 from .custom import *
 from .heatmaps import *
 from .distributed import *
-from .distributed import _distributed, _agree_on_start
 from .steps import *
 from .nonfinite import *
 
@@ -37,8 +36,6 @@ __all__ = ['ALERT_ARGS', 'ExplorerCallback']
 # %% ../nbs/03f_callback.ipynb #2fb44162
 ALERT_ARGS = {'dead': 'a fraction of dead units in [0, 1]', 'grad_ratio': 'a gradient norm ratio above 1'}
 
-def _is_int(v)->bool: return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-def _is_real(v)->bool: return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
 
 def _refuse(name:str, want:str, got, exc=ValueError): raise exc(f"ExplorerCallback: `{name}` must be {want}, not {got!r}")
 
@@ -48,18 +45,18 @@ def _check_args(path, ints:dict, flags:dict, hist_range, near_zero, alerts, laye
     if not str(path).strip(): _refuse('path', 'a folder, not empty (the run would be written into the working folder)', path)
     if len(os.fsencode(Path(path).name)) > 255: _refuse('path', 'a folder whose name is at most 255 bytes', Path(path).name)
     for name,(v,least) in ints.items():
-        if not _is_int(v): _refuse(name, f'an int of at least {least}', v, TypeError)
+        if not is_int(v): _refuse(name, f'an int of at least {least}', v, TypeError)
         if v < least: _refuse(name, f'at least {least}', v)
     for name,v in flags.items():
         if not isinstance(v, bool): _refuse(name, 'True or False', v, TypeError)
-    if not (isinstance(hist_range, (tuple, list)) and len(hist_range) == 2 and all(map(_is_real, hist_range)) and hist_range[0] < hist_range[1]):
+    if not (isinstance(hist_range, (tuple, list)) and len(hist_range) == 2 and all(map(is_real, hist_range)) and hist_range[0] < hist_range[1]):
         _refuse('hist_range', 'two finite numbers (low, high) with low < high', hist_range)
-    if not (_is_real(near_zero) and near_zero >= 0): _refuse('near_zero', 'a finite number at least 0', near_zero)
+    if not (is_real(near_zero) and near_zero >= 0): _refuse('near_zero', 'a finite number at least 0', near_zero)
     if alerts is not None:
         known = ', '.join(f"{k!r} ({v})" for k,v in ALERT_ARGS.items())
         if not isinstance(alerts, dict) or set(alerts) - set(ALERT_ARGS): _refuse('alerts', f'None or a dict with keys among {known}', alerts)
-        if 'dead' in alerts and not (_is_real(alerts['dead']) and 0 <= alerts['dead'] <= 1): _refuse("alerts['dead']", ALERT_ARGS['dead'], alerts['dead'])
-        if 'grad_ratio' in alerts and not (_is_real(alerts['grad_ratio']) and alerts['grad_ratio'] > 1):
+        if 'dead' in alerts and not (is_real(alerts['dead']) and 0 <= alerts['dead'] <= 1): _refuse("alerts['dead']", ALERT_ARGS['dead'], alerts['dead'])
+        if 'grad_ratio' in alerts and not (is_real(alerts['grad_ratio']) and alerts['grad_ratio'] > 1):
             _refuse("alerts['grad_ratio']", ALERT_ARGS['grad_ratio'], alerts['grad_ratio'])
     if isinstance(layers, (list, tuple)) and not layers: _refuse('layers', 'None (the default layers) or a selection of at least one', layers)
 
@@ -125,7 +122,7 @@ def before_fit(self:ExplorerCallback):
     if rank_distrib() == 0:
         try: self._open_run(model)
         except BaseException as e: err = e
-    msg = _agree_on_start(err)
+    msg = agree_on_start(err)
     if err is not None: raise err
     if msg: raise RuntimeError(f"fastexplorer: rank 0 could not start the run, so this rank stops too: {msg}")
     self.opened = True
@@ -171,7 +168,7 @@ def _prepare_fit(self:ExplorerCallback, model, mods:dict):
     if self.writer is not None and self.steps: self.writer.claim('steps.sqlite')
     sw = StepWriter(self.writer.path, self.hist_bins, self.hist_range, step_layout()) if self.writer is not None and self.steps else None
     if sw is not None: self.writer.manifest['steps'] = sw.fname.name
-    self.record_steps = self.steps and (sw is not None or _distributed())   # every rank records, rank 0 writes
+    self.record_steps = self.steps and (sw is not None or is_distributed())   # every rank records, rank 0 writes
     self.queue = StepQueue(sw, self.sites.keys, self.pkeys, on_write=self._live_alerts) if self.record_steps else None
     self.n_fits += 1
     allp = list({id(p): p for p in model.parameters()}.values())
@@ -354,7 +351,7 @@ def _origin_alerts(self:ExplorerCallback, epoch:int)->list:
 @patch
 def _scale_info(self:ExplorerCallback)->dict:
     "How the epoch's statistics were gathered: over how many ranks, and the steps mixed precision skipped"
-    res = {'ranks': self.ranks} if _distributed() else {}
+    res = {'ranks': self.ranks} if is_distributed() else {}
     mp = getattr(self.learn, 'mixed_precision', None)
     if mp is not None:
         sc = self._grad_scale()
@@ -385,7 +382,7 @@ def after_epoch(self:ExplorerCallback):
 @patch
 def _all_reduce(self:ExplorerCallback):
     "Combine this epoch's statistics over the ranks, when there are several (a collective: every rank, once per epoch)"
-    if not _distributed(): return
+    if not is_distributed(): return
     c = all_reduce_stats([self.act, self.valid_act], {'skipped_steps': self.skipped_steps})
     if self.custom: all_reduce_custom(self.cstats)
     if self.record_steps: self.queue.flush(); self.queue.gather()

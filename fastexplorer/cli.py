@@ -20,9 +20,7 @@ from .core import *
 from .probe import *
 from .export import *
 from .run import *
-from .export import _OURS, _TEMP
 from .callback import *
-from .callback import _is_int, _is_real
 from .explorer import *
 
 # %% auto #0
@@ -69,12 +67,12 @@ def digits_learner(
 
 # %% ../nbs/06_cli.ipynb #bc050404
 _OPTIONS = {   # option: (its check, what it may be)
-    'epochs': (lambda v: _is_int(v) and v >= 0, 'a whole number of epochs, at least 0 (0: only probe)'),
-    'lr': (lambda v: _is_real(v) and v > 0, 'a finite number above 0'),
-    'every': (lambda v: _is_int(v) and v >= 1, 'a whole number, at least 1'),
-    'bs': (lambda v: _is_int(v) and v >= 1, 'a whole number, at least 1'),
-    'seed': (lambda v: _is_int(v) and 0 <= v < 2**63, 'a whole number from 0 to 2**63 - 1'),
-    'port': (lambda v: _is_int(v) and 0 <= v <= 65535, 'a port from 0 (any free one) to 65535'),
+    'epochs': (lambda v: is_int(v) and v >= 0, 'a whole number of epochs, at least 0 (0: only probe)'),
+    'lr': (lambda v: is_real(v) and v > 0, 'a finite number above 0'),
+    'every': (lambda v: is_int(v) and v >= 1, 'a whole number, at least 1'),
+    'bs': (lambda v: is_int(v) and v >= 1, 'a whole number, at least 1'),
+    'seed': (lambda v: is_int(v) and 0 <= v < 2**63, 'a whole number from 0 to 2**63 - 1'),
+    'port': (lambda v: is_int(v) and 0 <= v <= 65535, 'a port from 0 (any free one) to 65535'),
 }
 
 def _check_options(**kw):
@@ -159,7 +157,7 @@ def report_runs(
 ):
     "Write a self-contained HTML report of a run folder (or a folder of runs) that opens offline"
     out = Path(output)
-    if _OURS.match(out.name) or _TEMP.match(out.name) or out.name == LOCK:   # `-o RUN/run.json` would replace the run's own manifest
+    if is_run_file(out.name):   # `-o RUN/run.json` would replace the run's own manifest
         raise CliError(f"--output must be an HTML file whose name is not one of a run folder's own ({out.name}: run.json, "
                        f"epoch_NNNN.json, …), not {output!r}")
     if out.is_dir(): raise CliError(f"--output must be a file to write, not the folder {output!r}")

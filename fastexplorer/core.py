@@ -16,9 +16,10 @@ from torch import nn
 from fastcore.basics import patch, ifnone
 
 # %% auto #0
-__all__ = ['SCHEMA_VERSION', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_delete', 'load_schema',
-           'validate', 'Node', 'depth_idx_labels', 'Representation', 'select_modules', 'site_key', 'site_of',
-           'Statistic', 'named_columns']
+__all__ = ['DTYPE_NAMES', 'SCHEMA_VERSION', 'LazyTensor', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json',
+           'sqlite_reader', 'sqlite_delete', 'load_schema', 'validate', 'Node', 'missing_message', 'is_int', 'is_real',
+           'is_lazy', 'depth_idx_labels', 'Representation', 'select_modules', 'site_key', 'site_of', 'Statistic',
+           'named_columns']
 
 # %% ../nbs/00_core.ipynb #07a3e183
 def _json_key(k):
@@ -27,8 +28,8 @@ def _json_key(k):
     if isinstance(k, tuple): return '/'.join(_json_key(o) for o in k)
     return str(to_jsonable(k))
 
-_dtypes = {d: str(d).removeprefix('torch.') for d in vars(torch).values() if isinstance(d, torch.dtype)}
-def _dtype_name(d): return _dtypes.get(d) or str(d).removeprefix('torch.')
+DTYPE_NAMES = {d: str(d).removeprefix('torch.') for d in vars(torch).values() if isinstance(d, torch.dtype)}
+def dtype_name(d): return DTYPE_NAMES.get(d) or str(d).removeprefix('torch.')
 
 def to_jsonable(o):
     "A plain-JSON copy of `o`: tensors, numpy values, dtypes, devices and `torch.Size` converted, NaN and Inf as `None`"
@@ -42,7 +43,7 @@ def to_jsonable(o):
     if isinstance(o, torch.Tensor):
         if o.is_complex(): raise TypeError(f"fastexplorer cannot write a complex tensor as JSON (shape {list(o.shape)})")
         return to_jsonable(o.detach().cpu().tolist())
-    if isinstance(o, (torch.dtype, np.dtype)): return _dtype_name(o)
+    if isinstance(o, (torch.dtype, np.dtype)): return dtype_name(o)
     if isinstance(o, torch.device): return str(o)
     if isinstance(o, (np.ndarray, np.generic)): return to_jsonable(o.tolist())
     if isinstance(o, (set, frozenset)): return [to_jsonable(v) for v in sorted(o, key=str)]
@@ -139,7 +140,7 @@ def __iter__(self:Node):
         yield n
         todo.extend(reversed(n.nodes))
 
-def _close(what:str, s:str, known)->str:
+def missing_message(what:str, s:str, known)->str:
     "An error message for `s`, which is not among `known`, naming the closest ones"
     close = difflib.get_close_matches(s, list(known), n=3)
     return f"{what} {s!r}" + (f"; close matches: {', '.join(map(repr, close))}" if close else '')
@@ -149,7 +150,14 @@ def find(self:Node, path:str)->Node:
     "The first node in this subtree whose dotted `path` is `path`"
     for n in self:
         if n.path == path: return n
-    raise KeyError(_close("no node with path", path, [n.path for n in self if n.path is not None]))
+    raise KeyError(missing_message("no node with path", path, [n.path for n in self if n.path is not None]))
+
+def is_int(v)->bool:
+    "Whether `v` is a whole number (not a bool): an argument check"
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+def is_real(v)->bool:
+    "Whether `v` is a finite real number (not a bool): an argument check"
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
 
 # %% ../nbs/00_core.ipynb #a218dafc
 @patch
@@ -197,8 +205,8 @@ def __repr__(self:Node): return '\n'.join(self._lines())
 
 # %% ../nbs/00_core.ipynb #a027673c
 def _join(path:str, name:str)->str: return f"{path}.{name}" if path else name
-_Lazy = nn.parameter.UninitializedTensorMixin
-def _is_lazy(t)->bool: return isinstance(t, _Lazy)
+LazyTensor = nn.parameter.UninitializedTensorMixin
+def is_lazy(t)->bool: return isinstance(t, LazyTensor)
 def _nbytes(t)->int: return t.numel() * t.element_size()
 def _class_name(m:nn.Module)->str:
     "The class of `m` as its author wrote it: a TorchScript module's original class (`Conv2d`), not `RecursiveScriptModule`"
@@ -211,8 +219,8 @@ class _Walk(dict):
     def __init__(self): super().__init__(); self.depths = {}
 
 def _param_node(p:nn.Parameter, name:str, idx:int, path:str, seen:_Walk)->Node:
-    if isinstance(p, _Lazy): xtra = {'class': 'Parameter', 'shape': None, 'dtype': _dtype_name(p.dtype), 'numel': None, 'requires_grad': p.requires_grad, 'lazy': True}
-    else: xtra = {'class': 'Parameter', 'shape': list(p.shape), 'dtype': _dtype_name(p.dtype), 'numel': p.numel(), 'requires_grad': p.requires_grad}
+    if isinstance(p, LazyTensor): xtra = {'class': 'Parameter', 'shape': None, 'dtype': dtype_name(p.dtype), 'numel': None, 'requires_grad': p.requires_grad, 'lazy': True}
+    else: xtra = {'class': 'Parameter', 'shape': list(p.shape), 'dtype': dtype_name(p.dtype), 'numel': p.numel(), 'requires_grad': p.requires_grad}
     if (first := seen.setdefault(id(p), path)) != path: xtra['shared_with'],seen.repeated = first,True
     return Node(name, idx, 'Parameter', p, None, None, xtra, path)
 
@@ -241,7 +249,7 @@ def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:
         k = x['numel']; params += k; nbytes += k * p.element_size()
         if x['requires_grad']: trainable += k
     for n,b in m._buffers.items():
-        if b is None or isinstance(b, _Lazy): continue
+        if b is None or isinstance(b, LazyTensor): continue
         if seen.setdefault(id(b), q := pre + n) != q: seen.repeated = True
         buffers += (k := b.numel()); nbytes += k * b.element_size()
     x = {'class': _class_name(m), 'params': params, 'trainable': trainable, 'buffers': buffers, 'bytes': nbytes} if xtra is None else \
@@ -260,8 +268,8 @@ def _distinct_totals(node:Node)->tuple:
     for c in node.nodes:
         if c.type != 'Parameter':
             cps,cbs = _distinct_totals(c); ps.update(cps); bs.update(cbs)
-        elif not _is_lazy(c.obj): ps[id(c.obj)] = c.obj
-    bs.update((id(b), b) for b in node.obj._buffers.values() if b is not None and not _is_lazy(b))
+        elif not is_lazy(c.obj): ps[id(c.obj)] = c.obj
+    bs.update((id(b), b) for b in node.obj._buffers.values() if b is not None and not is_lazy(b))
     node.xtra.update(params=sum(p.numel() for p in ps.values()), trainable=sum(p.numel() for p in ps.values() if p.requires_grad),
                      buffers=sum(b.numel() for b in bs.values()), bytes=sum(map(_nbytes, (*ps.values(), *bs.values()))))
     return ps,bs
@@ -359,7 +367,7 @@ def _by_label(layer:str, labels)->str:
         d,n = layer.split('-')[0],sum(l.split('-')[0] == layer.split('-')[0] for l in labels())
         depths = max(int(l.split('-')[0]) for l in labels())
         hint = f"depth {d} has labels {d}-1 to {d}-{n}" if n else f"depths run from 0 to {depths}"
-        raise ValueError(_close("no layer with depth-idx label", layer, labels()) + f" ({hint})")
+        raise ValueError(missing_message("no layer with depth-idx label", layer, labels()) + f" ({hint})")
     return labels()[layer]
 
 def _by_string(mods:dict, layer:str, labels, alias:dict)->set:
@@ -367,7 +375,7 @@ def _by_string(mods:dict, layer:str, labels, alias:dict)->set:
     if layer in alias: return {alias[layer]}
     if _LABEL.match(layer): return {alias[_by_label(layer, labels)]}
     res = {a for p,a in alias.items() if fnmatch.fnmatchcase(p, layer)}
-    if not res: raise ValueError(_close("layer path or pattern matches no module:", layer, mods))
+    if not res: raise ValueError(missing_message("layer path or pattern matches no module:", layer, mods))
     return res
 
 

@@ -13,7 +13,7 @@ from fastcore.basics import ifnone, patch, val2idx
 from .hooks import first_tensor
 
 # %% auto #0
-__all__ = ['CustomStat', 'custom_stats', 'CustomStats', 'custom_hooks', 'custom_params']
+__all__ = ['CUSTOM_COLUMNS', 'CUSTOM_SUMMED', 'CustomStat', 'custom_stats', 'CustomStats', 'custom_hooks', 'custom_params']
 
 # %% ../nbs/03b_custom.ipynb #f1634ca7
 _ON = {'out': 'output', 'in': 'input', 'weight': 'weight', 'grad': 'gradient'}
@@ -57,8 +57,8 @@ def _scalar(v, c:CustomStat, key:str, k):
     raise TypeError(f"{what} returned a {type(v).__name__} for `{key}`: return a number, a one-element tensor or a dict of them")
 
 # %% ../nbs/03b_custom.ipynb #4247d149
-_CUSTOM = val2idx(('sum', 'n', 'min', 'max', 'nonfinite'))   # the columns of a custom statistic's accumulator, by name
-_SUMMED = ('sum', 'n', 'nonfinite')                          # those added up; the extrema are kept
+CUSTOM_COLUMNS = val2idx(('sum', 'n', 'min', 'max', 'nonfinite'))   # the columns of a custom statistic's accumulator, by name: combined across batches and ranks,
+CUSTOM_SUMMED = ('sum', 'n', 'nonfinite')                          # these added up; the extrema kept
 
 class CustomStats:
     "One epoch's custom statistics, accumulated on the device of their values"
@@ -74,11 +74,11 @@ class CustomStats:
             fin = torch.isfinite(v)
             cols = dict(sum=torch.where(fin, v, 0.), n=fin.to(v.dtype), min=torch.where(fin, v, math.inf),
                         max=torch.where(fin, v, -math.inf), nonfinite=(~fin).to(v.dtype))
-            row = torch.stack([cols[c] for c in _CUSTOM])
+            row = torch.stack([cols[c] for c in CUSTOM_COLUMNS])
             name = c.name if k is None else f"{c.name}.{k}"
             a = self.acc.get((kind, key, name))
             if a is None: self.acc[(kind, key, name)] = row; continue
-            row,s,mn,mx = row.to(a.device),[_CUSTOM[c] for c in _SUMMED],_CUSTOM['min'],_CUSTOM['max']
+            row,s,mn,mx = row.to(a.device),[CUSTOM_COLUMNS[c] for c in CUSTOM_SUMMED],CUSTOM_COLUMNS['min'],CUSTOM_COLUMNS['max']
             a[s] += row[s]
             a[mn] = torch.minimum(a[mn], row[mn]); a[mx] = torch.maximum(a[mx], row[mx])
 
@@ -88,7 +88,7 @@ def finish(self:CustomStats)->dict:
     "`{key: {kind: {name: {mean, min, max, n, nonfinite}}}}`"
     res = {}
     for (kind,key,name),a in self.acc.items():
-        v = dict(zip(_CUSTOM, a.cpu().tolist()))
+        v = dict(zip(CUSTOM_COLUMNS, a.cpu().tolist()))
         n = v['n']
         res.setdefault(key, {}).setdefault(kind, {})[name] = {'mean': v['sum'] / n if n else None, 'min': v['min'] if n else None,
                                                               'max': v['max'] if n else None, 'n': int(n), 'nonfinite': int(v['nonfinite'])}

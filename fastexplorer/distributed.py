@@ -12,21 +12,20 @@ import torch
 import torch.distributed as dist
 from .stats import *
 from .custom import *
-from .custom import _CUSTOM, _SUMMED
 
 # %% auto #0
-__all__ = ['all_reduce_stats', 'all_reduce_custom']
+__all__ = ['is_distributed', 'agree_on_start', 'all_reduce_stats', 'all_reduce_custom', 'on_host', 'combine_steps']
 
 # %% ../nbs/03d_distributed.ipynb #2b1d8ffe
-def _distributed()->bool:
+def is_distributed()->bool:
     "Whether this process is one of several in an initialised `torch.distributed` group"
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
-def _agree_on_start(err:BaseException|None)->str|None:
+def agree_on_start(err:BaseException|None)->str|None:
     """Under DDP, rank 0 tells every rank whether it could open the run folder and probe (a collective, once, in the
     first `before_fit` of every rank): a rank 0 that fails there would otherwise leave the others waiting in their
     first collective until the process group's timeout. Returns rank 0's error message, if any"""
-    if not _distributed(): return None
+    if not is_distributed(): return None
     box = [None if err is None else f"{type(err).__name__}: {err}"]
     dist.broadcast_object_list(box, src=0)
     return box[0]
@@ -116,23 +115,23 @@ def all_reduce_custom(cstats:CustomStats, group=None):
     if not keys: return
     dev = next(iter(cstats.acc.values())).device if cstats.acc else torch.device('cpu')
     nothing = {'sum': 0., 'n': 0., 'min': math.inf, 'max': -math.inf, 'nonfinite': 0.}
-    empty = torch.tensor([nothing[c] for c in _CUSTOM], dtype=torch.float64, device=dev)
+    empty = torch.tensor([nothing[c] for c in CUSTOM_COLUMNS], dtype=torch.float64, device=dev)
     rows = torch.stack([cstats.acc.get(tuple(k), empty).to(device=dev, dtype=torch.float64) for k in keys])
-    summed = [_CUSTOM[c] for c in _SUMMED]
-    sums,ext = rows[:, summed],torch.stack([-rows[:, _CUSTOM['min']], rows[:, _CUSTOM['max']]], 1)   # minima as maxima of their negation
+    summed = [CUSTOM_COLUMNS[c] for c in CUSTOM_SUMMED]
+    sums,ext = rows[:, summed],torch.stack([-rows[:, CUSTOM_COLUMNS['min']], rows[:, CUSTOM_COLUMNS['max']]], 1)   # minima as maxima of their negation
     dist.all_reduce(sums, dist.ReduceOp.SUM, group=group); dist.all_reduce(ext, dist.ReduceOp.MAX, group=group)
-    rows[:, summed],rows[:, _CUSTOM['min']],rows[:, _CUSTOM['max']] = sums,-ext[:, 0],ext[:, 1]
+    rows[:, summed],rows[:, CUSTOM_COLUMNS['min']],rows[:, CUSTOM_COLUMNS['max']] = sums,-ext[:, 0],ext[:, 1]
     for k,r in zip(keys, rows): cstats.acc[tuple(k)] = r
 
 # %% ../nbs/03d_distributed.ipynb #163643d7
-def _on_host(p:tuple)->tuple:
+def on_host(p:tuple)->tuple:
     "A queued batch with its tensors copied to the host, to be sent to rank 0"
     meta,act,grad,loss,smooth = p
     num = lambda t: None if t is None else t.cpu().numpy()
     act = None if act is None else (num(act[0]), {i: (num(u), num(v)) for i,(u,v) in act[1].items()})
     return meta, act, num(grad), num(loss), num(smooth)
 
-def _combine_steps(every:list)->list:
+def combine_steps(every:list)->list:
     """Batches of every rank combined by (epoch, split, iteration): sums and histograms added, extrema and unit extrema
     taken over the ranks, gradients from the first rank (DDP has averaged them), losses averaged"""
     groups = {}

@@ -18,8 +18,8 @@ try: import fcntl
 except ImportError: fcntl = None      # Windows: run folders are not locked
 
 # %% auto #0
-__all__ = ['LOCK', 'append_line', 'RunLockedError', 'lock_run', 'unlock_run', 'foreign_files', 'repair_run', 'RunWriter',
-           'epoch_doc']
+__all__ = ['LOCK', 'append_line', 'RunLockedError', 'lock_run', 'unlock_run', 'foreign_files', 'is_run_file', 'repair_run',
+           'RunWriter', 'epoch_doc']
 
 # %% ../nbs/02_export.ipynb #df32d152
 def _versions()->dict:
@@ -106,6 +106,10 @@ def _is_ours(f:Path, m:dict|None)->bool:
 def foreign_files(p:Path, m:dict|None=None)->list:
     "The files in run folder `p` that have the names of a run's files but were not written by the run of manifest `m`"
     return sorted(f.name for f in Path(p).iterdir() if _OURS.match(f.name) and not _is_ours(f, m))
+
+def is_run_file(name:str)->bool:
+    "Whether `name` is the name of one of a run folder's own files, of a temporary of one, or of its lock"
+    return bool(_OURS.match(name) or _TEMP.match(name)) or name == LOCK
 
 # %% ../nbs/02_export.ipynb #55a4579f
 @contextlib.contextmanager

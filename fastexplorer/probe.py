@@ -18,7 +18,6 @@ from fastcore.basics import patch, ifnone
 from fastai.learner import Learner
 from fastai.torch_core import to_device
 from .core import *
-from .core import _dtypes, _dtype_name, _is_lazy, _Lazy
 from .hooks import *
 
 # %% auto #0
@@ -41,13 +40,13 @@ def _fields(o)->dict|None:
     if isinstance(o, nn.Module) or not isinstance(d, dict) or not any(map(_holds_tensor, d.values())): return None
     return {k: v for k,v in d.items() if not k.startswith('_')}
 
-def _spec(shape, dtype)->dict: return {'shape': list(shape), 'dtype': _dtypes[dtype]}
+def _spec(shape, dtype)->dict: return {'shape': list(shape), 'dtype': DTYPE_NAMES[dtype]}
 
 def describe(o, depth:int=0):
     "Shape and dtype of every tensor in `o`, keeping its tuples, lists, dicts and `None`s; a container with named fields is `{'type', 'fields'}`"
     if isinstance(o, torch.Tensor): return _spec(o.shape, o.dtype)
     if isinstance(o, PackedSequence):
-        return {'shape': list(o.data.shape), 'dtype': _dtypes[o.data.dtype], 'packed': True, 'batch_size': int(o.batch_sizes[0])}
+        return {'shape': list(o.data.shape), 'dtype': DTYPE_NAMES[o.data.dtype], 'packed': True, 'batch_size': int(o.batch_sizes[0])}
     if o is None: return None
     if depth >= _MAX_DEPTH: return {'type': type(o).__name__}
     if type(o) in (tuple, list): return [describe(v, depth + 1) for v in o[:_MAX_ITEMS]]   # the usual case, first: no fields
@@ -139,7 +138,7 @@ class ModelState:
             if p is None: continue
             self.params.append(p); self.versions.append(p._version)
             # a lazy tensor, uninitialised, has no value to keep: the forward would materialise it, which no restore undoes
-            if isinstance(p, _Lazy): self.lazy = True
+            if isinstance(p, LazyTensor): self.lazy = True
         if isinstance(m, _ScriptModule):   # attributes, registries and mode in C++, where a Python forward cannot rebind them
             self.script.append((m, m.training)); self.held.append(m._buffers); return None
         d = m.__dict__
@@ -148,7 +147,7 @@ class ModelState:
         if not copied: self.held.append(bs)
         for k,b in bs.items():
             if b is None: continue
-            if isinstance(b, _Lazy): self.lazy = True
+            if isinstance(b, LazyTensor): self.lazy = True
             elif copied: self.todo.append((bs, k, b))
         return t
 
@@ -158,7 +157,7 @@ def seal(self:ModelState):
     "Put the copies in place, a clone of each buffer in them: from here until `restore`, the modules work on those"
     # a buffer the forward can reach itself, not only a clone (through a TorchScript module, or a registry that could not be
     # copied), is copied back if its version moves
-    held = {id(b): b for r in self.held for b in r.values() if b is not None and not isinstance(b, _Lazy)}
+    held = {id(b): b for r in self.held for b in r.values() if b is not None and not isinstance(b, LazyTensor)}
     bufs = {id(b): b for _,_,b in self.todo} | held
     copies = dict(zip(bufs, _clones(list(bufs.values()))))
     for r,k,b in self.todo: r[k] = copies[id(b)]
@@ -304,7 +303,7 @@ def replay(self:_Recorder):
         ev += 1; last = k
         if (n := r['calls'] + 1) <= _MAX_CALLS:           # the first calls are described; the rest only counted
             if len(e) == 5:                               # the usual call, logged raw
-                r['inputs'].append([{'shape': list(e[1]), 'dtype': _dtypes[e[2]]}]); r['outputs'].append(o := {'shape': list(e[3]), 'dtype': _dtypes[e[4]]})
+                r['inputs'].append([{'shape': list(e[1]), 'dtype': DTYPE_NAMES[e[2]]}]); r['outputs'].append(o := {'shape': list(e[3]), 'dtype': DTYPE_NAMES[e[4]]})
                 if n == 1: r['shape'],r['dtype'] = o['shape'],o['dtype']
             elif len(e) == 3:
                 r['inputs'].append(e[1]); r['outputs'].append(o := e[2])
@@ -358,9 +357,9 @@ def _materialised(model:nn.Module, run:nn.Module)->dict:
     "`{id: count}` of each module of `model` holding lazy parameters: its parameters once `run` (a probed copy) materialised them"
     res = {}
     for (_,o),(_,c) in zip(model.named_modules(remove_duplicate=False), run.named_modules(remove_duplicate=False)):
-        if id(o) in res or not any(_is_lazy(p) for p in o.parameters()): continue
+        if id(o) in res or not any(is_lazy(p) for p in o.parameters()): continue
         ps = {id(p): p for p in c.parameters()}.values()
-        if not any(_is_lazy(p) for p in ps): res[id(o)] = sum(p.numel() for p in ps)   # some never ran: not known
+        if not any(is_lazy(p) for p in ps): res[id(o)] = sum(p.numel() for p in ps)   # some never ran: not known
     return res
 
 

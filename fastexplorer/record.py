@@ -15,7 +15,6 @@ from fastai.callback.core import Callback
 from fastai.learner import Learner
 from fastcore.basics import ifnone, patch, store_attr
 from .core import *
-from .core import _close
 from .hooks import unwrap_model, first_tensor
 from .hooks import HookGuard
 
@@ -95,7 +94,7 @@ def samples(self:RawRecorder)->dict:
 def __getitem__(self:RawRecorder, p:str):
     "The recorded value of layer `p`; a `KeyError` naming the closest recorded layers if there is none"
     if p not in self.store:
-        raise KeyError(_close("no recorded layer", p, self.store) if self.store else f"nothing recorded for {p!r} yet")
+        raise KeyError(missing_message("no recorded layer", p, self.store) if self.store else f"nothing recorded for {p!r} yet")
     return self._value(p)
 
 def _tensors(o):
@@ -307,7 +306,7 @@ class Recording:
         known = [k for ks in self.keys.values() for k in ks]
         if isinstance(postprocess, dict):
             for k in postprocess:
-                if k not in known: raise KeyError(_close("`postprocess` names no recorded layer:", k, known))
+                if k not in known: raise KeyError(missing_message("`postprocess` names no recorded layer:", k, known))
         elif postprocess is not None and not callable(postprocess): raise TypeError("`postprocess` must be a callable or a dict of callables")
         self.postprocess,self.acts,self.handles = postprocess,{},[]
         mods = dict(self.net.named_modules())

@@ -14,7 +14,7 @@ import torch.distributed as dist
 from .stepdb import StepWriter
 from .stats import *
 from .params import PARAM_STEP_STATS
-from .distributed import _distributed, _on_host, _combine_steps
+from .distributed import *
 
 # %% auto #0
 __all__ = ['FLUSH_BATCHES', 'FLUSH_SECONDS', 'StepQueue', 'step_layout']
@@ -56,7 +56,7 @@ class StepQueue:
         self.last_flush = time.monotonic()
         if not self.pending: return
         pend,self.pending = self.pending,[]
-        if _distributed(): self.epoch_steps += [_on_host(p) for p in pend]; return
+        if is_distributed(): self.epoch_steps += [on_host(p) for p in pend]; return
         self.write([(m, None if a is None else step_row(*a), g, l, s) for m,a,g,l,s in pend])
 
 # %% ../nbs/03e_steps.ipynb #c0a3e162
@@ -91,14 +91,14 @@ def gather(self:StepQueue):
     every = [None] * dist.get_world_size()
     dist.all_gather_object(every, self.epoch_steps)
     self.epoch_steps = []
-    if self.writer is not None: self.write(_combine_steps(every))
+    if self.writer is not None: self.write(combine_steps(every))
 
 @patch
 def close(self:StepQueue):
     "Write what is queued, wait for the writer and close the step database"
     try:
         self.flush()
-        if self.epoch_steps: self.write(_combine_steps([self.epoch_steps]))   # an epoch cut short under DDP: this rank's own
+        if self.epoch_steps: self.write(combine_steps([self.epoch_steps]))   # an epoch cut short under DDP: this rank's own
     finally:
         w,self.writer,self.pending,self.epoch_steps = self.writer,None,[],[]
         if w is not None: w.close()

@@ -311,7 +311,7 @@ def test_update_ratio_oracle_and_zero_init():
 # ---- the statistics' columns are found by name
 
 # private layouts: a step's rows follow the order the statistics are declared in (`step_row_columns`, `PARAM_STEP_STATS`)
-LAYOUTS = {'_ROW': 'stats', '_ACC': 'stats', '_RAW': 'stats', '_GRAD_ROW': 'params', '_GSUM': 'params', '_CUSTOM': 'custom'}
+LAYOUTS = {'_ROW': 'stats', '_ACC': 'stats', '_RAW': 'stats', '_GRAD_ROW': 'params', '_GSUM': 'params', 'CUSTOM_COLUMNS': 'custom'}
 
 def _rotate_layouts(monkeypatch):
     "Put the columns of every named layout in another order (each one column on, so that none keeps its place), in every module holding it"
@@ -387,8 +387,8 @@ def _layout_results(path, monkeypatch)->dict:
     for _ in range(2):
         st = stats.ActStats(2, 'cpu', bins=8, steps=True)
         x = torch.randn(8, 6, generator=g); st.add(0, lin, x); st.add(1, relu, x.relu(), x)
-        parts.append([distributed._on_host(({'step': 0, 'epoch': 1, 'split': 'train', 'iter': 0}, st.flush(), None, None, None))])
-    (_,row,*_), = distributed._combine_steps(parts)
+        parts.append([distributed.on_host(({'step': 0, 'epoch': 1, 'split': 'train', 'iter': 0}, st.flush(), None, None, None))])
+    (_,row,*_), = distributed.combine_steps(parts)
     cols = stats.step_row_columns()
     res['combined'] = {k: row[:, i].tolist() for i,k in enumerate(cols)},row[:, len(cols):].tolist()
     # live alerts: the dead layers, leaving out one that held NaN
