@@ -1,6 +1,7 @@
 "The public API of fastexplorer: `from fastexplorer.all import *`"
 from .core import *
 from .hooks import *
+from .state import *
 from .probe import *
 from .history import *
 from .export import *

@@ -13,6 +13,7 @@ from torch import nn
 import torch.nn.functional as F
 from .probe import *
 from .hooks import *
+from .state import *
 
 # %% auto #0
 __all__ = ['activation_maps', 'input_images', 'heatmap_samples']

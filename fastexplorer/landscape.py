@@ -19,6 +19,7 @@ from fastai.torch_core import to_device, find_bs
 from .core import *
 from .probe import *
 from .hooks import *
+from .state import *
 from .callback import ExplorerCallback
 
 # %% auto #0

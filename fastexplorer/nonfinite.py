@@ -10,7 +10,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
-from .probe import ModelState, preserved_rng, model_device, scripted
+from .state import ModelState, preserved_rng, scripted
+from .probe import model_device
 
 # %% auto #0
 __all__ = ['FirstNonFinite', 'find_nonfinite']

@@ -6,11 +6,11 @@ Docs: https://fastexplorer.github.io/fastexplorer/probe.html.md"""
 
 # %% ../nbs/01_probe.ipynb #a3ae2f28
 from __future__ import annotations
-import copy, dataclasses, gc, operator, random, sys
+import copy, dataclasses, sys
 from collections import OrderedDict, defaultdict
 from contextlib import contextmanager
 from functools import partial
-import numpy as np, torch
+import torch
 from torch import nn, Tensor
 from threading import get_ident
 from torch.nn.utils.rnn import PackedSequence
@@ -19,10 +19,11 @@ from fastai.learner import Learner
 from fastai.torch_core import to_device
 from .core import *
 from .hooks import *
+from .state import *
 
 # %% auto #0
-__all__ = ['describe', 'first_shape', 'scripted', 'ModelState', 'preserved_rng', 'model_device', 'probe', 'kept_dl_rng',
-           'unwrap_dl', 'to_model_device', 'split_batch', 'represent']
+__all__ = ['describe', 'first_shape', 'model_device', 'probe', 'kept_dl_rng', 'unwrap_dl', 'to_model_device', 'split_batch',
+           'represent']
 
 # %% ../nbs/01_probe.ipynb #afca51c0
 _MAX_ITEMS,_MAX_DEPTH = 64,8
@@ -68,144 +69,6 @@ def first_shape(spec):
     return None
 
 
-# %% ../nbs/01_probe.ipynb #a563284d
-def _same(a, b)->bool:
-    "Do mappings `a` and `b` hold the very same objects under the same keys?"
-    return len(a) == len(b) and all(map(operator.is_, a.values(), b.values())) and a.keys() == b.keys()
-
-_REGISTRIES = ('_parameters', '_buffers', '_non_persistent_buffers_set', '_modules')
-
-def _twin(r):
-    "A shallow copy of registry `r` of the very same type, or `None` if it cannot be made"
-    try: c = copy.copy(r)
-    except Exception: return None   # copying an arbitrary object can raise anything: the registry is compared instead
-    return c if type(c) is type(r) and c is not r else None
-
-def _twins(d:dict, kept:list)->dict:
-    "A shallow copy of module attributes `d` whose registries are copies too; a registry that cannot be copied stays, and goes on `kept` with a snapshot"
-    t,ps,bs,nps,ms = d.copy(),d.get('_parameters'),d.get('_buffers'),d.get('_non_persistent_buffers_set'),d.get('_modules')
-    if type(ps) is dict and type(bs) is dict and type(nps) is set and type(ms) is dict:   # as torch makes them: the fast copies
-        t['_parameters'] = ps.copy(); t['_buffers'] = bs.copy(); t['_non_persistent_buffers_set'] = nps.copy(); t['_modules'] = ms.copy()
-        return t
-    for k in _REGISTRIES:
-        if (r := d.get(k)) is None: continue
-        if (c := _twin(r)) is None: kept.append((k, r, set(r) if isinstance(r, (set, frozenset)) else dict(r)))
-        else: t[k] = c
-    return t
-
-_set_attr = object.__setattr__   # `nn.Module.__setattr__` is Python, and has nothing to do for `__dict__`
-
-# %% ../nbs/01_probe.ipynb #dcbb016a
-def _clones(ts:list)->list:
-    "A copy of each tensor in `ts`, made in one call where torch has it (a model's buffers are many and small)"
-    with torch.no_grad():
-        try: return torch._foreach_clone(ts)
-        except (AttributeError, RuntimeError, TypeError): return [t.clone() for t in ts]   # an older torch, or tensors it cannot batch
-
-def _modules_of(model:nn.Module)->list:
-    "`list(model.modules())`, each module once and in the same order, without the generators and paths `named_modules` makes"
-    res,seen = [],set()
-    def walk(m):
-        seen.add(m); res.append(m)
-        for c in m._modules.values():
-            if c is not None and c not in seen: walk(c)
-    walk(model)
-    return res
-
-_ScriptModule = torch.jit.ScriptModule
-
-def scripted(m:nn.Module)->bool:
-    "Is `m` a TorchScript module (scripted or traced)? Its attributes and registries live in C++, and it takes no Python hooks"
-    return isinstance(m, _ScriptModule)
-
-
-# %% ../nbs/01_probe.ipynb #fa7edd38
-class ModelState:
-    "Snapshot of what a forward can change in `model`: once sealed, its modules work on copies of their attributes and buffers, until `restore` puts it all back"
-    def __init__(self, model:nn.Module,
-        mods:list|None=None,  # the modules to take in (default every module of `model`); more can be `add`ed until it is sealed
-        seal:bool=True,       # put the copies in place now; else `seal` does, once every module is added
-    ):
-        self.model,self.eager,self.dicts,self.twins,self.kept = model,[],[],[],[]   # `twins`: the copies of the eager modules' attributes
-        self.script,self.params,self.versions,self.lazy = [],[],[],False
-        self.todo,self.held,self.bufs = [],[],[]   # buffers to clone into the copies; registries whose buffers the forward reaches itself
-        for m in (_modules_of(model) if mods is None else mods): self.add(m)
-        if seal: self.seal()
-
-    def add(self, m:nn.Module)->dict|None:
-        "Take module `m` in (once): the copy of its attributes it will work on, or `None` for a TorchScript module"
-        for p in m._parameters.values():
-            if p is None: continue
-            self.params.append(p); self.versions.append(p._version)
-            # a lazy tensor, uninitialised, has no value to keep: the forward would materialise it, which no restore undoes
-            if isinstance(p, LazyTensor): self.lazy = True
-        if isinstance(m, _ScriptModule):   # attributes, registries and mode in C++, where a Python forward cannot rebind them
-            self.script.append((m, m.training)); self.held.append(m._buffers); return None
-        d = m.__dict__
-        self.eager.append(m); self.dicts.append(d); self.twins.append(t := _twins(d, self.kept))
-        copied = (bs := t['_buffers']) is not d['_buffers']
-        if not copied: self.held.append(bs)
-        for k,b in bs.items():
-            if b is None: continue
-            if isinstance(b, LazyTensor): self.lazy = True
-            elif copied: self.todo.append((bs, k, b))
-        return t
-
-# %% ../nbs/01_probe.ipynb #5e1d7a20
-@patch
-def seal(self:ModelState):
-    "Put the copies in place, a clone of each buffer in them: from here until `restore`, the modules work on those"
-    # a buffer the forward can reach itself, not only a clone (through a TorchScript module, or a registry that could not be
-    # copied), is copied back if its version moves
-    held = {id(b): b for r in self.held for b in r.values() if b is not None and not isinstance(b, LazyTensor)}
-    bufs = {id(b): b for _,_,b in self.todo} | held
-    copies = dict(zip(bufs, _clones(list(bufs.values()))))
-    for r,k,b in self.todo: r[k] = copies[id(b)]
-    self.bufs = [(b, b._version, copies[k]) for k,b in held.items()]
-    for m,t in zip(self.eager, self.twins): _set_attr(m, '__dict__', t)   # last, once nothing can fail
-    return self
-
-# %% ../nbs/01_probe.ipynb #8f380cf4
-@patch
-def restore(self:ModelState, check_params:bool=True):
-    "Put back every module's attributes, registries and mode, and any buffer changed in place; raise if a parameter changed in place (if `check_params`)"
-    for m,d in zip(self.eager, self.dicts): _set_attr(m, '__dict__', d)   # first, and cannot fail: the originals, as they were
-    self.twins,self.todo = [],[]   # the copies go now: a collection need not walk them
-    for m,t in self.script:
-        if m.training != t: m.training = t
-    with torch.no_grad():
-        for b,v,saved in self.bufs:
-            if b._version != v: b.copy_(saved)
-    for _,cur,saved in self.kept:                    # registries no copy could be made of, changed in place
-        if (cur != saved if isinstance(saved, set) else not _same(cur, saved)): cur.clear(); cur.update(saved)
-    changed = [p for p,v in zip(self.params, self.versions) if p._version != v] if check_params else []
-    if changed:
-        names = {id(p): n for n,p in self.model.named_parameters(remove_duplicate=False)}
-        raise RuntimeError(f"the model's forward changed parameters in place ({', '.join(dict.fromkeys(names.get(id(p), '?') for p in changed))}): "
-                           "fastexplorer cannot restore them")
-
-# %% ../nbs/01_probe.ipynb #cf374d23
-@contextmanager
-def preserved_rng(device:torch.device|None=None):
-    "Restore torch's (CPU and `device`), numpy's and Python's random states on exit"
-    py,npy,cpu = random.getstate(),np.random.get_state(),torch.get_rng_state()
-    dtype = getattr(device, 'type', 'cpu')
-    try:
-        if dtype not in ('cuda', 'mps'): yield   # the CPU's state alone: `fork_rng` would cost more than the two calls it makes
-        else:
-            devices = [ifnone(device.index, torch.cuda.current_device())] if dtype == 'cuda' else []
-            with torch.random.fork_rng(devices=devices, device_type=dtype): yield
-    finally: torch.set_rng_state(cpu); random.setstate(py); np.random.set_state(npy)
-
-@contextmanager
-def _gc_paused():
-    "Python's cyclic garbage collector off, if it was on, while the probe makes its thousands of small records"
-    on = gc.isenabled()
-    gc.disable()
-    try: yield
-    finally:
-        if on: gc.enable()
-
 # %% ../nbs/01_probe.ipynb #1755af0b
 _MAX_CALLS,_UNSET = 16,object()
 
@@ -238,7 +101,7 @@ class _Recorder:
         if (k := id(m)) in self.mods: return
         self.mods[k] = m
         # TorchScript runs its submodules in C++, where no Python wrapper reaches: its nodes say "scripted" instead
-        if isinstance(m, _ScriptModule): self.script.add(k)
+        if scripted(m): self.script.add(k)
         elif d is not None: d['forward'] = self._wrap(m)
         else: self.hooked.append(m)
 
@@ -373,7 +236,7 @@ class _Probe:
     def add(self, m:nn.Module, x:dict|None=None):
         "Take `m` in (once): a copy of its attributes holding its wrapper, and its record, written in `x` (a node's `xtra`) if given"
         if id(m) in self.rec.mods: return
-        if x is not None and not isinstance(m, _ScriptModule): self.recs[id(m)] = _record(x)
+        if x is not None and not scripted(m): self.recs[id(m)] = _record(x)
         self.rec.add(m, self.state.add(m))
 
 # %% ../nbs/01_probe.ipynb #6b3c9f41
@@ -384,7 +247,7 @@ def run(self:_Probe, xb:tuple, kw:dict|None=None)->tuple:
     if state.lazy:   # a lazy model is probed in a copy, which materialises: the copy is wrapped instead (the copies made go unused)
         state,run = ModelState(model),copy.deepcopy(model)
         ids = {id(c): id(o) for (_,o),(_,c) in zip(model.named_modules(remove_duplicate=False), run.named_modules(remove_duplicate=False))}
-        rec = _Recorder(_modules_of(run), {c: self.recs[o] for c,o in ids.items() if o in self.recs})
+        rec = _Recorder(modules_of(run), {c: self.recs[o] for c,o in ids.items() if o in self.recs})
     else: run = state.seal().model
     try:
         if any(m.training for m in rec.mods.values()): run.eval()   # a model already in eval mode is left alone
@@ -412,7 +275,7 @@ def run(self:_Probe, xb:tuple, kw:dict|None=None)->tuple:
 def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
     "Run `model(*xb, **kw)` once and return `(records, callees, output)`; the model is left exactly as it was"
     p = _Probe(model)
-    for m in _modules_of(model): p.add(m)
+    for m in modules_of(model): p.add(m)
     return p.run(xb, kw)
 
 # %% ../nbs/01_probe.ipynb #fd710a7e
@@ -506,7 +369,7 @@ def to_representation(self:Learner,
     "The `Representation` of this Learner's model, annotated by running one batch through it; the model is left untouched"
     model = unwrap_model(self.model)
     device = model_device(model)
-    with _gc_paused(), preserved_rng(device):   # the collector off first: saving the random states allocates
+    with gc_paused(), preserved_rng(device):   # the collector off first: saving the random states allocates
         if b is None: b = _default_batch(self.dls)
         xb = to_model_device(split_batch(self.dls, b), device)
         return _tree(model, xb, {}, device, 'Learner', self, type(self).__name__)
@@ -542,7 +405,7 @@ def represent(
         raise ValueError("`represent` runs the model once and needs its inputs: `represent(model, x)`, keyword inputs, or `input_size=(1, 3, 224, 224)`")
     model = unwrap_model(model)
     device = model_device(model)
-    with _gc_paused(), preserved_rng(device):   # the collector off first: saving the random states allocates
+    with gc_paused(), preserved_rng(device):   # the collector off first: saving the random states allocates
         xb = _example_inputs(input_size, dtypes, device) if input_size is not None else to_model_device(args, device)
         kw = to_model_device(kwargs, device)
         return _tree(model, xb, kw, device, 'Probe', None, 'Probe')

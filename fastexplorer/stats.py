@@ -14,6 +14,7 @@ from typing import NamedTuple
 from .core import *
 from .probe import *
 from .hooks import *
+from .state import *
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'CALL_SITES', 'ACT_STATS', 'SILENT_FRAC', 'has_own_params',
