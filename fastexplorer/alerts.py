@@ -14,7 +14,8 @@ from .params import PARAM_STEP_STATS
 from .stats import *
 
 # %% auto #0
-__all__ = ['HINTS', 'DEAD_AFTER', 'execution_order', 'output_order', 'group_alerts', 'find_alerts', 'LiveAlerts', 'origin_alert']
+__all__ = ['HINTS', 'ALERT_ARGS', 'DEAD_AFTER', 'execution_order', 'output_order', 'group_alerts', 'find_alerts', 'bad_threshold',
+           'LiveAlerts', 'origin_alert']
 
 # %% ../nbs/03h_alerts.ipynb #d102e683
 def execution_order(tree:dict)->dict:
@@ -154,6 +155,19 @@ def find_alerts(
         res += [a for a in (_dead_alert(p, s, dead), _frozen_alert(p, s)) if a is not None]
     if (a := _grad_ratio_alert(stats, order, grad_ratio)) is not None: res.append(a)
     return group_alerts(res)
+
+# %% ../nbs/03h_alerts.ipynb #d80e303f
+ALERT_ARGS = {'dead': ('a fraction of dead units in [0, 1]', lambda v: 0 <= v <= 1),
+              'grad_ratio': ('a gradient norm ratio above 1', lambda v: v > 1)}
+
+def bad_threshold(alerts:dict|None)->tuple|None:
+    "`(name, what it may be, value)` of the first threshold in `alerts` that `find_alerts` does not take; `None` if all are fine"
+    if alerts is None: return None
+    if not isinstance(alerts, dict) or set(alerts) - set(ALERT_ARGS):
+        return 'alerts', 'None or a dict with keys among ' + ', '.join(f"{k!r} ({w})" for k,(w,_) in ALERT_ARGS.items()), alerts
+    for k,v in alerts.items():
+        if not (is_real(v) and ALERT_ARGS[k][1](v)): return f"alerts[{k!r}]", ALERT_ARGS[k][0], v
+    return None
 
 # %% ../nbs/03h_alerts.ipynb #dfd02e66
 DEAD_AFTER = 20

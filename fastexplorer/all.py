@@ -13,8 +13,10 @@ from .custom import *
 from .heatmaps import *
 from .distributed import *
 from .steps import *
+from .training import *
 from .alerts import *
 from .callback import *
+from .explore import *
 from .landscape import *
 from .legacy import *
 from .explorer import *

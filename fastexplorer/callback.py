@@ -6,14 +6,14 @@ Docs: https://fastexplorer.github.io/fastexplorer/callback.html.md"""
 
 # %% ../nbs/03f_callback.ipynb #b44feacf
 from __future__ import annotations
-import math, numbers, os, sys, time, warnings
+import os, sys, time, warnings
 from pathlib import Path
 from functools import partial
 import torch
 import torch.distributed as dist
 from torch import nn
 from fastai.callback.core import Callback
-from fastai.learner import Learner, Recorder
+from fastai.learner import Recorder
 from fastcore.basics import patch, store_attr
 from fastai.torch_core import rank_distrib
 from .core import *
@@ -29,14 +29,12 @@ from .heatmaps import *
 from .distributed import *
 from .steps import *
 from .nonfinite import *
+from .training import *
 
 # %% auto #0
-__all__ = ['ALERT_ARGS', 'ExplorerCallback']
+__all__ = ['ExplorerCallback']
 
 # %% ../nbs/03f_callback.ipynb #2fb44162
-ALERT_ARGS = {'dead': 'a fraction of dead units in [0, 1]', 'grad_ratio': 'a gradient norm ratio above 1'}
-
-
 def _refuse(name:str, want:str, got, exc=ValueError): raise exc(f"ExplorerCallback: `{name}` must be {want}, not {got!r}")
 
 def _check_args(path, ints:dict, flags:dict, hist_range, near_zero, alerts, layers):
@@ -52,12 +50,7 @@ def _check_args(path, ints:dict, flags:dict, hist_range, near_zero, alerts, laye
     if not (isinstance(hist_range, (tuple, list)) and len(hist_range) == 2 and all(map(is_real, hist_range)) and hist_range[0] < hist_range[1]):
         _refuse('hist_range', 'two finite numbers (low, high) with low < high', hist_range)
     if not (is_real(near_zero) and near_zero >= 0): _refuse('near_zero', 'a finite number at least 0', near_zero)
-    if alerts is not None:
-        known = ', '.join(f"{k!r} ({v})" for k,v in ALERT_ARGS.items())
-        if not isinstance(alerts, dict) or set(alerts) - set(ALERT_ARGS): _refuse('alerts', f'None or a dict with keys among {known}', alerts)
-        if 'dead' in alerts and not (is_real(alerts['dead']) and 0 <= alerts['dead'] <= 1): _refuse("alerts['dead']", ALERT_ARGS['dead'], alerts['dead'])
-        if 'grad_ratio' in alerts and not (is_real(alerts['grad_ratio']) and alerts['grad_ratio'] > 1):
-            _refuse("alerts['grad_ratio']", ALERT_ARGS['grad_ratio'], alerts['grad_ratio'])
+    if (bad := bad_threshold(alerts)): _refuse(*bad)
     if isinstance(layers, (list, tuple)) and not layers: _refuse('layers', 'None (the default layers) or a selection of at least one', layers)
 
 
@@ -234,22 +227,16 @@ def _sampling(self:ExplorerCallback)->bool:
     if self.training: return self.learn.iter % self.every == 0
     return self.valid and self.learn.iter % self.every == 0
 
-# %% ../nbs/03f_callback.ipynb #251fbea6
-def _rng_states(model:nn.Module)->tuple:
-    "Torch's CPU random state and, for a model on a GPU, that device's"
-    dev = model_device(model)
-    return torch.get_rng_state(),(torch.cuda.get_rng_state(dev) if dev.type == 'cuda' else None)
-
 # %% ../nbs/03f_callback.ipynb #55151de5
 @patch
 def before_batch(self:ExplorerCallback):
     "On a sampled batch: hook the recorded layers (and the custom statistics), keeping the RNG state in case it brings the first NaN"
     self.sampled = self._sampling()
     if not self.sampled: return
-    if not self.traced: self._rng = _rng_states(unwrap_model(self.learn.model))   # to run this batch again if it makes the first NaN
+    if not self.traced: self._rng = rng_states(unwrap_model(self.learn.model))   # to run this batch again if it makes the first NaN
     st = self.act if self.training else self.valid_act
     hs = self.hooks[self]                     # removed after the forward, or by the guard however the batch ends
-    if 'torch._dynamo' in sys.modules: hs.append(_Eager())
+    if 'torch._dynamo' in sys.modules: hs.append(Eager())
     for m,i in ((m, self.ids[id(m)]) for m in self.mods.values()): hs.append(m.register_forward_hook(partial(_hook, st, i)))
     custom_hooks(self.cstats, self.custom, self.mods, hs, '' if self.training else 'valid_')
 
@@ -271,20 +258,12 @@ def after_cancel_batch(self:ExplorerCallback):
     for st in (getattr(self, 'act', None), getattr(self, 'valid_act', None)):
         if isinstance(st, ActStats): st.rows,st.idx,st.sizes,st.ncalls = [],[],[],{}
 
-# %% ../nbs/03f_callback.ipynb #de58d059
-@patch
-def _grad_scale(self:ExplorerCallback)->float:
-    "The mixed-precision loss scale the gradients carry (1 without a scaler)"
-    mp = getattr(self.learn, 'mixed_precision', None)
-    scaler = getattr(mp, 'scaler', None)
-    return float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else 1.
-
 # %% ../nbs/03f_callback.ipynb #624e081d
 @patch
 def after_backward(self:ExplorerCallback):
     "On a sampled training batch: gradient statistics (unscaled), custom parameter statistics, the weights before the step"
     if not (self.sampled and self.training): return
-    sc = self._grad_scale() if self.grads or self.custom else 1.   # one read of the loss scale (a device sync)
+    sc = grad_scale(self.learn) if self.grads or self.custom else 1.   # one read of the loss scale (a device sync)
     if self.grads:
         self._grads_before = self.pstats.state() if sc != 1. else None   # taken back if the loss scaler skips the step
         self.pstats.grads(sc)
@@ -299,7 +278,7 @@ def after_backward(self:ExplorerCallback):
 def after_cancel_step(self:ExplorerCallback):
     "A step the optimiser did not take: if the loss scaler skipped it, count it and take its gradient statistics back"
     self.step_cancelled = True
-    if self.active and self._amp_skipped(): self._skip_step()
+    if self.active and amp_skipped(self.learn): self._skip_step()
 
 @patch
 def after_step(self:ExplorerCallback):
@@ -307,16 +286,6 @@ def after_step(self:ExplorerCallback):
     if not (self.sampled and self.training) or self.pstats.w0 is None: return
     if self.step_cancelled: self.pstats.w0 = None
     else: self.pstats.updates()
-
-# %% ../nbs/03f_callback.ipynb #1efff0ef
-def _recorder_row(learn)->dict:
-    rec = getattr(learn, 'recorder', None)
-    res = {}
-    if rec is not None and len(getattr(rec, 'log', [])) == len(getattr(rec, 'metric_names', [])):
-        res = {k: to_jsonable(v) for k,v in zip(rec.metric_names, rec.log) if k != 'epoch'}
-    opt = getattr(learn, 'opt', None)
-    if opt is not None and opt.hypers: res['lr'] = to_jsonable(opt.hypers[-1].get('lr'))
-    return res
 
 # %% ../nbs/03f_callback.ipynb #2cdf98ec
 @patch
@@ -330,7 +299,7 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
     for k,st in self.pstats.finish(self.pkeys).items(): stats.setdefault(k, {}).update(st)
     for k,st in self.cstats.finish().items(): stats.setdefault(k, {}).update(st)
     n,self.epoch_started = self.n_epochs + 1,False   # counted once written: a failed write is not skipped by the next fit
-    doc = epoch_doc(self.tree, n, stats, _recorder_row(self.learn) if not partial else {},
+    doc = epoch_doc(self.tree, n, stats, recorder_row(self.learn) if not partial else {},
                     self._origin_alerts(n) + find_alerts(self.tree, stats, **(self.alerts or {})), fit=len(self.writer.manifest['fits']) - 1,
                     partial=partial, sampled={'train': self.act.batches, 'valid': self.valid_act.batches if self.valid_act else 0},
                     hist={'bins': self.hist_bins, 'range': list(self.hist_range)}, **self._scale_info())
@@ -354,7 +323,7 @@ def _scale_info(self:ExplorerCallback)->dict:
     res = {'ranks': self.ranks} if is_distributed() else {}
     mp = getattr(self.learn, 'mixed_precision', None)
     if mp is not None:
-        sc = self._grad_scale()
+        sc = grad_scale(self.learn)
         res['amp'] = {'dtype': {'fp16': 'float16', 'bf16': 'bfloat16'}.get(getattr(getattr(mp, 'amp_mode', None), 'value', None)),
                       'skipped_steps': self.skipped_steps, 'loss_scale': sc if sc != 1. else None}
     return res
@@ -443,17 +412,11 @@ def after_fit(self:ExplorerCallback):
     self._close_writer(None if self.cancelled else 'finished')   # the lock is released until the next fit
 
 # %% ../nbs/03f_callback.ipynb #6418e7e2
-def _loss_of(learn):
-    "The batch's loss as a function of the model's output, as fastai computed it (a part of a tuple a callback took, as `RNNCallback` does)"
-    one = not isinstance(learn.pred, (tuple, list))
-    def f(out): return learn.loss_func(out[0] if one and isinstance(out, (tuple, list)) else out, *learn.yb)
-    return f
-
 @patch
 def _trace_nonfinite(self:ExplorerCallback, backward:bool=False):
     "Run the batch just run again (with `backward`, its backward pass too) to name the module and operation that made its first non-finite value; an alert at once"
     self.traced = True
-    try: found = find_nonfinite(unwrap_model(self.learn.model), self.learn.xb, *self._rng, loss=_loss_of(self.learn) if backward else None)
+    try: found = find_nonfinite(unwrap_model(self.learn.model), self.learn.xb, *self._rng, loss=loss_of(self.learn) if backward else None)
     except Exception as e:                 # never break a fit over a diagnosis
         warnings.warn(f"fastexplorer could not trace the first non-finite value: {type(e).__name__}: {e}"); return
     if found is None: return
@@ -472,24 +435,11 @@ def add_stat(self:ExplorerCallback, f, on:str='out', name:str|None=None):
 
 # %% ../nbs/03f_callback.ipynb #83ad6da6
 @patch
-def _amp_skipped(self:ExplorerCallback)->bool:
-    "Whether fastai's `MixedPrecision` cancelled this step because the scaled gradients overflowed"
-    mp = getattr(self.learn, 'mixed_precision', None)
-    return mp is not None and getattr(mp, 'skipped', False) is True
-
-@patch
 def _skip_step(self:ExplorerCallback):
     "Count a step the loss scaler skipped, and take back the gradient statistics recorded for it"
     self.skipped_steps += 1
     if self._grads_before is not None and self.sampled and self.training: self.pstats.restore(self._grads_before)
     self._grads_before = None
-
-# %% ../nbs/03f_callback.ipynb #5a6d305a
-class _Eager:
-    "Compiled code runs eagerly from here until `remove()`: kept with a sampled batch's hooks (if dynamo, hence compiled code, is loaded), it ends when they come off"
-    def __init__(self): self.stance = torch.compiler.set_stance('force_eager')
-    def remove(self):
-        if self.stance is not None: st,self.stance = self.stance,None; st.__exit__(None, None, None)
 
 # %% ../nbs/03f_callback.ipynb #47efe534
 @patch
@@ -500,27 +450,3 @@ def explore(self:ExplorerCallback, host:str='127.0.0.1', port:int=8000, legacy_c
     if self.server is not None and self.server.legacy_client != legacy_client: self.server.stop(); self.server = None
     if self.server is None: self.server = ExplorerServer(self.path, host, port, legacy_client=legacy_client)
     return self.server.url
-
-# %% ../nbs/03f_callback.ipynb #e4a0cced
-def _in_notebook()->bool:
-    "Whether Python runs in an IPython kernel (a notebook), where rich output shows; not in a script or a terminal IPython"
-    try: from IPython import get_ipython
-    except ImportError: return False
-    return getattr(get_ipython(), 'kernel', None) is not None
-
-@patch
-def explore(self:Learner,
-    host:str='127.0.0.1',  # interface to bind
-    port:int=8000,         # port (0: any free port)
-    inline:bool|None=None, # also show the page in the notebook (default: when running in one)
-    height:int=800,        # height of that frame, in pixels
-    legacy_client:bool=False, # also let the original fastexplorer web client connect (its websocket, `/ws`, and its origin)
-)->str:                    # the page's URL
-    "Serve the explorer for this Learner's `ExplorerCallback` run folder, show it inline in a notebook, and return its URL"
-    cb = getattr(self, 'explorer', None)
-    if cb is None: raise ValueError("this Learner has no ExplorerCallback: add one with `cbs=ExplorerCallback('runs/name')` and fit first")
-    url = cb.explore(host, port, legacy_client)
-    if inline if inline is not None else _in_notebook():
-        from IPython.display import IFrame, display
-        display(IFrame(url, width='100%', height=height))
-    return url

@@ -29,7 +29,9 @@ def _json_key(k):
     return str(to_jsonable(k))
 
 DTYPE_NAMES = {d: str(d).removeprefix('torch.') for d in vars(torch).values() if isinstance(d, torch.dtype)}
-def dtype_name(d): return DTYPE_NAMES.get(d) or str(d).removeprefix('torch.')
+def dtype_name(d)->str:
+    "The name of torch dtype `d` without its `torch.` prefix, as the JSON files write it"
+    return DTYPE_NAMES.get(d) or str(d).removeprefix('torch.')
 
 def to_jsonable(o):
     "A plain-JSON copy of `o`: tensors, numpy values, dtypes, devices and `torch.Size` converted, NaN and Inf as `None`"
@@ -206,7 +208,9 @@ def __repr__(self:Node): return '\n'.join(self._lines())
 # %% ../nbs/00_core.ipynb #a027673c
 def _join(path:str, name:str)->str: return f"{path}.{name}" if path else name
 LazyTensor = nn.parameter.UninitializedTensorMixin
-def is_lazy(t)->bool: return isinstance(t, LazyTensor)
+def is_lazy(t)->bool:
+    "Whether `t` is a lazy module's parameter or buffer, not yet materialised"
+    return isinstance(t, LazyTensor)
 def _nbytes(t)->int: return t.numel() * t.element_size()
 def _class_name(m:nn.Module)->str:
     "The class of `m` as its author wrote it: a TorchScript module's original class (`Conv2d`), not `RecursiveScriptModule`"

@@ -284,6 +284,7 @@ def test_server_imports_no_training_code():
     "The server reads run folders only: importing it loads neither the callback, the statistics, the probe nor fastai's Learner"
     code = ("import sys, fastexplorer.explorer\n"
             "print(sorted(m for m in ('fastexplorer.callback', 'fastexplorer.stats', 'fastexplorer.steps', 'fastexplorer.probe', "
-            "'fastexplorer.landscape', 'fastai.learner') if m in sys.modules))")
+            "'fastexplorer.state', 'fastexplorer.hooks', 'fastexplorer.params', 'fastexplorer.alerts', 'fastexplorer.training', "
+            "'fastexplorer.export', 'fastexplorer.landscape', 'fastai.learner') if m in sys.modules))")
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == '[]', out
