@@ -12,10 +12,11 @@ from fastcore.basics import patch
 from .core import *
 from .params import PARAM_STEP_STATS
 from .stats import *
+from .nonfinite import find_nonfinite
 
 # %% auto #0
-__all__ = ['HINTS', 'ALERT_ARGS', 'DEAD_AFTER', 'execution_order', 'output_order', 'group_alerts', 'find_alerts', 'bad_threshold',
-           'LiveAlerts', 'origin_alert']
+__all__ = ['BY_INPUT', 'HINTS', 'SEVERITY', 'ALERT_ARGS', 'DEAD_AFTER', 'execution_order', 'output_order', 'constant_by_input',
+           'group_alerts', 'find_alerts', 'bad_threshold', 'LiveAlerts', 'origin_alert', 'loss_alert', 'trace_origin']
 
 # %% ../nbs/03h_alerts.ipynb #d102e683
 def execution_order(tree:dict)->dict:
@@ -77,11 +78,23 @@ def _nonfinite_alerts(stats:dict, order:dict, done:dict)->list:
     return res
 
 # %% ../nbs/03h_alerts.ipynb #54775b41
-def _dead_alert(p:str, s:dict, dead:float)->dict|None:
-    "The `dead` alert of layer `p`, whose statistics are `s`, if more than `dead` of its units were dead; else `None`"
+BY_INPUT = ('Embedding', 'EmbeddingBag')   # layers whose output varies exactly when their input does
+
+def constant_by_input(tree:dict)->set:
+    "The paths of the layers of `tree` whose output is constant exactly when their input is (`BY_INPUT`): never judged constant"
+    res = set()
+    def walk(d):
+        if d.get('type') != 'Parameter' and (d.get('xtra') or {}).get('class') in BY_INPUT and d.get('path') is not None: res.add(d['path'])
+        for c in d.get('nodes', []): walk(c)
+    walk(tree)
+    return res
+
+def _dead_alert(p:str, s:dict, dead:float, first:bool=True, by_input:bool=False)->dict|None:
+    "The `dead` alert of layer `p`, whose statistics are `s`, if more than `dead` of its units were dead; else `None`; `first`: in the run's first epoch; `by_input`: a layer constant exactly when its input is"
     a = s.get('act') or {}
-    # wholly constant in its only call: perhaps not trained yet (a zero-initialised layer before its first update)
-    once = a.get('dead_rule') == 'constant' and a.get('dead_frac') == 1 and a.get('calls', 2) < 2
+    # wholly constant in its only call of the first epoch: perhaps not trained yet (a zero-initialised layer before its first update)
+    once = first and a.get('dead_rule') == 'constant' and a.get('dead_frac') == 1 and a.get('calls', 2) < 2
+    if by_input and a.get('dead_rule') == 'constant': return None   # constant when its input is (`constant_by_input`)
     if (a.get('dead_frac') or 0) > dead and not _nonfinite(s, 'act') and not once:   # NaN is never positive, nor does it vary
         what = 'did not vary' if a.get('dead_rule') == 'constant' else 'were never positive'
         return {'kind': 'dead', 'layer': p, 'stat': 'act', 'value': a['dead_frac'], 'rule': a.get('dead_rule', 'never positive'),
@@ -125,7 +138,11 @@ HINTS = {   # why an alert usually happens, and what to try
                       "ReLU-family activations, BatchNorm, or another initialisation",
     'frozen': "it requires grad and receives gradients but never changes: the optimiser does not hold it (built before the "
               "layer was added or unfrozen), or its learning rate is 0",
+    'nonfinite_loss': "the loss function made it from finite outputs: a log of a probability that reached 0 (give logits to a loss "
+                      "that takes them, such as `CrossEntropyLossFlat`, or clamp), a division by a count that can be 0, or targets "
+                      "outside the range the loss expects",
 }
+SEVERITY = {'nonfinite': 'error', 'nonfinite_loss': 'error'}   # `warning` for any other kind; `info` for what asks nothing of the user
 
 def group_alerts(alerts:list)->list:
     "One alert per kind and statistic, naming the first of its layers (`alerts` are in execution order); `layers` lists them all"
@@ -136,6 +153,7 @@ def group_alerts(alerts:list)->list:
         else: res.append(by.setdefault(k, {**a, 'layers': [a['layer']]}))
     for a in res:
         a['hint'] = HINTS['constant' if a.get('rule') == 'constant' else a['kind']]
+        a.setdefault('severity', SEVERITY.get(a['kind'], 'warning'))
         if (n := len(a['layers']) - 1):
             shown = ', '.join(f"`{l}`" for l in a['layers'][1:4]) + (', …' if n > 3 else '')
             a['message'] += f"; the same in {n} layer{'s' if n > 1 else ''} after it ({shown})"
@@ -147,14 +165,15 @@ def find_alerts(
     stats:dict,             # `{path: {'act': {...}, 'grad': {...}, 'weight': {...}}}`
     dead:float=0.5,         # fraction of dead units above which a layer is flagged
     grad_ratio:float=1e4,   # first-to-last gradient norm ratio beyond which gradients explode or vanish
+    epoch:int=1,            # the epoch, counting from 1 over the run: the first one's exemptions
 )->list:
     "Alerts for one epoch's statistics, one per kind, each naming the first layer that shows it (`group_alerts`)"
-    order,done = execution_order(tree),output_order(tree)
+    order,done,by_input = execution_order(tree),output_order(tree),constant_by_input(tree)
     res = _nonfinite_alerts(stats, order, done)
-    for p,s in sorted(stats.items(), key=lambda o: _key(order, o[0])):
-        res += [a for a in (_dead_alert(p, s, dead), _frozen_alert(p, s)) if a is not None]
+    for p,s in sorted(stats.items(), key=lambda o: _key(done, o[0])):
+        res += [a for a in (_dead_alert(p, s, dead, epoch <= 1, site_of(p)[0] in by_input), _frozen_alert(p, s)) if a is not None]
     if (a := _grad_ratio_alert(stats, order, grad_ratio)) is not None: res.append(a)
-    return group_alerts(res)
+    return group_alerts([{**a, 'source': 'epoch'} for a in res])
 
 # %% ../nbs/03h_alerts.ipynb #d80e303f
 ALERT_ARGS = {'dead': ('a fraction of dead units in [0, 1]', lambda v: 0 <= v <= 1),
@@ -177,8 +196,9 @@ class LiveAlerts:
     def __init__(self,
         order:dict,      # `{path: execution order}` of the tree's modules, to name the first layer that held a value
         dead:float=0.5,  # the fraction of dead units above which a layer is dead (as for `find_alerts`)
+        by_input=(),     # the paths of layers never judged constant (`constant_by_input`)
     ):
-        self.order,self.dead,self.alerts = order,dead,[]
+        self.order,self.dead,self.by_input,self.alerts = order,dead,set(by_input),[]
         self.reset()
 
     def reset(self):
@@ -189,7 +209,7 @@ class LiveAlerts:
         "Record an alert found inside epoch `epoch`, once per epoch for each `key`"
         if key in self.seen: return
         self.seen.add(key)
-        self.alerts.append({**alert, 'epoch': epoch})
+        self.alerts.append({**alert, 'epoch': epoch, 'source': 'live'})
 
 # %% ../nbs/03h_alerts.ipynb #e3a5c012
 @patch
@@ -221,7 +241,7 @@ def _check_dead(self:LiveAlerts, metas:list, keys:list, epoch:int, stats:ActStat
     frac = torch.stack([dead_fraction(u, v).float() for _,u,v in have]).cpu().tolist() if have else []
     found = []
     for (i,u,v),f in sorted(zip(have, frac), key=lambda o: _key(order, keys[o[0][0]])):
-        if f > self.dead:
+        if f > self.dead and not (v is not None and site_of(keys[i])[0] in self.by_input):
             p,what = keys[i],'were never positive' if v is None else 'did not vary'
             found.append(dict(kind='dead', layer=p, stat='act', value=f, rule='never positive' if v is None else 'constant', step=metas[-1]['step'],
                               message=f"{f:.0%} of the {u.numel()} units of {_site_name(p, {'call': stats.sites.call(i)})} {what} in the first {stats.batches} sampled batches"))
@@ -262,3 +282,23 @@ def origin_alert(found:dict, step:int, epoch:int)->dict:
     return {'kind': 'nonfinite', 'layer': found['module'], 'stat': 'op', 'op': found['op'], 'param': found['param'],
             'inputs_finite': found['inputs_finite'], 'phase': found['phase'], 'step': step, 'epoch': epoch,
             'message': f"{_origin_message(found)}, at step {step}"}
+
+def loss_alert(loss:float, step:int, epoch:int)->dict:
+    "The `nonfinite_loss` alert: at `step` of `epoch`, the loss was `loss`, and it (or its gradient) not finite, while the model's outputs were"
+    made = (f"the loss was {loss}" if not math.isfinite(loss) else
+            f"the loss ({loss:.4g}) was finite but its gradient with respect to the model's output was not")
+    return {'kind': 'nonfinite_loss', 'layer': '', 'stat': 'loss', 'value': loss, 'step': step, 'epoch': epoch,
+            'message': f"at step {step}, {made}, while every recorded output of the model was finite: the loss function "
+                       "made it, and the gradients followed"}
+
+# %% ../nbs/03h_alerts.ipynb #a593ae3b
+def trace_origin(model, xb:tuple, rng:tuple, step:int, epoch:int,
+    loss=None,          # after a backward: the batch's loss (a tensor)
+    loss_fn=None,       # `f(output)`: the batch's loss, to run the backward again
+    out_grad_ok=None,   # whether the loss's gradient at the model's output was finite (a tensor), if it was watched
+)->dict|None:
+    "The alert naming where the first non-finite value of a batch came from (`rng`: the random states before it), or `None`"
+    if loss is not None and (not bool(torch.isfinite(loss).all()) or (out_grad_ok is not None and not bool(out_grad_ok))):
+        return loss_alert(float(loss.float().mean()), step, epoch)
+    found = find_nonfinite(model, xb, *rng, loss=loss_fn)
+    return None if found is None else origin_alert(found, step, epoch)

@@ -15,6 +15,7 @@ from .distributed import *
 from .steps import *
 from .training import *
 from .alerts import *
+from .preflight import *
 from .callback import *
 from .explore import *
 from .landscape import *

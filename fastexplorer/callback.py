@@ -30,6 +30,7 @@ from .distributed import *
 from .steps import *
 from .nonfinite import *
 from .training import *
+from .preflight import *
 
 # %% auto #0
 __all__ = ['ExplorerCallback']
@@ -74,6 +75,7 @@ class ExplorerCallback(Callback):
         heatmaps:int=4,         # validation samples whose activation maps are kept each epoch (0: none)
         heatmap_size:int=16,    # maps are pooled to at most this size
         serve:bool=False,       # serve the explorer for this run from the first fit on (see `explore`)
+        preflight:bool=False,   # check the model, loss and data on one batch before the first (`Learner.preflight`)
         port:int=8000,          # port of that server (0: any free port)
         snapshots:bool=False,   # write a float32 copy of the weights to the run folder at each epoch end (for `loss_landscape(trajectory=True)`)
         overwrite:bool=False,   # replace a run already in `path` (only the files it wrote are removed)
@@ -82,7 +84,7 @@ class ExplorerCallback(Callback):
     ):
         _check_args(path, {'every': (every, 1), 'hist_bins': (hist_bins, 1), 'sample': (sample, 1), 'heatmaps': (heatmaps, 0),
                            'heatmap_size': (heatmap_size, 1), 'port': (port, 0)},
-                    dict(valid=valid, grads=grads, updates=updates, serve=serve, snapshots=snapshots, overwrite=overwrite, resume=resume, steps=steps),
+                    dict(valid=valid, grads=grads, updates=updates, serve=serve, snapshots=snapshots, overwrite=overwrite, resume=resume, steps=steps, preflight=preflight),
                     hist_range, near_zero, alerts, layers)
         if port > 65535: _refuse('port', 'a port from 0 (any free one) to 65535', port)
         if overwrite and resume: _refuse('resume', 'False with `overwrite=True` (which replaces the run `resume` would go on with)', resume)
@@ -124,6 +126,15 @@ def before_fit(self:ExplorerCallback):
     self.hooks = HookGuard.of(self.learn, self, on_error=self._abort)   # the batch's hooks come off however it ends
     self.active = True
 
+# %% ../nbs/03f_callback.ipynb #47fd8513
+@patch
+def _preflight(self:ExplorerCallback):
+    "Run `learn.preflight()` once, before the first batch: its verdicts into the manifest, those asking something into the live alerts"
+    try: v = self.learn.preflight()
+    except Exception as e: v = [verdict('preflight', 'skipped', f"preflight could not run on this model: {type(e).__name__}: {e}")]
+    self.live.alerts.extend(preflight_alerts(v, self.n_epochs + 1))
+    self.writer.write_manifest(preflight=v, live_alerts=self.live.alerts)
+
 # %% ../nbs/03f_callback.ipynb #ca2f5a5c
 @patch
 def _open_run(self:ExplorerCallback, model):
@@ -139,9 +150,12 @@ def _open_run(self:ExplorerCallback, model):
         rep = self.learn.to_representation()
         self.writer.write_representation(rep.get_dict())
         self.tree = rep.data.get_dict()
-        self.live = LiveAlerts(output_order(self.tree), (self.alerts or {}).get('dead', 0.5))   # alerts inside an epoch, in the order outputs appear
+        self.live = LiveAlerts(output_order(self.tree), (self.alerts or {}).get('dead', 0.5), constant_by_input(self.tree))   # alerts inside an epoch, in the order outputs appear
         self.heatmap_xb,self.heatmap_info = heatmap_samples(self.learn, self.heatmaps)
-        if self.serve: print(f"fastexplorer: explore this run at {self.explore(port=self.port)}")
+        if self.preflight: self._preflight()
+        if self.serve:
+            from fastexplorer import explore   # `explore` and the server: imported when asked for
+            print(f"fastexplorer: explore this run at {self.explore(port=self.port)}")
     except BaseException as e: self._close_writer('failed', e); raise
 
 # %% ../nbs/03f_callback.ipynb #286bcaf2
@@ -244,12 +258,18 @@ def _hook(st:ActStats, i:int, m, inp, out): st.add(i, m, out, inp)
 
 @patch
 def after_pred(self:ExplorerCallback):
-    "Remove the hooks and gather the batch's activation rows; trace the first non-finite activation to its origin"
+    "Remove the hooks and gather the batch's activation rows; trace the first non-finite activation to its origin; watch the output's gradient"
     if not self.sampled: return
     self.hooks.remove(self)
     st = self.act if self.training else self.valid_act
     self._step_act = st.flush()
     if not self.traced and st.nonfinite is not None and bool(st.nonfinite): self._trace_nonfinite()
+    self._out_grad_ok = None
+    if self.training and not self.traced and isinstance(o := first_tensor(self.learn.pred), torch.Tensor) and o.requires_grad:
+        # whether the loss's gradient reaching the model's output is finite: kept on the device, read only if gradients break
+        self.hooks[self].append(o.register_hook(partial(_output_grad, self)))
+
+def _output_grad(cb, g): cb._out_grad_ok = torch.isfinite(g).all()
 
 # %% ../nbs/03f_callback.ipynb #4ba775d0
 @patch
@@ -300,7 +320,7 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
     for k,st in self.cstats.finish().items(): stats.setdefault(k, {}).update(st)
     n,self.epoch_started = self.n_epochs + 1,False   # counted once written: a failed write is not skipped by the next fit
     doc = epoch_doc(self.tree, n, stats, recorder_row(self.learn) if not partial else {},
-                    self._origin_alerts(n) + find_alerts(self.tree, stats, **(self.alerts or {})), fit=len(self.writer.manifest['fits']) - 1,
+                    self._origin_alerts(n) + find_alerts(self.tree, stats, epoch=n, **(self.alerts or {})), fit=len(self.writer.manifest['fits']) - 1,
                     partial=partial, sampled={'train': self.act.batches, 'valid': self.valid_act.batches if self.valid_act else 0},
                     hist={'bins': self.hist_bins, 'range': list(self.hist_range)}, **self._scale_info())
     if not partial and (hm := self._heatmaps()) is not None: doc['heatmaps'] = hm
@@ -314,7 +334,7 @@ def _origin_alerts(self:ExplorerCallback, epoch:int)->list:
     "The traced origin of the first non-finite value, in `epoch` (the one being written) if it was found in it"
     o = self.origin
     if o is None or o['epoch'] != epoch: return []
-    return group_alerts([{k: v for k,v in o.items() if k != 'epoch'}])
+    return group_alerts([{**{k: v for k,v in o.items() if k != 'epoch'}, 'source': 'epoch'}])
 
 # %% ../nbs/03f_callback.ipynb #db84d8ea
 @patch
@@ -416,13 +436,12 @@ def after_fit(self:ExplorerCallback):
 def _trace_nonfinite(self:ExplorerCallback, backward:bool=False):
     "Run the batch just run again (with `backward`, its backward pass too) to name the module and operation that made its first non-finite value; an alert at once"
     self.traced = True
-    try: found = find_nonfinite(unwrap_model(self.learn.model), self.learn.xb, *self._rng, loss=loss_of(self.learn) if backward else None)
+    step,learn = self.n_steps if self.training else max(self.n_steps - 1, 0),self.learn
+    after = (learn.loss.detach(), loss_of(learn), getattr(self, '_out_grad_ok', None)) if backward else ()
+    try: self.origin = trace_origin(unwrap_model(learn.model), learn.xb, self._rng, step, self.n_epochs + 1, *after)
     except Exception as e:                 # never break a fit over a diagnosis
         warnings.warn(f"fastexplorer could not trace the first non-finite value: {type(e).__name__}: {e}"); return
-    if found is None: return
-    step = self.n_steps if self.training else max(self.n_steps - 1, 0)
-    self.origin = origin_alert(found, step, self.n_epochs + 1)
-    if self.live is not None:
+    if self.origin is not None and self.live is not None:
         self.live.add(('nonfinite', 'op'), **group_alerts([self.origin])[0])
         if self.writer is not None: self.writer.write_manifest(live_alerts=self.live.alerts)
 
@@ -440,13 +459,3 @@ def _skip_step(self:ExplorerCallback):
     self.skipped_steps += 1
     if self._grads_before is not None and self.sampled and self.training: self.pstats.restore(self._grads_before)
     self._grads_before = None
-
-# %% ../nbs/03f_callback.ipynb #47efe534
-@patch
-def explore(self:ExplorerCallback, host:str='127.0.0.1', port:int=8000, legacy_client:bool=False)->str:
-    "Serve the explorer for this run folder from a background thread and return its URL (with the original client's websocket if `legacy_client`)"
-    from fastexplorer.explorer import ExplorerServer
-    if self.writer is None: raise ValueError("nothing to serve yet: the run folder is created when the first fit starts")
-    if self.server is not None and self.server.legacy_client != legacy_client: self.server.stop(); self.server = None
-    if self.server is None: self.server = ExplorerServer(self.path, host, port, legacy_client=legacy_client)
-    return self.server.url

@@ -15,9 +15,9 @@ from . import stepdb, history
 from .stepdb import read_steps, read_step_hist
 
 # %% auto #0
-__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'DF_COLUMNS', 'ROOT_RUN', 'read_epoch_index', 'RunFileError', 'Run', 'load_run',
-           'plot_layer_stats', 'plot_color_dim', 'run_dir', 'list_runs', 'read_manifest', 'entry_path', 'epoch_path',
-           'RunStore', 'plot_stat', 'plot_hist', 'plot_grad_norms']
+__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'DF_COLUMNS', 'ALERT_COLUMNS', 'ROOT_RUN', 'read_epoch_index', 'RunFileError', 'Run',
+           'load_run', 'plot_layer_stats', 'plot_color_dim', 'run_dir', 'list_runs', 'read_manifest', 'entry_path',
+           'epoch_path', 'RunStore', 'plot_stat', 'plot_hist', 'plot_grad_norms']
 
 # %% ../nbs/02b_run.ipynb #70f76f79
 RUN_VERSION = 2          # of `run.json`: version 2 lists the epochs in `epochs.jsonl` (version 1 in the manifest itself)
@@ -154,13 +154,14 @@ def recorder(self:Run)->pd.DataFrame:
     "The `Recorder` rows of the epochs: losses, metrics, learning rate, time"
     return pd.DataFrame([{'epoch': e['epoch'], **e['recorder']} for e in self.epochs]).set_index('epoch')
 
+ALERT_COLUMNS = ['epoch', 'step', 'source', 'severity', 'kind', 'layer', 'stat', 'value', 'message', 'hint', 'layers']
+
 @patch(as_prop=True)
 def alerts(self:Run)->pd.DataFrame:
-    "Every epoch's alerts, then those raised inside an epoch whose file is not written yet (`live_alerts` in `run.json`, with their step)"
-    written = {e['epoch'] for e in self.epochs}
-    rows = [{'epoch': e['epoch'], **a} for e in self.epochs for a in e['alerts']]
-    rows += [a for a in self.meta.get('live_alerts', []) if a['epoch'] not in written]
-    return pd.DataFrame(rows, columns=['epoch', 'kind', 'layer', 'stat', 'value', 'message', 'hint', 'layers', 'step'])
+    "Every finding of the run, a row each: those raised inside an epoch (`source` `live`, with their step), then each epoch's own (`epoch`)"
+    rows = [{'source': 'live', **a} for a in self.meta.get('live_alerts', [])]
+    rows += [{'epoch': e['epoch'], 'source': 'epoch', **a} for e in self.epochs for a in e['alerts']]
+    return pd.DataFrame(rows, columns=ALERT_COLUMNS)
 
 # %% ../nbs/02b_run.ipynb #cb1cd237
 @patch

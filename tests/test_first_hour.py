@@ -92,4 +92,4 @@ def test_importing_changes_no_fastai_behaviour(tmp_path):
     r = _run([sys.executable, '-c', CHANGES], tmp_path)
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout.strip().splitlines()[-1])
-    assert res == {'callbacks': None, 'learner': ['explore', 'loss_landscape', 'to_representation'], 'module': ['to_representation']}, res
+    assert res == {'callbacks': None, 'learner': ['explore', 'loss_landscape', 'preflight', 'to_representation'], 'module': ['to_representation']}, res

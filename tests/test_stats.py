@@ -177,8 +177,8 @@ def test_nan_counted_and_alerted(tmp_path):
     assert (a['nan'], a['inf'], a['n']) == (2, 2, 2 * 4 * 6)      # two training batches of 4 × 6
     fin = a['n'] - 4
     assert a['mean'] is not None and math.isfinite(a['mean']) and a['hist_n'] == fin == sum(a['hist'])
-    assert run.alerts.query("kind == 'nonfinite' and stat == 'act'").layer.tolist() == ['poison'], run.alerts
-    assert run.alerts.query("kind == 'nonfinite' and stat == 'op'").layer.tolist() == ['poison'], run.alerts   # traced to its op
+    assert run.alerts.query("source == 'epoch' and kind == 'nonfinite' and stat == 'act'").layer.tolist() == ['poison'], run.alerts
+    assert run.alerts.query("source == 'epoch' and kind == 'nonfinite' and stat == 'op'").layer.tolist() == ['poison'], run.alerts   # traced to its op
 
 def test_silent_outside_fit(tmp_path):
     "`lr_find`, `get_preds` and `validate` write nothing"

@@ -73,6 +73,7 @@ export function renderCurves() {
 const ALERT_HELP = {
   dead: 'units that were dead (never positive, or constant)', nonfinite: 'NaN or Inf values', exploding_grad: 'very large gradients',
   vanishing_grad: 'very small gradients', frozen: 'parameters that do not change',
+  nonfinite_loss: 'a NaN or Inf the loss function made from finite outputs',
 };
 
 /* Alerts raised inside an epoch whose file is not loaded yet (`live_alerts` in run.json, written within a second). */
@@ -112,8 +113,9 @@ function alertItem(a, live) {
   const known = S.tree && S.tree.byPath.has(layer);
   return h('div', { class: 'alert k-' + String(a.kind || 'other') + (live ? ' live' : ''), role: 'button', tabindex: '0', dataset: { layer, kind: String(a.kind || '') },
                       title: (ALERT_HELP[a.kind] || '') + (known ? ' · click to show the layer' : '') },
-      h('span', { class: 'alert-kind', text: String(a.kind || 'alert').replace('_', ' ') }),
-      h('span', { class: 'alert-layer', text: layer || '(model)' }),
+      ...(a.severity ? [h('span', { class: 'alert-sev sev-' + String(a.severity), text: String(a.severity) })] : []),
+      h('span', { class: 'alert-kind', text: String(a.kind || 'alert').replaceAll('_', ' ') }),
+      h('span', { class: 'alert-layer', text: layer || (a.kind === 'nonfinite_loss' ? '(the loss)' : '(model)') }),
       h('span', { class: 'alert-msg', text: String(a.message || '') + (live ? ` · raised at step ${a.step} of epoch ${a.epoch} (live)` : '') }),
       ...(a.hint ? [h('span', { class: 'alert-hint', text: 'Why, and what to try: ' + String(a.hint) })] : []));
 }
