@@ -340,13 +340,8 @@ def _origin_alerts(self:ExplorerCallback, epoch:int)->list:
 @patch
 def _scale_info(self:ExplorerCallback)->dict:
     "How the epoch's statistics were gathered: over how many ranks, and the steps mixed precision skipped"
-    res = {'ranks': self.ranks} if is_distributed() else {}
-    mp = getattr(self.learn, 'mixed_precision', None)
-    if mp is not None:
-        sc = grad_scale(self.learn)
-        res['amp'] = {'dtype': {'fp16': 'float16', 'bf16': 'bfloat16'}.get(getattr(getattr(mp, 'amp_mode', None), 'value', None)),
-                      'skipped_steps': self.skipped_steps, 'loss_scale': sc if sc != 1. else None}
-    return res
+    amp = amp_info(self.learn, self.skipped_steps)
+    return ({'ranks': self.ranks} if is_distributed() else {}) | ({'amp': amp} if amp is not None else {})
 
 # %% ../nbs/03f_callback.ipynb #4fecf35f
 @patch

@@ -12,7 +12,7 @@ from .core import *
 from .probe import model_device
 
 # %% auto #0
-__all__ = ['recorder_row', 'grad_scale', 'amp_skipped', 'rng_states', 'loss_of', 'Eager']
+__all__ = ['recorder_row', 'grad_scale', 'amp_skipped', 'amp_info', 'rng_states', 'loss_of', 'Eager']
 
 # %% ../nbs/03ea_training.ipynb #756908cd
 def recorder_row(learn)->dict:
@@ -36,6 +36,14 @@ def amp_skipped(learn)->bool:
     "Whether fastai's `MixedPrecision` cancelled this step because the scaled gradients overflowed"
     mp = getattr(learn, 'mixed_precision', None)
     return mp is not None and getattr(mp, 'skipped', False) is True
+
+def amp_info(learn, skipped_steps:int)->dict|None:
+    "What mixed precision did this epoch (its dtype, the steps its scaler skipped, the loss scale), or `None` without it"
+    mp = getattr(learn, 'mixed_precision', None)
+    if mp is None: return None
+    sc = grad_scale(learn)
+    return {'dtype': {'fp16': 'float16', 'bf16': 'bfloat16'}.get(getattr(getattr(mp, 'amp_mode', None), 'value', None)),
+            'skipped_steps': skipped_steps, 'loss_scale': sc if sc != 1. else None}
 
 # %% ../nbs/03ea_training.ipynb #45ee6aa7
 def rng_states(model:nn.Module)->tuple:
