@@ -15,8 +15,9 @@ from .stats import *
 from .nonfinite import find_nonfinite
 
 # %% auto #0
-__all__ = ['BY_INPUT', 'HINTS', 'SEVERITY', 'ALERT_ARGS', 'DEAD_AFTER', 'execution_order', 'output_order', 'constant_by_input',
-           'group_alerts', 'find_alerts', 'bad_threshold', 'LiveAlerts', 'origin_alert', 'loss_alert', 'trace_origin']
+__all__ = ['BY_INPUT', 'HINTS', 'SEVERITY', 'RANK', 'ALERT_ARGS', 'DEAD_AFTER', 'execution_order', 'output_order',
+           'constant_by_input', 'group_alerts', 'find_alerts', 'rank_alerts', 'bad_threshold', 'LiveAlerts',
+           'origin_alert', 'loss_alert', 'trace_origin']
 
 # %% ../nbs/03h_alerts.ipynb #d102e683
 def execution_order(tree:dict)->dict:
@@ -141,9 +142,19 @@ HINTS = {   # why an alert usually happens, and what to try
     'nonfinite_loss': "the loss function made it from finite outputs: a log of a probability that reached 0 (give logits to a loss "
                       "that takes them, such as `CrossEntropyLossFlat`, or clamp), a division by a count that can be 0, or targets "
                       "outside the range the loss expects",
+    'loss_diverging': "the loss grows although the steps are small: look at the loss function, the targets' scale, and at data that "
+                      "changes along the run",
+    'lr_too_high': "the steps are too large for this model: lower the learning rate (fastai's `lr_find` suggests one), or use a "
+                   "warm-up (`fit_one_cycle`)",
+    'loss_stalled': "nothing is learnt: check that the output activation, the loss and the targets fit, that the inputs are "
+                    "normalised, that gradients reach the parameters, and that the inputs carry the labels",
+    'lr_too_low': "the steps are too small to make progress: raise the learning rate (fastai's `lr_find` suggests one)",
+    'valid_at_chance': "the labels may not match the inputs in the validation set (shuffled apart, or a different mapping of classes), "
+                       "or the model memorises the training set: check the data pipeline, then regularise",
 }
-SEVERITY = {'nonfinite': 'error', 'nonfinite_loss': 'error'}   # `warning` for any other kind; `info` for what asks nothing of the user
+SEVERITY = {'nonfinite': 'error', 'nonfinite_loss': 'error', 'loss_diverging': 'error', 'lr_too_high': 'error'}   # `warning` for any other kind; `info` for what asks nothing of the user
 
+# %% ../nbs/03h_alerts.ipynb #bd0a868b
 def group_alerts(alerts:list)->list:
     "One alert per kind and statistic, naming the first of its layers (`alerts` are in execution order); `layers` lists them all"
     res,by = [],{}
@@ -174,6 +185,13 @@ def find_alerts(
         res += [a for a in (_dead_alert(p, s, dead, epoch <= 1, site_of(p)[0] in by_input), _frozen_alert(p, s)) if a is not None]
     if (a := _grad_ratio_alert(stats, order, grad_ratio)) is not None: res.append(a)
     return group_alerts([{**a, 'source': 'epoch'} for a in res])
+
+# %% ../nbs/03h_alerts.ipynb #b18cf778
+RANK = {'nonfinite_loss': 0, 'nonfinite': 1, 'lr_too_high': 2, 'loss_diverging': 2, 'valid_at_chance': 8, 'loss_stalled': 9, 'lr_too_low': 9}
+
+def rank_alerts(alerts:list)->list:
+    "`alerts` with the likeliest cause first (`RANK`; other kinds in between), in their own order within a rank"
+    return sorted(alerts, key=lambda a: RANK.get(a['kind'], 5))
 
 # %% ../nbs/03h_alerts.ipynb #d80e303f
 ALERT_ARGS = {'dead': ('a fraction of dead units in [0, 1]', lambda v: 0 <= v <= 1),

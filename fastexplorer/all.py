@@ -16,6 +16,7 @@ from .steps import *
 from .training import *
 from .alerts import *
 from .preflight import *
+from .losswatch import *
 from .callback import *
 from .explore import *
 from .landscape import *

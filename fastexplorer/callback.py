@@ -31,6 +31,7 @@ from .steps import *
 from .nonfinite import *
 from .training import *
 from .preflight import *
+from .losswatch import *
 
 # %% auto #0
 __all__ = ['ExplorerCallback']
@@ -75,7 +76,7 @@ class ExplorerCallback(Callback):
         heatmaps:int=4,         # validation samples whose activation maps are kept each epoch (0: none)
         heatmap_size:int=16,    # maps are pooled to at most this size
         serve:bool=False,       # serve the explorer for this run from the first fit on (see `explore`)
-        preflight:bool=False,   # check the model, loss and data on one batch before the first (`Learner.preflight`)
+        preflight:bool=True,    # check the model, loss and data on one batch before the first (`Learner.preflight`)
         port:int=8000,          # port of that server (0: any free port)
         snapshots:bool=False,   # write a float32 copy of the weights to the run folder at each epoch end (for `loss_landscape(trajectory=True)`)
         overwrite:bool=False,   # replace a run already in `path` (only the files it wrote are removed)
@@ -94,7 +95,7 @@ class ExplorerCallback(Callback):
         self.writer,self.tree,self.n_epochs,self.hooks,self.active,self.opened = None,None,0,HookGuard(),False,False
         self.queue,self.n_steps,self._step_act = None,0,None
         self.record_steps,self.n_fits,self.live = False,0,None
-        self.traced,self.origin,self._rng = False,None,(None, None)
+        self.traced,self.origin,self._rng,self.watch = False,None,(None, None),None
 
 # %% ../nbs/03f_callback.ipynb #34b0834c
 def _count(ps, trainable=False): return sum(p.numel() for p in ps if p.requires_grad or not trainable)
@@ -178,6 +179,7 @@ def _prepare_fit(self:ExplorerCallback, model, mods:dict):
     self.record_steps = self.steps and (sw is not None or is_distributed())   # every rank records, rank 0 writes
     self.queue = StepQueue(sw, self.sites.keys, self.pkeys, on_write=self._live_alerts) if self.record_steps else None
     self.n_fits += 1
+    if self.watch is None: self.watch = LossWatch(self.learn.loss_func)   # the loss's course, over the run's fits
     allp = list({id(p): p for p in model.parameters()}.values())
     if self.writer is not None:
         self.writer.manifest['fits'].append({'first_epoch': self.n_epochs + 1, 'n_epoch': self.learn.n_epoch,
@@ -318,15 +320,26 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
         for k,st in self.valid_act.finish(self.keys).items(): stats.setdefault(k, {})['valid_act'] = st
     for k,st in self.pstats.finish(self.pkeys).items(): stats.setdefault(k, {}).update(st)
     for k,st in self.cstats.finish().items(): stats.setdefault(k, {}).update(st)
-    n,self.epoch_started = self.n_epochs + 1,False   # counted once written: a failed write is not skipped by the next fit
-    doc = epoch_doc(self.tree, n, stats, recorder_row(self.learn) if not partial else {},
-                    self._origin_alerts(n) + find_alerts(self.tree, stats, epoch=n, **(self.alerts or {})), fit=len(self.writer.manifest['fits']) - 1,
+    n,self.epoch_started,rec = self.n_epochs + 1,False,recorder_row(self.learn) if not partial else {}   # counted once written
+    found = self._origin_alerts(n) + find_alerts(self.tree, stats, epoch=n, **(self.alerts or {}))
+    if not partial: found = self._judge_loss(found, stats, rec.get('valid_loss'))
+    doc = epoch_doc(self.tree, n, stats, rec, found, fit=len(self.writer.manifest['fits']) - 1,
                     partial=partial, sampled={'train': self.act.batches, 'valid': self.valid_act.batches if self.valid_act else 0},
                     hist={'bins': self.hist_bins, 'range': list(self.hist_range)}, **self._scale_info())
     if not partial and (hm := self._heatmaps()) is not None: doc['heatmaps'] = hm
     fname = self.writer.write_epoch(doc, steps=self.n_steps)
     self.n_epochs = n
     return fname
+
+@patch
+def _judge_loss(self:ExplorerCallback, found:list, stats:dict, valid_loss)->list:
+    "An epoch's alerts with those of the loss's course, ranked; dead layers of a run that learns (also those raised live) settled as `info`"
+    losses,chance = self.watch.flush(),self.watch.chance()
+    found = settle(rank_alerts(found + loss_alerts(losses, chance, stats, valid_loss)), losses, chance)
+    if self.live is not None and any(a['kind'] == 'dead' and a.get('severity') != 'info' for a in self.live.alerts):
+        settle(self.live.alerts, losses, chance)
+        if self.writer is not None: self.writer.write_manifest(live_alerts=self.live.alerts)
+    return found
 
 # %% ../nbs/03f_callback.ipynb #f89c024d
 @patch
@@ -378,7 +391,9 @@ def after_batch(self:ExplorerCallback):
     "Count the step, and queue a sampled batch's statistics for the step database"
     if not self.active: return
     step = self.n_steps
-    if self.training: self.n_steps += 1
+    if self.training:
+        self.n_steps += 1
+        self._watch_loss()
     if not (self.sampled and self.record_steps): return
     act,self._step_act = self._step_act,None
     grad = self.pstats.take_step() if self.training else None
@@ -388,6 +403,13 @@ def after_batch(self:ExplorerCallback):
     meta = {'step': step, 'fit': self.n_fits - 1, 'epoch': self.n_epochs + 1,
             'split': 'train' if self.training else 'valid', 'iter': self.learn.iter, 'time': time.time(), 'hypers': hypers}
     self.queue.add(meta, act, grad, getattr(self.learn, 'loss', None), getattr(smooth, 'value', None))
+
+@patch
+def _watch_loss(self:ExplorerCallback):
+    "Hand the batch's loss to the loss watch; on a sampled batch, its output and targets too (for the chance level)"
+    yb = getattr(self.learn, 'yb', ())
+    out = (first_tensor(self.learn.pred), yb[0]) if self.sampled and yb else ()
+    self.watch.add(getattr(self.learn, 'loss', None), *out)
 
 @patch
 def _flush_steps(self:ExplorerCallback):

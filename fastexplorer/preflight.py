@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/preflight.html.md"""
 
 # %% ../nbs/03i_preflight.ipynb #a1ec1bc1
 from __future__ import annotations
-import math
+import math, re
 import torch
 from torch import nn
 from fastcore.basics import patch
@@ -17,8 +17,9 @@ from .state import *
 from .probe import model_device, to_model_device, split_batch, kept_dl_rng, unwrap_dl
 
 # %% auto #0
-__all__ = ['verdict', 'preflight_alerts', 'loss_kind', 'check_loss_contract', 'check_inputs', 'check_output', 'check_gradients',
-           'check_batch_independence']
+__all__ = ['verdict', 'preflight_alerts', 'loss_kind', 'final_op', 'check_output_activation', 'check_targets',
+           'check_loss_contract', 'check_inputs', 'check_output', 'check_gradients', 'check_batch_independence',
+           'check_loss_gradient', 'check_overfit']
 
 # %% ../nbs/03i_preflight.ipynb #19db9e9f
 def verdict(check:str, severity:str, evidence:str, fix:str='', layer:str='', **numbers)->dict:
@@ -41,41 +42,109 @@ def loss_kind(loss_func)->str|None:
         if any(n in name for n in names): return k
     return None
 
+# %% ../nbs/03i_preflight.ipynb #eed337c6
+def _loss(loss_func, out, yb:tuple):
+    "The loss of output `out`; of its first part, as fastai's `RNNCallback` gives it, if the whole cannot be"
+    try: return loss_func(out, *yb)
+    except Exception:
+        if not isinstance(out, (tuple, list)) or not out: raise
+        return loss_func(out[0], *yb)
+
+def _groups(learn, model)->list:
+    "The parameter groups the optimiser holds, or would hold (fastai builds them from `learn.splitter`)"
+    if learn.opt is not None: return [list(g['params']) for g in learn.opt.param_groups]
+    ps = list(learn.splitter(model))
+    return [list(g) for g in ps] if ps and not isinstance(ps[0], torch.Tensor) else [ps]
+
 # %% ../nbs/03i_preflight.ipynb #8527a36e
+_SHAPE_OPS = ('View', 'UnsafeView', 'Reshape', 'Squeeze', 'Unsqueeze', 'Permute', 'Transpose', 'T', 'Clone', 'Expand', 'Select', 'Slice',
+              'Alias', 'ToCopy', 'Contiguous')
+
+def final_op(o)->str|None:
+    "The last operation that made tensor `o`, looking through reshapes and casts (`sigmoid`, `softmax`, `log_softmax`, `relu`, `addmm`…); `None` without autograd"
+    f = getattr(o, 'grad_fn', None)
+    for _ in range(16):
+        if f is None: return None
+        n = re.sub(r'Backward\d*$', '', f.name())
+        if n not in _SHAPE_OPS: return re.sub(r'(?<!^)(?=[A-Z])', '_', n).lower()
+        f = next((g for g,_ in f.next_functions if g is not None), None)
+    return None
+
 def _probabilities(o:torch.Tensor, axis:int=1)->bool:
     "Whether `o` is a probability distribution along its class axis `axis`: a softmax's output"
     return o.ndim >= 2 and o.shape[axis] > 1 and bool((o >= 0).all()) and bool(((o.sum(axis) - 1).abs() < 1e-3).all())
 
 def _unit_range(o:torch.Tensor)->bool: return bool(((o >= 0) & (o <= 1)).all())
 
-def check_loss_contract(out:torch.Tensor, y, loss:float|None, kind:str|None, axis:int=1)->list:
-    "Verdicts on the loss at initialisation (`None`: it could not be computed) and on what feeds it (classes along `axis` of the output): the output's activation, the targets' range and classes"
-    res,o = [],out.detach().float()
-    if loss is not None and not math.isfinite(loss): res.append(verdict('loss_at_init', 'error', f"the loss is {loss} on the first batch, before any step", "look at the loss function and the targets it gets"))
-    if kind == 'ce' and o.ndim >= 2:
-        c = o.shape[axis]
-        if c == 1: res.append(verdict('output_classes', 'error', "cross-entropy over one output unit: its softmax is always 1, so the loss is 0 and nothing learns",
-                                      "give the model one output per class (2 for a binary task), or use `BCEWithLogitsLossFlat` on one logit"))
-        elif _probabilities(o, axis): res.append(verdict('output_activation', 'error', "the model's outputs are probabilities (every row is non-negative and sums to 1) "
-                                                   "but the loss is a cross-entropy, which applies its own softmax", "remove the final softmax: give the loss the logits"))
-        elif loss is not None and math.isfinite(loss) and loss > 3 * math.log(c) + 1:
-            res.append(verdict('loss_at_init', 'warning', f"the loss at initialisation is {loss:.3g}, far above ln {c} = {math.log(c):.3g} for {c} equally likely classes",
-                               "the initial predictions are confidently wrong: scale the inputs, or initialise the last layer smaller", loss=loss, expected=math.log(c)))
-        if isinstance(y, torch.Tensor) and not y.is_floating_point() and y.numel() and int(y.max()) >= c > 1:
+# %% ../nbs/03i_preflight.ipynb #69eb94de
+_PROBS,_LINEAR = ('softmax', 'sigmoid'),('addmm', 'mm', 'bmm', 'convolution', 'linear')
+
+def check_output_activation(o:torch.Tensor, op:str|None, kind:str|None, axis:int=1)->list:
+    "Verdicts on the output's last operation `op` (`final_op`) and values `o` against what a loss of `kind` (`loss_kind`) wants"
+    def bad(sev, ev, fix): return [verdict('output_activation', sev, ev, fix)]
+    probs = op in _PROBS or (op is None and _probabilities(o, axis))
+    squash = 'a ' + (op or 'softmax')
+    if kind == 'ce' and o.ndim >= 2 and o.shape[axis] > 1:
+        if probs: return bad('error', f"the model's outputs are probabilities ({squash}) but the loss is a cross-entropy, which applies its own softmax",
+                             "remove the final activation: give the loss the logits")
+        if op == 'relu': return bad('warning', "the class scores come out of a ReLU: a class pushed below 0 is stuck there with no gradient",
+                                    "remove the final ReLU: give the loss the logits")
+    if kind == 'bce_logits' and (op == 'sigmoid' or (op is None and o.numel() > 1 and _unit_range(o))):
+        return bad('error', "the outputs come out of a sigmoid, but `BCEWithLogits` applies its own", "remove the final sigmoid: give the loss the logits")
+    if kind == 'nll' and o.ndim >= 2 and o.shape[axis] > 1:
+        if probs: return bad('error', f"`NLLLoss` takes log-probabilities but the outputs are probabilities ({squash}): the loss is negative and meaningless",
+                             "use `log_softmax` (or `CrossEntropyLossFlat` on the logits)")
+        if op != 'log_softmax' and not bool(((o.logsumexp(axis)).abs() < 1e-3).all()):
+            return bad('error', "`NLLLoss` takes log-probabilities but the outputs are not (no `log_softmax`)", "add a `log_softmax`, or use `CrossEntropyLossFlat` on the logits")
+    if kind == 'bce' and (not _unit_range(o) or op in _LINEAR):
+        return bad('error', "`BCELoss` takes probabilities but the outputs come straight from a linear layer (no sigmoid)",
+                   "use `BCEWithLogitsLossFlat` on the logits (or add a sigmoid)")
+    return []
+
+# %% ../nbs/03i_preflight.ipynb #153d20ae
+def check_targets(o:torch.Tensor, y, op:str|None, kind:str|None, axis:int=1)->list:
+    "Verdicts on targets `y` against the output `o` (made by `op`) and a loss of `kind`: classes, range and scale"
+    if not isinstance(y, torch.Tensor) or not y.numel() or y.dtype == torch.bool: return []
+    res,c = [],o.shape[axis] if o.ndim >= 2 else 1
+    if kind in ('ce', 'nll'):
+        if not y.is_floating_point() and int(y.max()) >= c > 1:
             res.append(verdict('target_classes', 'error', f"a target is class {int(y.max())} but the model has {c} outputs", f"give the model {int(y.max()) + 1} outputs or more"))
-    if kind == 'bce_logits' and o.numel() > 1 and _unit_range(o):
-        res.append(verdict('output_activation', 'error', "every output of the model lies in [0, 1], as a sigmoid's do, but `BCEWithLogits` applies its own sigmoid",
-                           "remove the final sigmoid: give the loss the logits"))
-    if isinstance(y, torch.Tensor) and y.is_floating_point() and y.numel() and o.shape == y.shape:
-        lo,hi = float(y.min()),float(y.max())
-        if (kind in ('bce', 'bce_logits') or _unit_range(o)) and (lo < 0 or hi > 1):
-            what = 'the loss wants targets in [0, 1]' if kind in ('bce', 'bce_logits') else 'the model\'s outputs lie in [0, 1] (a sigmoid or softmax)'
-            res.append(verdict('target_range', 'error', f"the targets reach [{lo:.3g}, {hi:.3g}] but {what}", "scale the targets, or remove the output's squashing activation"))
-        elif kind == 'regression' and lo < 0 and bool((o >= 0).all()):
-            res.append(verdict('target_range', 'warning', f"the targets go down to {lo:.3g} but every output is at least 0 (a final ReLU?)", "remove the final ReLU"))
-        if kind == 'regression' and _probabilities(o) and set(y.unique().tolist()) <= {0., 1.}:
-            res.append(verdict('loss_for_classes', 'warning', "class probabilities and one-hot targets under a regression loss (MSE, L1)",
-                               "use a cross-entropy on the logits (`CrossEntropyLossFlat`) with class indices"))
+        return res
+    # one target per output (regression, binary classes, a sigmoid each); a loss of one's own may turn class indices into what it wants
+    if o.numel() != y.numel() or (kind is None and not y.is_floating_point()): return res
+    yf = y.float(); lo,hi = float(yf.min()),float(yf.max())
+    if (kind in ('bce', 'bce_logits') or op in _PROBS or (op is None and _unit_range(o))) and (lo < 0 or hi > 1):
+        what = 'the loss wants targets in [0, 1]' if kind in ('bce', 'bce_logits') else f"the model's outputs lie in [0, 1] (a {op or 'sigmoid'})"
+        res.append(verdict('target_range', 'error', f"the targets reach [{lo:.3g}, {hi:.3g}] but {what}", "scale the targets, or remove the output's squashing activation"))
+    elif lo < 0 and (op == 'relu' or (op is None and kind == 'regression' and bool((o >= 0).all()))):
+        res.append(verdict('target_range', 'warning', f"the targets go down to {lo:.3g} but the outputs come out of a ReLU", "remove the final ReLU"))
+    if kind == 'regression' and (s := max(abs(float(yf.mean())), float(yf.std()) if yf.numel() > 1 else 0.)) > 1e3:
+        res.append(verdict('target_scale', 'warning', f"the regression targets are of the order of {s:.3g}: the loss starts near {s * s:.3g} and the steps it asks for are huge",
+                           "standardise the targets (or predict their log), or give the output fastai's `y_range`"))
+    if kind == 'regression' and (op == 'softmax' or _probabilities(o)) and set(y.unique().tolist()) <= {0., 1.}:
+        res.append(verdict('loss_for_classes', 'warning', "class probabilities and one-hot targets under a regression loss (MSE, L1)",
+                           "use a cross-entropy on the logits (`CrossEntropyLossFlat`) with class indices"))
+    return res
+
+# %% ../nbs/03i_preflight.ipynb #6bb73d10
+def check_loss_contract(out:torch.Tensor, y, loss:float|None, kind:str|None, axis:int=1, op:str|None=None)->list:
+    "Verdicts on the loss at initialisation (`None`: it could not be computed) and on what feeds it (classes along `axis` of the output, made by `op`)"
+    res,o = [],out.detach().float()
+    if loss is not None and not math.isfinite(loss):
+        if bool(torch.isfinite(o).all()): res.append(verdict('nonfinite_loss', 'error', f"the loss is {loss} on the first batch, from finite outputs: the loss function made it",
+                                                             "a log of a probability that is 0? give logits to a loss that takes them, or clamp"))
+        else: res.append(verdict('nonfinite', 'error', "the model's outputs hold NaN or Inf on the first batch, before any step", "look at what the model computes: `find_nonfinite` names the operation"))
+    c = o.shape[axis] if o.ndim >= 2 else 1
+    if kind == 'ce' and o.ndim >= 2 and c == 1:
+        res.append(verdict('output_classes', 'error', "cross-entropy over one output unit: its softmax is always 1, so the loss is 0 and nothing learns",
+                           "give the model one output per class (2 for a binary task), or use `BCEWithLogitsLossFlat` on one logit"))
+    res += (act := check_output_activation(o, op, kind, axis))
+    if kind in ('ce', 'nll', 'bce', 'bce_logits') and loss is not None and loss < -1e-6 and not act:
+        res.append(verdict('loss_at_init', 'error', f"the loss is {loss:.4g}: a cross-entropy is never negative", "the outputs or the targets are not what the loss expects"))
+    elif kind == 'ce' and c > 1 and not act and loss is not None and math.isfinite(loss) and loss > 3 * math.log(c) + 1:
+        res.append(verdict('loss_at_init', 'warning', f"the loss at initialisation is {loss:.3g}, far above ln {c} = {math.log(c):.3g} for {c} equally likely classes",
+                           "the initial predictions are confidently wrong: scale the inputs, or initialise the last layer smaller", loss=loss, expected=math.log(c)))
+    res += check_targets(o, y, op, kind, axis)
     return res or [verdict('loss_contract', 'ok', (f"loss {loss:.4g} at initialisation; " if loss is not None else '') + "outputs, loss and targets fit")]
 
 # %% ../nbs/03i_preflight.ipynb #203c7424
@@ -138,25 +207,71 @@ def check_batch_independence(model:nn.Module, xb:tuple)->list:
                         "a `view`/`reshape` or a reduction mixes the batch dimension: keep dimension 0 apart (`x.view(x.shape[0], -1)`)")]
     return [verdict('batch_independence', 'ok', "each sample's output depends on its own input alone")]
 
-# %% ../nbs/03i_preflight.ipynb #eed337c6
-def _loss(loss_func, out, yb:tuple):
-    "The loss of output `out`; of its first part, as fastai's `RNNCallback` gives it, if the whole cannot be"
-    try: return loss_func(out, *yb)
-    except Exception:
-        if not isinstance(out, (tuple, list)) or not out: raise
-        return loss_func(out[0], *yb)
+# %% ../nbs/03i_preflight.ipynb #f0f94bcc
+def check_loss_gradient(o:torch.Tensor|None)->list:
+    "Verdict on the gradient of the loss at the model's output `o` (its `grad` retained through the backward)"
+    g = getattr(o, 'grad', None)
+    if g is None: return []
+    if not bool(torch.isfinite(g).all()) and bool(torch.isfinite(o).all()):
+        return [verdict('nonfinite_loss', 'error', "the loss is finite on the first batch but its gradient at the model's (finite) output is not: "
+                        "the loss function makes NaN or Inf, and every layer's gradient will follow", "a log of a probability that is 0? give logits to "
+                        "a loss that takes them (`CrossEntropyLossFlat`, `BCEWithLogitsLossFlat`), use `log_softmax`, or clamp")]
+    return []
 
-def _groups(learn, model)->list:
-    "The parameter groups the optimiser holds, or would hold (fastai builds them from `learn.splitter`)"
-    if learn.opt is not None: return [list(g['params']) for g in learn.opt.param_groups]
-    ps = list(learn.splitter(model))
-    return [list(g) for g in ps] if ps and not isinstance(ps[0], torch.Tensor) else [ps]
+# %% ../nbs/03i_preflight.ipynb #d6b63984
+def _zeroed(xb:tuple)->tuple: return tuple(torch.zeros_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xb)
+
+def check_overfit(model:nn.Module, xb:tuple, yb:tuple, loss_func, opt_func, lr:float, steps:int=30)->list:
+    "Verdicts from training `model` (a copy, which this changes) `steps` steps on one batch: does its loss fall, and do zeroed inputs then cost it?"
+    model.train()
+    opt,losses = opt_func([p for p in model.parameters() if p.requires_grad], lr=lr),[]
+    for _ in range(steps):
+        loss = _loss(loss_func, model(*xb), yb)
+        loss.backward(); opt.step(); opt.zero_grad()
+        losses.append(float(loss.detach()))
+    model.eval()
+    with torch.no_grad(): real,zero = (float(_loss(loss_func, model(*x), yb)) for x in (xb, _zeroed(xb)))
+    first,res = losses[0],[]
+    if not real < 0.5 * first:
+        res.append(verdict('overfit_batch', 'warning', f"{steps} steps on one batch took its loss from {first:.4g} only to {real:.4g}",
+                           "a model that cannot fit one batch has a bug: the output activation and the loss, a cut gradient, the learning rate"))
+    else: res.append(verdict('overfit_batch', 'ok', f"{steps} steps on one batch took its loss from {first:.4g} to {real:.4g}"))
+    if math.isfinite(real) and zero <= real + 0.05 * abs(real) and any(x is not z for x,z in zip(xb, _zeroed(xb))):
+        res.append(verdict('ignores_input', 'error', f"with its inputs zeroed the model scores {zero:.4g} on the batch, as well as with them ({real:.4g})",
+                           "the output does not depend on the input: a forward that does not use it, or a path cut by an `argmax`, `round` or `detach`"))
+    return res
+
+def _overfit(learn, model, xb:tuple, yb:tuple, lr:float)->list:
+    "`check_overfit` on a copy of `model`, the random state kept; skipped, saying why, where the model cannot be copied or trained"
+    import copy
+    try:
+        with preserved_rng(model_device(model)): return check_overfit(copy.deepcopy(model), xb, yb, learn.loss_func, learn.opt_func, lr)
+    except Exception as e: return [verdict('overfit_batch', 'skipped', f"could not train a copy of the model: {type(e).__name__}: {e}")]
 
 # %% ../nbs/03i_preflight.ipynb #4d0c4c49
+def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
+    "The checks of one forward and backward in training mode: the loss and what feeds it, its gradient, the output, gradient flow"
+    model.train()
+    out = model(*xb)              # the model itself: a DDP wrapper would wait for the other ranks
+    o = first_tensor(out)
+    if isinstance(o, torch.Tensor) and o.requires_grad: o.retain_grad()
+    y,kind,axis = yb[0] if yb else None,loss_kind(learn.loss_func),getattr(learn.loss_func, 'axis', 1)
+    try: loss = _loss(learn.loss_func, out, yb)
+    except Exception as e:   # what feeds the loss says why, often
+        return check_loss_contract(o, y, None, kind, axis, final_op(o)) + [verdict('loss', 'error', f"the loss cannot be computed on the first batch: {type(e).__name__}: {e}",
+                                                                  "check the output's shape and classes against the targets'")]
+    res = check_loss_contract(o, y, float(loss.detach().float()), kind, axis, final_op(o))
+    loss.backward()
+    learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
+    return res + check_loss_gradient(o) + check_output(o, learns) + check_gradients(model, _groups(learn, model))
+
+# %% ../nbs/03i_preflight.ipynb #3464d70e
 @patch
 def preflight(self:Learner,
-    b=None,   # the batch to check with (default: the first training batch)
-)->list:      # the verdicts, in order
+    b=None,              # the batch to check with (default: the first training batch)
+    overfit:bool=False,  # also train a copy of the model on the batch (`check_overfit`): a few dozen steps
+    lr:float|None=None,  # the learning rate of that training (default: the learner's)
+)->list:                 # the verdicts, in order
     "Check on one batch, before training, what practitioners check by hand; the model, its gradients and the random state left as they were"
     model = unwrap_model(self.model)
     dev = model_device(model)
@@ -169,21 +284,10 @@ def preflight(self:Learner,
     try:
         with preserved_rng(dev):
             for p in params: p.grad = None
-            model.train()
-            out = model(*xb)              # the model itself: a DDP wrapper would wait for the other ranks
-            o = first_tensor(out)
-            y,kind,axis = yb[0] if yb else None,loss_kind(self.loss_func),getattr(self.loss_func, 'axis', 1)
-            try: loss = _loss(self.loss_func, out, yb)
-            except Exception as e:   # what feeds the loss says why, often
-                return res + check_loss_contract(o, y, None, kind, axis) + [verdict('loss', 'error', f"the loss cannot be computed on the first batch: {type(e).__name__}: {e}",
-                                                                            "check the output's shape and classes against the targets'")]
-            res += check_loss_contract(o, y, float(loss.detach().float()), kind, axis)
-            loss.backward()
-            learns = any(p.grad is not None and bool(p.grad.any()) for p in params if p.requires_grad)
-            res += check_output(o, learns) + check_gradients(model, _groups(self, model))
-            model.eval()
-            res += check_batch_independence(model, xb)
+            res += _train_checks(self, model, xb, yb)
+            if res[-1]['check'] != 'loss': model.eval(); res += check_batch_independence(model, xb)
     finally:
         for p,g in zip(params, grads): p.grad = g
         state.restore()
+    if overfit: res += _overfit(self, model, xb, yb, lr or self.lr)
     return res

@@ -16,6 +16,7 @@ from fastai.data.load import DataLoader
 from fastai.learner import Learner
 from fastai.optimizer import OptimWrapper
 from fastai.callback.progress import *   # noqa: F403  (Learner.no_bar)
+from fastai.callback.schedule import *   # noqa: F403  (Learner.fit_one_cycle)
 from fastexplorer.all import *
 
 CASES = {}
@@ -93,6 +94,7 @@ def run_case(c:Case, fixed:bool, path, seed:int=0):
     learn.add_cb(ExplorerCallback(path, every=c.every, preflight=True))
     try:
         with learn.no_bar(), learn.no_logging(): getattr(learn, c.fit)(c.epochs, *([c.lr] if c.lr is not None else []))
+    except Exception: pass   # a buggy program may crash (a class index out of range): what was said before the crash counts
     finally: learn.remove_cb(ExplorerCallback)
     run = load_run(path)
     al = run.alerts

@@ -14,7 +14,7 @@ def _named_first(run, kind:str, layer:str, epoch:int=1)->dict:
     msgs = [a['message'] for a in alerts]
     assert alerts and (alerts[0]['kind'], alerts[0]['layer']) == (kind, layer), (kind, layer, msgs)
     assert alerts[0]['hint'] == HINTS['constant' if alerts[0].get('rule') == 'constant' else kind], msgs
-    first = run.alerts[run.alerts.epoch == epoch].iloc[0]
+    first = run.alerts.query("epoch == @epoch and source != 'preflight'").iloc[0]   # what training showed (preflight's come first)
     assert (first.kind, first.layer) == (kind, layer), msgs
     return alerts[0]
 
@@ -188,3 +188,5 @@ def test_layer_the_optimiser_does_not_hold(name, tmp_path):
     mine = sorted(f'{path}.{n}' for n,_ in learn.model.get_submodule(path).named_parameters())   # one module: in order of name
     a = _named_first(run, 'frozen', mine[0])
     assert a['layers'] == mine, a['message']
+    pre = run.alerts.query("source == 'preflight'").iloc[0]                 # and preflight said so before the first step
+    assert (pre.kind, pre.layer) == ('optimizer_groups', path), pre.message
