@@ -149,10 +149,12 @@ HINTS = {   # why an alert usually happens, and what to try
     'loss_stalled': "nothing is learnt: check that the output activation, the loss and the targets fit, that the inputs are "
                     "normalised, that gradients reach the parameters, and that the inputs carry the labels",
     'lr_too_low': "the steps are too small to make progress: raise the learning rate (fastai's `lr_find` suggests one)",
+    'replica_drift': "something changes the weights on one rank only: a callback, or an edit under `torch.no_grad()`, that runs on "
+                     "some ranks; a parameter DDP does not synchronise (`find_unused_parameters`); a seed set per rank after wrapping",
     'valid_at_chance': "the labels may not match the inputs in the validation set (shuffled apart, or a different mapping of classes), "
                        "or the model memorises the training set: check the data pipeline, then regularise",
 }
-SEVERITY = {'nonfinite': 'error', 'nonfinite_loss': 'error', 'loss_diverging': 'error', 'lr_too_high': 'error'}   # `warning` for any other kind; `info` for what asks nothing of the user
+SEVERITY = {'nonfinite': 'error', 'nonfinite_loss': 'error', 'loss_diverging': 'error', 'lr_too_high': 'error', 'replica_drift': 'error'}   # `warning` for any other kind; `info` for what asks nothing of the user
 
 # %% ../nbs/03h_alerts.ipynb #bd0a868b
 def group_alerts(alerts:list)->list:

@@ -232,7 +232,7 @@ def before_epoch(self:ExplorerCallback):
     self.pstats = ParamStats(self.ps, steps=steps)
     self.cstats = CustomStats()
     self.epoch_started,self.partial,self.sampled,self.step_cancelled = True,False,False,False
-    self.ranks,self.skipped_steps,self._grads_before = 1,0,None
+    self.ranks,self.skipped_steps,self._grads_before,self.drift = 1,0,None,None
     if self.live is not None: self.live.reset()
 
 # %% ../nbs/03f_callback.ipynb #00de4cef
@@ -321,7 +321,7 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
     for k,st in self.pstats.finish(self.pkeys).items(): stats.setdefault(k, {}).update(st)
     for k,st in self.cstats.finish().items(): stats.setdefault(k, {}).update(st)
     n,self.epoch_started,rec = self.n_epochs + 1,False,recorder_row(self.learn) if not partial else {}   # counted once written
-    found = self._origin_alerts(n) + find_alerts(self.tree, stats, epoch=n, **(self.alerts or {}))
+    found = self._origin_alerts(n) + group_alerts([{**self.drift, 'source': 'epoch'}] if self.drift else []) + find_alerts(self.tree, stats, epoch=n, **(self.alerts or {}))
     if not partial: found = self._judge_loss(found, stats, rec.get('valid_loss'))
     doc = epoch_doc(self.tree, n, stats, rec, found, fit=len(self.writer.manifest['fits']) - 1,
                     partial=partial, sampled={'train': self.act.batches, 'valid': self.valid_act.batches if self.valid_act else 0},
@@ -384,6 +384,7 @@ def _all_reduce(self:ExplorerCallback):
     if self.custom: all_reduce_custom(self.cstats)
     if self.record_steps: self.queue.flush(); self.queue.gather()
     self.skipped_steps,self.ranks = c['skipped_steps'],dist.get_world_size()
+    self.drift = replica_drift(self.learn.model)   # under DDP: replicas whose weights differ
 
 # %% ../nbs/03f_callback.ipynb #49877a13
 @patch

@@ -14,7 +14,8 @@ from .stats import *
 from .custom import *
 
 # %% auto #0
-__all__ = ['is_distributed', 'agree_on_start', 'all_reduce_stats', 'all_reduce_custom', 'on_host', 'combine_steps']
+__all__ = ['is_distributed', 'agree_on_start', 'all_reduce_stats', 'all_reduce_custom', 'drift_alert', 'replica_drift', 'on_host',
+           'combine_steps']
 
 # %% ../nbs/03d_distributed.ipynb #2b1d8ffe
 def is_distributed()->bool:
@@ -122,6 +123,27 @@ def all_reduce_custom(cstats:CustomStats, group=None):
     dist.all_reduce(sums, dist.ReduceOp.SUM, group=group); dist.all_reduce(ext, dist.ReduceOp.MAX, group=group)
     rows[:, summed],rows[:, CUSTOM_COLUMNS['min']],rows[:, CUSTOM_COLUMNS['max']] = sums,-ext[:, 0],ext[:, 1]
     for k,r in zip(keys, rows): cstats.acc[tuple(k)] = r
+
+# %% ../nbs/03d_distributed.ipynb #0f1a1f97
+def drift_alert(names:list, lo:torch.Tensor, hi:torch.Tensor, rtol:float=1e-6)->dict|None:
+    "The `replica_drift` alert for parameters `names` whose checksums range from `lo` to `hi` over the ranks, if any differ"
+    bad = ((hi - lo).abs() > rtol * torch.maximum(hi.abs(), lo.abs()).clamp(min=1.)).nonzero().flatten().tolist()
+    if not bad: return None
+    n = names[bad[0]]
+    return {'kind': 'replica_drift', 'layer': n.rpartition('.')[0], 'stat': 'weight', 'value': float(hi[bad[0]] - lo[bad[0]]),
+            'message': f"the ranks' replicas of the model differ: `{n}` sums to {float(lo[bad[0]]):.8g} on one rank and {float(hi[bad[0]]):.8g} on another"
+                       + (f"; {len(bad) - 1} more parameters differ" if len(bad) > 1 else '')}
+
+def replica_drift(model, named:list|None=None, group=None)->dict|None:
+    "Under DDP, the `drift_alert` of `model`'s replicas, from every parameter's sum compared across the ranks (a collective: every rank calls it)"
+    from torch.nn.parallel import DistributedDataParallel
+    if not (is_distributed() and isinstance(model, DistributedDataParallel)): return None
+    named = named or list(model.module.named_parameters())
+    if not named: return None
+    s = torch.stack([p.detach().double().sum() for _,p in named])
+    hi,lo = s.clone(),-s
+    dist.all_reduce(hi, dist.ReduceOp.MAX, group=group); dist.all_reduce(lo, dist.ReduceOp.MAX, group=group)
+    return drift_alert([n for n,_ in named], -lo, hi)
 
 # %% ../nbs/03d_distributed.ipynb #163643d7
 def on_host(p:tuple)->tuple:

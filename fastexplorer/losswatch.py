@@ -84,11 +84,11 @@ class LossWatch:
 # %% ../nbs/03hb_losswatch.ipynb #59d9ef31
 MIN_STEPS = 40   # training batches seen before the loss's course is judged (a slow start is no stall)
 
-def loss_course(losses:list, window:float=0.2)->tuple|None:
-    "The medians of the first and the last `window` of the run's finite `losses` (5 batches at least), or `None` before `MIN_STEPS`"
+def loss_course(losses:list, window:float=0.2, min_steps:int=MIN_STEPS)->tuple|None:
+    "The medians of the first and the last `window` of the run's finite `losses` (3 batches at least), or `None` before `min_steps`"
     v = [x for x in losses if math.isfinite(x)]
-    if len(v) < MIN_STEPS: return None
-    w = max(5, int(len(v) * window))
+    if len(v) < min_steps: return None
+    w = max(3, int(len(v) * window))
     return statistics.median(v[:w]),statistics.median(v[-w:]),w
 
 def update_ratio(stats:dict)->float|None:
@@ -129,14 +129,14 @@ def loss_alerts(losses:list, chance:float|None, stats:dict, valid_loss:float|Non
 
 # %% ../nbs/03hb_losswatch.ipynb #1b2d7c6c
 def learns(losses:list, chance:float|None)->bool:
-    "Whether the run's training `losses` show clear learning: down to 70% of their start, and of the `chance` level if known"
-    c = loss_course(losses)
+    "Whether the run's training `losses` show clear learning (10 batches suffice): down to 70% of their start, and of the `chance` level if known"
+    c = loss_course(losses, min_steps=10)
     return c is not None and c[1] < 0.7 * c[0] and (chance is None or c[1] < 0.7 * chance)
 
 def settle(alerts:list, losses:list, chance:float|None)->list:
     "`alerts` (changed in place) with `dead` ones as `info` if the run `learns`: units lost, not a failure"
     if not learns(losses, chance): return alerts
-    c = loss_course(losses)
+    c = loss_course(losses, min_steps=10)
     for a in alerts:
         if a['kind'] == 'dead' and a.get('severity') != 'info':
             a['severity'] = 'info'

@@ -2,7 +2,7 @@
 
 `python tests/ddp_worker.py OUT PORT` trains under `learn.distrib_ctx()` (DDP) into `OUT/run`; then each rank on its
 own, uneven data into `OUT/uneven`; then under DDP into `OUT/run` again, which rank 0 cannot open (each rank notes its
-error in `OUT/start/`); then under DDP again into `OUT/raised`, where rank 1 raises mid-epoch (so the
+error in `OUT/start/`); then under DDP into `OUT/drift`, where rank 1 alone edits a weight; then under DDP again into `OUT/raised`, where rank 1 raises mid-epoch (so the
 launch ends with that error, once the rest is written). One launch, because starting two processes is the slow part.
 The model and data helpers are imported by the test too, for the single-process run it compares against."""
 import datetime, os, sys
@@ -65,6 +65,15 @@ class _RaiseOnRank1:
                 if self.training and self.iter == 2 and dist.get_rank() == 1: raise RuntimeError("boom on rank 1")
         return RaiseOnRank1()
 
+def _drift_on_rank1():
+    "Nudge a weight on rank 1 only, after the first epoch's training batches: the replicas drift apart"
+    from fastai.callback.core import Callback
+    class DriftOnRank1(Callback):
+        def after_train(self):
+            if self.epoch == 0 and dist.get_rank() == 1:
+                with torch.no_grad(): self.learn.model.module.lin.weight[0, 0] += 1.
+    return DriftOnRank1()
+
 def worker(rank, world, out, port):
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
                       MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port), OMP_NUM_THREADS='1')
@@ -93,8 +102,11 @@ def worker(rank, world, out, port):
             learn = learner(range(N), BS, out/('run' if rank == 0 else f'exists_rank{rank}'))
             with learn.distrib_ctx(sync_bn=False, cpu=True), learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-2)
         except Exception as e: (out/'start'/f'rank{rank}.txt').write_text(f"{type(e).__name__}: {e}")
-        # a rank that raises: it leaves `fit` at once (no collective on its way out) and the launcher ends the other
         os.environ['WORLD_SIZE'] = str(world)
+        # DDP, rank 1 alone edits a weight: replicas that drift apart are an alert
+        learn = learner(range(N), BS, out/('drift' if rank == 0 else f'drift_rank{rank}'), cbs=[_drift_on_rank1()])
+        with learn.distrib_ctx(sync_bn=False, cpu=True), learn.no_bar(), learn.no_logging(): learn.fit(2, 1e-2)
+        # a rank that raises: it leaves `fit` at once (no collective on its way out) and the launcher ends the other
         learn = learner(range(N), BS, out/('raised' if rank == 0 else f'raised_rank{rank}'), cbs=[_RaiseOnRank1()])
         with learn.distrib_ctx(sync_bn=False, cpu=True), learn.no_bar(), learn.no_logging(): learn.fit(2, 1e-2)
     finally: dist.destroy_process_group()

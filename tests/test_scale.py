@@ -54,13 +54,13 @@ def ddp_launch(tmp_path_factory):
 def ddp_out(ddp_launch):
     "The folder of the runs that must have finished"
     out,r = ddp_launch
-    for k in ('run', 'uneven'):
+    for k in ('run', 'uneven', 'drift'):
         assert (out/k/'run.json').exists() and load_run(out/k).meta['status'] == 'finished', f"the {k} run failed:\n{r.stderr[-8000:]}"
     return out
 
 def test_ddp_one_set_of_files(ddp_out):
     "Under `distrib_ctx`, rank 0 alone writes: one run folder, valid files, and the epochs say they hold two ranks"
-    assert sorted(p.name for p in ddp_out.iterdir()) == ['raised', 'run', 'start', 'uneven'], "a non-zero rank wrote a run folder"
+    assert sorted(p.name for p in ddp_out.iterdir()) == ['drift', 'raised', 'run', 'start', 'uneven'], "a non-zero rank wrote a run folder"
     files = sorted(p.name for p in (ddp_out/'run').iterdir())
     assert files == ['.lock', 'epoch_0001.json', 'epoch_0002.json', 'epochs.jsonl', 'history.sqlite', 'representation.json', 'run.json', 'steps.sqlite'], files   # .lock: the writer's, kept (empty) after the fit
     run = load_run(ddp_out/'run')
@@ -124,6 +124,14 @@ def test_rank0_failing_to_start_stops_every_rank(ddp_out):
     assert 'already holds a run' in msgs['rank1.txt']
     run = load_run(ddp_out/'run')
     assert run.meta['status'] == 'finished' and len(run.epochs) == 2, "the existing run is left as it was"
+
+def test_replicas_that_drift_apart_are_an_alert(ddp_out):
+    "Under DDP, rank 1 alone edits `lin.weight` after epoch 1's training: epoch 1's alerts name it, an error; the healthy DDP run has none"
+    out = ddp_out
+    al = load_run(out/'drift').alerts.query("kind == 'replica_drift'")
+    assert list(al.epoch) == [1, 2] and set(al.layer) == {'lin'} and set(al.severity) == {'error'}, al
+    assert 'lin.weight' in al.message.iloc[0]
+    assert 'replica_drift' not in set(load_run(out/'run').alerts.kind)
 
 def test_uneven_batch_counts_do_not_hang(ddp_out):
     "Ranks that saw and sampled different numbers of batches, one never calling a layer, still meet once per epoch and sum what they saw"
