@@ -17,7 +17,7 @@ from .nonfinite import find_nonfinite
 # %% auto #0
 __all__ = ['BY_INPUT', 'HINTS', 'SEVERITY', 'RANK', 'ALERT_ARGS', 'DEAD_AFTER', 'execution_order', 'output_order',
            'constant_by_input', 'group_alerts', 'find_alerts', 'rank_alerts', 'bad_threshold', 'LiveAlerts',
-           'origin_alert', 'loss_alert', 'trace_origin']
+           'stale_grad_alert', 'origin_alert', 'loss_alert', 'trace_origin']
 
 # %% ../nbs/03h_alerts.ipynb #d102e683
 def execution_order(tree:dict)->dict:
@@ -151,10 +151,12 @@ HINTS = {   # why an alert usually happens, and what to try
     'lr_too_low': "the steps are too small to make progress: raise the learning rate (fastai's `lr_find` suggests one)",
     'replica_drift': "something changes the weights on one rank only: a callback, or an edit under `torch.no_grad()`, that runs on "
                      "some ranks; a parameter DDP does not synchronise (`find_unused_parameters`); a seed set per rank after wrapping",
+    'grads_not_zeroed': "the optimiser's `zero_grad` does not run (or does nothing): each step adds up every gradient since the "
+                        "start; call `zero_grad` after each step (fastai's loop does, unless a callback or optimiser wrapper stops it)",
     'valid_at_chance': "the labels may not match the inputs in the validation set (shuffled apart, or a different mapping of classes), "
                        "or the model memorises the training set: check the data pipeline, then regularise",
 }
-SEVERITY = {'nonfinite': 'error', 'nonfinite_loss': 'error', 'loss_diverging': 'error', 'lr_too_high': 'error', 'replica_drift': 'error'}   # `warning` for any other kind; `info` for what asks nothing of the user
+SEVERITY = {'nonfinite': 'error', 'nonfinite_loss': 'error', 'loss_diverging': 'error', 'lr_too_high': 'error', 'replica_drift': 'error', 'grads_not_zeroed': 'error'}   # `warning` for any other kind; `info` for what asks nothing of the user
 
 # %% ../nbs/03h_alerts.ipynb #bd0a868b
 def group_alerts(alerts:list)->list:
@@ -189,7 +191,7 @@ def find_alerts(
     return group_alerts([{**a, 'source': 'epoch'} for a in res])
 
 # %% ../nbs/03h_alerts.ipynb #b18cf778
-RANK = {'nonfinite_loss': 0, 'nonfinite': 1, 'lr_too_high': 2, 'loss_diverging': 2, 'valid_at_chance': 8, 'loss_stalled': 9, 'lr_too_low': 9}
+RANK = {'nonfinite_loss': 0, 'nonfinite': 1, 'lr_too_high': 2, 'loss_diverging': 2, 'grads_not_zeroed': 2, 'replica_drift': 2, 'valid_at_chance': 8, 'loss_stalled': 9, 'lr_too_low': 9}
 
 def rank_alerts(alerts:list)->list:
     "`alerts` with the likeliest cause first (`RANK`; other kinds in between), in their own order within a rank"
@@ -286,6 +288,14 @@ def check(self:LiveAlerts,
         self.dead_checked = True
         self._check_dead(metas, keys, epoch, stats)
     return len(self.alerts) > n0
+
+# %% ../nbs/03h_alerts.ipynb #1c1fca81
+def stale_grad_alert(ps:list, names:list, step:int, epoch:int)->dict|None:
+    "The `grads_not_zeroed` alert if the first trainable parameter of `ps` (named `names`) still holds a gradient before a backward that follows a step"
+    i = next((i for i,p in enumerate(ps) if p.requires_grad and p.grad is not None), None)
+    if i is None or not bool(ps[i].grad.any()): return None
+    return {'kind': 'grads_not_zeroed', 'layer': '', 'stat': 'grad', 'step': step, 'epoch': epoch,
+            'message': f"at step {step}, before its backward, `{names[i]}` still held the gradient of earlier steps: the gradients are never zeroed"}
 
 # %% ../nbs/03h_alerts.ipynb #562f95e2
 def _origin_message(found:dict)->str:

@@ -282,6 +282,15 @@ def after_cancel_batch(self:ExplorerCallback):
 
 # %% ../nbs/03f_callback.ipynb #624e081d
 @patch
+def before_backward(self:ExplorerCallback):
+    "On a sampled training batch after a step: gradients still there from before it (a `zero_grad` that never ran) are an alert"
+    expected,self._zeroed = getattr(self, '_zeroed', False),False
+    if not (expected and self.sampled and self.training and self.live is not None) or ('grads_not_zeroed',) in self.live.seen: return
+    if (a := stale_grad_alert(self.ps, self.pkeys, self.n_steps, self.n_epochs + 1)) is not None:
+        self.live.add(('grads_not_zeroed',), **group_alerts([a])[0])
+        if self.writer is not None: self.writer.write_manifest(live_alerts=self.live.alerts)
+
+@patch
 def after_backward(self:ExplorerCallback):
     "On a sampled training batch: gradient statistics (unscaled), custom parameter statistics, the weights before the step"
     if not (self.sampled and self.training): return
@@ -299,12 +308,13 @@ def after_backward(self:ExplorerCallback):
 @patch
 def after_cancel_step(self:ExplorerCallback):
     "A step the optimiser did not take: if the loss scaler skipped it, count it and take its gradient statistics back"
-    self.step_cancelled = True
+    self.step_cancelled,self._zeroed = True,True   # fastai zeroes the gradients after a cancelled step too
     if self.active and amp_skipped(self.learn): self._skip_step()
 
 @patch
 def after_step(self:ExplorerCallback):
     "The update-to-weight ratios of a sampled step that was taken"
+    self._zeroed = True   # fastai zeroes the gradients next: the next batch's backward should start from none
     if not (self.sampled and self.training) or self.pstats.w0 is None: return
     if self.step_cancelled: self.pstats.w0 = None
     else: self.pstats.updates()

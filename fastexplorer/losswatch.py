@@ -65,8 +65,8 @@ class LossWatch:
     def add(self, loss, pred=None, y=None):
         "A training batch's `loss`; with its output `pred` and targets `y` (on sampled batches), their sums for the chance level"
         if isinstance(loss, torch.Tensor) and loss.numel() == 1: self.pending.append(loss.detach().float().reshape(()))
-        if isinstance(pred, torch.Tensor) and isinstance(y, torch.Tensor) and self.kind is not None and self.sums != {}:   # `{}`: a batch that did not fit, chance unknown
-            with torch.no_grad(): new = target_sums(self.kind, self.axis, pred.detach(), y.detach())
+        if isinstance(pred, torch.Tensor) and isinstance(y, torch.Tensor) and self.sums != {}:   # `{}`: a batch that did not fit, chance unknown
+            with torch.no_grad(): new = target_sums(self.kind or 'ce', self.axis, pred.detach(), y.detach())   # a loss of one's own: counted as classes
             if new is None: self.sums = {}
             elif self.sums is None: self.sums = new
             else: self.sums = {k: self.sums[k] + new[k] for k in new} if all(self.sums[k].shape == new[k].shape for k in new) else {}
@@ -78,8 +78,12 @@ class LossWatch:
         return self.losses
 
     def chance(self)->float|None:
-        "The chance level of the targets counted so far (`None` where unknown)"
-        return chance_loss(self.kind, self.sums)
+        "The chance level of the targets counted so far (`None` where unknown); a loss of one's own on class indices is taken for a cross-entropy if it started near ln C"
+        if self.kind is not None: return chance_loss(self.kind, self.sums)
+        c = chance_loss('ce', self.sums)
+        if c is None or not self.losses: return None
+        n = len(self.sums['counts'])
+        return c if n > 1 and 0.7 * math.log(n) <= self.losses[0] <= 1.5 * math.log(n) else None
 
 # %% ../nbs/03hb_losswatch.ipynb #59d9ef31
 MIN_STEPS = 40   # training batches seen before the loss's course is judged (a slow start is no stall)
@@ -107,9 +111,9 @@ def _course_alert(v:list, chance:float|None, r:float|None)->dict|None:
     if last > 2 * first and last - first > 1e-3:
         kind = 'lr_too_high' if r is not None and r > HIGH_RATIO else 'loss_diverging'
         return dict(kind=kind, value=last, message=f"the training loss rose from {first:.4g} (median of the run's first {w} batches) to {last:.4g} (its last {w}){steps}")
-    if chance is not None and last >= 0.9 * chance:
+    if chance is not None and last >= 0.95 * chance:
         what = f"the training loss is {last:.4g} (median of the last {w} batches), at the chance level {chance:.4g}: what a prediction that ignores the input scores"
-    elif last >= 0.97 * first and first > 1e-6: what = f"the training loss has not fallen: {first:.4g} over the run's first {w} batches, {last:.4g} over its last {w}"
+    elif last >= 0.98 * first and first > 1e-6: what = f"the training loss has not fallen: {first:.4g} over the run's first {w} batches, {last:.4g} over its last {w}"
     else: return None
     start,(i,peak) = statistics.median(v[:3]),max(enumerate(v), key=lambda o: o[1])
     if peak > 3 * start + 1e-3:   # a jump that left the run stuck: the steps threw the weights where nothing learns
@@ -122,7 +126,7 @@ def loss_alerts(losses:list, chance:float|None, stats:dict, valid_loss:float|Non
     if loss_course(v) is None: return []
     last = loss_course(v)[1]
     res = [a] if (a := _course_alert(v, chance, update_ratio(stats))) is not None else []
-    if chance and valid_loss is not None and math.isfinite(valid_loss) and last < 0.7 * chance and valid_loss >= 0.95 * chance:
+    if chance and valid_loss is not None and math.isfinite(valid_loss) and last < 0.8 * chance and valid_loss >= 0.95 * chance:
         res.append(dict(kind='valid_at_chance', value=valid_loss, message=f"the validation loss is {valid_loss:.4g}, at the chance level {chance:.4g}, "
                         f"while the training loss fell to {last:.4g}: what the model learns does not carry over to the validation set"))
     return [{'layer': '', 'stat': 'loss', **a, 'hint': HINTS[a['kind']], 'severity': SEVERITY.get(a['kind'], 'warning'), 'layers': [''], 'source': 'epoch'} for a in res]

@@ -193,7 +193,7 @@ def check_gradients(model:nn.Module, groups:list|None=None)->list:
 
 # %% ../nbs/03i_preflight.ipynb #27f3cd7d
 def check_batch_independence(model:nn.Module, xb:tuple)->list:
-    "Verdict on whether, in eval mode, sample 0's output depends on the other samples' first input (`model` already in eval mode)"
+    "Verdict on whether, in eval mode, the first and last samples' outputs depend on the other samples' first input (`model` already in eval mode)"
     x = xb[0] if xb else None
     if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.ndim >= 2 and x.shape[0] > 1):
         return [verdict('batch_independence', 'skipped', "the first input is not a float batch of two samples or more")]
@@ -201,9 +201,11 @@ def check_batch_independence(model:nn.Module, xb:tuple)->list:
     o = first_tensor(model(x, *xb[1:]))
     if o is None or not o.requires_grad or o.ndim == 0 or o.shape[0] != x.shape[0]:
         return [verdict('batch_independence', 'skipped', "the output has no batch dimension the input's gradient can be taken through")]
-    g, = torch.autograd.grad(o[0].float().sum(), x, allow_unused=True)
-    if g is not None and bool(g[1:].any()):
-        return [verdict('batch_independence', 'error', "in eval mode, sample 0's output depends on other samples' inputs",
+    # the first and the last sample: a recurrence run along the batch (an LSTM without `batch_first`) reaches only the later ones
+    ends = o[0].float().sum() + (o[-1].float().sum() if len(o) > 2 else 0.)
+    g, = torch.autograd.grad(ends, x, allow_unused=True)
+    if g is not None and bool((g[1:-1] if len(o) > 2 else g[1:]).any()):
+        return [verdict('batch_independence', 'error', "in eval mode, the first or last sample's output depends on other samples' inputs",
                         "a `view`/`reshape` or a reduction mixes the batch dimension: keep dimension 0 apart (`x.view(x.shape[0], -1)`)")]
     return [verdict('batch_independence', 'ok', "each sample's output depends on its own input alone")]
 

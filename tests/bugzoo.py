@@ -102,7 +102,8 @@ def run_case(c:Case, fixed:bool, path, seed:int=0):
 
 def names_cause(c:Case, a)->bool:
     "Whether alert `a` (a row) names the cause of case `c`"
-    return a['kind'] in c.kinds and (c.layer is None or a['layer'] == c.layer)
+    at = a['layer'] if isinstance(a['layer'], str) else ''
+    return a['kind'] in c.kinds and (c.layer is None or c.layer in (at, at.rpartition('.')[0]))   # the layer, or one of its parameters
 
 def judge(c:Case, alerts)->dict:
     "`detected`, `first` (right), the first alert's kind and layer, for a buggy run's `alerts`"
