@@ -5,7 +5,17 @@ import pytest
 from bugzoo import cases, run_case, judge
 
 CASES = cases()
-MISSED = {}   # buggy cases whose cause no alert names yet, and why: expected to fail (strict: a fix shows)
+MISSED = {    # buggy cases whose cause no alert names yet, and why: expected to fail (strict: a fix shows)
+    'sigmoid_unit_for_ten_classes': "class indices 0..9 go straight into a loss of the user's own (Keras's binary cross-entropy) on one "
+                                    "sigmoid unit; a loss of one's own may map indices to what it wants (`y > 4`), so their range is not judged",
+    'encoder_cannot_be_unfrozen': "parameters the user's own code left with `requires_grad=False` look like an intended freeze (fastai's "
+                                  "`vision_learner` freezes its body so): nothing tells the bug apart",
+}
+ALARMS = {    # fixed twins that raise a warning, and why: the report's figure of false alarms counts them (strict: a fix shows)
+    'linear_regression_lr_nan': "the accepted fix lowers the learning rate and leaves x from 0 to 199 unscaled: `input_scale` stays true",
+    'lr_divided_every_step': "a slow start: at chance for the first epoch (SGD at 1e-3 on AlexNet's classifier) before it learns",
+    'validation_split_is_one_class': "a slow start: flat for two epochs (Keras's initialisation, SGD at 1e-2) before it learns",
+}
 RESULTS = {}  # name: the judgement of its buggy run, for the targets
 
 def _param(n): return pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=MISSED[n])) if n in MISSED else n
@@ -17,10 +27,13 @@ def test_the_buggy_program_is_told_its_cause(name, tmp_path):
     RESULTS[name] = j = judge(c, al)
     assert j['detected'], f"{c.bug}: want {sorted(c.kinds)} {c.layer or ''}, got {list(zip(al.kind, al.layer))}"
 
-@pytest.mark.parametrize('name', list(CASES))
+def _twin(n): return pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=ALARMS[n])) if n in ALARMS else n
+
+@pytest.mark.parametrize('name', [_twin(n) for n in CASES])
 def test_the_fixed_twin_or_healthy_run_raises_nothing(name, tmp_path):
     al,run = run_case(CASES[name], True, tmp_path/'run')
     assert list(zip(al.kind, al.message)) == []
+    if CASES[name].healthy: assert run.recorder.train_loss.iloc[-1] < 0.7 * run.recorder.train_loss.iloc[0], run.recorder   # it learns
 
 def test_the_zoo_meets_its_targets():
     "At least 24 reported bugs; alerts name the cause of 90% of them, and the first alert names it in 80%"

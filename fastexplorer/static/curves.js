@@ -74,16 +74,38 @@ const ALERT_HELP = {
   dead: 'units that were dead (never positive, or constant)', nonfinite: 'NaN or Inf values', exploding_grad: 'very large gradients',
   vanishing_grad: 'very small gradients', frozen: 'parameters that do not change',
   nonfinite_loss: 'a NaN or Inf the loss function made from finite outputs',
+  loss_stalled: 'a training loss that does not fall, or sits at the chance level', loss_diverging: 'a training loss that grows',
+  lr_too_high: 'steps too large: the loss grows, or jumped and stuck', lr_too_low: 'steps too small to make progress',
+  valid_at_chance: 'a validation loss at chance while the training loss falls', grads_not_zeroed: 'gradients that are never zeroed',
+  replica_drift: 'DDP replicas whose weights differ',
+};
+const GLOBAL_CAUSE = {   // what an alert without a layer is about
+  nonfinite_loss: 'the loss', loss_stalled: 'the loss', loss_diverging: 'the loss', loss_at_init: 'the loss', loss: 'the loss',
+  lr_too_high: 'learning rate', lr_too_low: 'learning rate', valid_at_chance: 'the data', input_scale: 'the input',
+  target_range: 'the targets', target_scale: 'the targets', target_classes: 'the targets', grads_not_zeroed: 'the optimiser',
+  optimizer_groups: 'the optimiser',
 };
 
 /* Alerts raised inside an epoch whose file is not loaded yet (`live_alerts` in run.json, written within a second). */
 function liveAlerts() {
   const la = S.run.meta && Array.isArray(S.run.meta.live_alerts) ? S.run.meta.live_alerts : [];
-  return la.filter((a) => a && !S.run.epochs.has(a.epoch));
+  return la.filter((a) => a && a.source !== 'preflight' && !S.run.epochs.has(a.epoch));
+}
+
+/* Preflight's verdicts, always first: a line of what was checked, then each verdict that asks something, as an alert. */
+function preflightItems() {
+  const meta = S.run.meta || {}, v = Array.isArray(meta.preflight) ? meta.preflight : [];
+  if (!v.length) return [];
+  const la = Array.isArray(meta.live_alerts) ? meta.live_alerts : [];
+  const count = (s) => v.filter((x) => x && x.severity === s).length;
+  const ok = count('ok'), bad = count('error') + count('warning'), skipped = count('skipped');
+  const line = h('div', { class: 'note preflight-line' + (bad ? '' : ' ok'), text: `Preflight, before the first step: ${v.length} checks, ${ok} passed`
+                          + (bad ? `, ${bad} to act on` : '') + (skipped ? `, ${skipped} could not run` : '') + '.' });
+  return [line, ...la.filter((a) => a && a.source === 'preflight').map((a) => alertItem(a, 'preflight'))];
 }
 
 export function renderAlerts() {
-  const box = $('#alerts'), e = selectedEpoch(), title = $('#alerts-title'), live = liveAlerts().map((a) => alertItem(a, true));
+  const box = $('#alerts'), e = selectedEpoch(), title = $('#alerts-title'), live = [...preflightItems(), ...liveAlerts().map((a) => alertItem(a, 'live'))];
   if (e == null) {
     title.textContent = 'Alerts';
     box.replaceChildren(...live, ...(live.length ? [] : [h('div', { class: 'note', text: 'No epoch loaded yet.' })]));
@@ -111,12 +133,12 @@ let allAlertsFor = null;   // the run and epoch whose alerts are all shown
 function alertItem(a, live) {
   const layer = String(a.layer ?? '');
   const known = S.tree && S.tree.byPath.has(layer);
-  return h('div', { class: 'alert k-' + String(a.kind || 'other') + (live ? ' live' : ''), role: 'button', tabindex: '0', dataset: { layer, kind: String(a.kind || '') },
+  return h('div', { class: 'alert k-' + String(a.kind || 'other') + (live ? ' ' + live : ''), role: 'button', tabindex: '0', dataset: { layer, kind: String(a.kind || '') },
                       title: (ALERT_HELP[a.kind] || '') + (known ? ' · click to show the layer' : '') },
       ...(a.severity ? [h('span', { class: 'alert-sev sev-' + String(a.severity), text: String(a.severity) })] : []),
       h('span', { class: 'alert-kind', text: String(a.kind || 'alert').replaceAll('_', ' ') }),
-      h('span', { class: 'alert-layer', text: layer || (a.kind === 'nonfinite_loss' ? '(the loss)' : '(model)') }),
-      h('span', { class: 'alert-msg', text: String(a.message || '') + (live ? ` · raised at step ${a.step} of epoch ${a.epoch} (live)` : '') }),
+      h('span', { class: 'alert-layer', text: layer || `(${GLOBAL_CAUSE[a.kind] || 'model'})` }),
+      h('span', { class: 'alert-msg', text: String(a.message || '') + (live === 'preflight' ? ' · preflight, before the first step' : live ? ` · raised at step ${a.step} of epoch ${a.epoch} (live)` : '') }),
       ...(a.hint ? [h('span', { class: 'alert-hint', text: 'Why, and what to try: ' + String(a.hint) })] : []));
 }
 
