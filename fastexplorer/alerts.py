@@ -15,9 +15,9 @@ from .stats import *
 from .nonfinite import find_nonfinite
 
 # %% auto #0
-__all__ = ['BY_INPUT', 'HINTS', 'SEVERITY', 'RANK', 'ALERT_ARGS', 'DEAD_AFTER', 'execution_order', 'output_order',
-           'constant_by_input', 'group_alerts', 'find_alerts', 'rank_alerts', 'bad_threshold', 'LiveAlerts',
-           'stale_grad_alert', 'origin_alert', 'loss_alert', 'trace_origin']
+__all__ = ['BY_INPUT', 'SQUASHING', 'HINTS', 'SEVERITY', 'RANK', 'ALERT_ARGS', 'DEAD_AFTER', 'execution_order', 'output_order',
+           'classes_of', 'constant_by_input', 'group_alerts', 'find_alerts', 'rank_alerts', 'bad_threshold',
+           'LiveAlerts', 'stale_grad_alert', 'origin_alert', 'loss_alert', 'trace_origin']
 
 # %% ../nbs/03h_alerts.ipynb #d102e683
 def execution_order(tree:dict)->dict:
@@ -81,14 +81,18 @@ def _nonfinite_alerts(stats:dict, order:dict, done:dict)->list:
 # %% ../nbs/03h_alerts.ipynb #54775b41
 BY_INPUT = ('Embedding', 'EmbeddingBag')   # layers whose output varies exactly when their input does
 
-def constant_by_input(tree:dict)->set:
-    "The paths of the layers of `tree` whose output is constant exactly when their input is (`BY_INPUT`): never judged constant"
-    res = set()
+def classes_of(tree:dict)->dict:
+    "`{path: class name}` of the module nodes of `tree`"
+    res = {}
     def walk(d):
-        if d.get('type') != 'Parameter' and (d.get('xtra') or {}).get('class') in BY_INPUT and d.get('path') is not None: res.add(d['path'])
+        if d.get('type') != 'Parameter' and d.get('path') is not None: res[d['path']] = (d.get('xtra') or {}).get('class')
         for c in d.get('nodes', []): walk(c)
     walk(tree)
     return res
+
+def constant_by_input(tree:dict)->set:
+    "The paths of the layers of `tree` whose output is constant exactly when their input is (`BY_INPUT`): never judged constant"
+    return {p for p,c in classes_of(tree).items() if c in BY_INPUT}
 
 def _dead_alert(p:str, s:dict, dead:float, first:bool=True, by_input:bool=False)->dict|None:
     "The `dead` alert of layer `p`, whose statistics are `s`, if more than `dead` of its units were dead; else `None`; `first`: in the run's first epoch; `by_input`: a layer constant exactly when its input is"
@@ -100,6 +104,19 @@ def _dead_alert(p:str, s:dict, dead:float, first:bool=True, by_input:bool=False)
         what = 'did not vary' if a.get('dead_rule') == 'constant' else 'were never positive'
         return {'kind': 'dead', 'layer': p, 'stat': 'act', 'value': a['dead_frac'], 'rule': a.get('dead_rule', 'never positive'),
                 'message': f"{a['dead_frac']:.0%} of the {a['units']} units of {_site_name(p, a)} {what}"}
+
+# %% ../nbs/03h_alerts.ipynb #3b3ae44a
+SQUASHING = {'Sigmoid': 'pinned_01', 'Hardsigmoid': 'pinned_01', 'Tanh': 'pinned_pm1', 'Hardtanh': 'pinned_pm1', 'Softsign': 'pinned_pm1'}
+
+def _saturated_alert(p:str, s:dict, cls:str|None, frac:float=0.5)->dict|None:
+    "The `saturated` alert of layer `p` (a module of class `cls`), whose statistics are `s`, if more than `frac` of its units are pinned at a limit"
+    a = s.get('act') or {}
+    k = SQUASHING.get(cls)
+    if k is None or not a.get('units') or a.get(k) is None or (a.get('dead_frac') or 0) > frac or _nonfinite(s, 'act'): return None
+    f = a[k] / a['units']
+    if f > frac:
+        return {'kind': 'saturated', 'layer': p, 'stat': 'act', 'value': f,
+                'message': f"{f:.0%} of the {a['units']} units of {_site_name(p, a)} (a {cls}) stayed within {SAT_EPS:g} of its limits: their gradients vanish"}
 
 # %% ../nbs/03h_alerts.ipynb #efbdcb0a
 def _frozen_alert(p:str, s:dict)->dict|None:
@@ -153,6 +170,8 @@ HINTS = {   # why an alert usually happens, and what to try
                      "some ranks; a parameter DDP does not synchronise (`find_unused_parameters`); a seed set per rank after wrapping",
     'grads_not_zeroed': "the optimiser's `zero_grad` does not run (or does nothing): each step adds up every gradient since the "
                         "start; call `zero_grad` after each step (fastai's loop does, unless a callback or optimiser wrapper stops it)",
+    'saturated': "inputs too large for a squashing activation: normalise what feeds it (the inputs, or a BatchNorm before it), lower "
+                 "the learning rate, or use a ReLU-family activation; a sigmoid output facing targets outside [0, 1] is pushed to its limits",
     'valid_at_chance': "the labels may not match the inputs in the validation set (shuffled apart, or a different mapping of classes), "
                        "or the model memorises the training set: check the data pipeline, then regularise",
 }
@@ -183,10 +202,11 @@ def find_alerts(
     epoch:int=1,            # the epoch, counting from 1 over the run: the first one's exemptions
 )->list:
     "Alerts for one epoch's statistics, one per kind, each naming the first layer that shows it (`group_alerts`)"
-    order,done,by_input = execution_order(tree),output_order(tree),constant_by_input(tree)
+    order,done,by_input,cls = execution_order(tree),output_order(tree),constant_by_input(tree),classes_of(tree)
     res = _nonfinite_alerts(stats, order, done)
     for p,s in sorted(stats.items(), key=lambda o: _key(done, o[0])):
-        res += [a for a in (_dead_alert(p, s, dead, epoch <= 1, site_of(p)[0] in by_input), _frozen_alert(p, s)) if a is not None]
+        res += [a for a in (_dead_alert(p, s, dead, epoch <= 1, site_of(p)[0] in by_input), _saturated_alert(p, s, cls.get(site_of(p)[0])),
+                            _frozen_alert(p, s)) if a is not None]
     if (a := _grad_ratio_alert(stats, order, grad_ratio)) is not None: res.append(a)
     return group_alerts([{**a, 'source': 'epoch'} for a in res])
 

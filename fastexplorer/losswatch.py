@@ -115,7 +115,7 @@ def _course_alert(v:list, chance:float|None, r:float|None)->dict|None:
         what = f"the training loss is {last:.4g} (median of the last {w} batches), at the chance level {chance:.4g}: what a prediction that ignores the input scores"
     elif last >= 0.98 * first and first > 1e-6: what = f"the training loss has not fallen: {first:.4g} over the run's first {w} batches, {last:.4g} over its last {w}"
     else: return None
-    start,(i,peak) = statistics.median(v[:3]),max(enumerate(v), key=lambda o: o[1])
+    start,(i,peak) = v[0],max(enumerate(v), key=lambda o: o[1])   # the first batch: the loss before any step
     if peak > 3 * start + 1e-3:   # a jump that left the run stuck: the steps threw the weights where nothing learns
         return dict(kind='lr_too_high', value=peak, message=f"the training loss jumped from {start:.4g} to {peak:.4g} at batch {i + 1} and never recovered: {what}{steps}")
     return dict(kind='lr_too_low' if r is not None and 0 < r < LOW_RATIO else 'loss_stalled', value=last, message=what + steps)

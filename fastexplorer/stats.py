@@ -17,9 +17,10 @@ from .hooks import *
 from .state import *
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'CALL_SITES', 'ACT_STATS', 'SILENT_FRAC', 'has_own_params',
-           'maybe_elementwise', 'select_layers', 'ElementSampler', 'act_row', 'unit_dim', 'unit_extreme', 'dead_mask',
-           'CallSites', 'ActStats', 'act_step_stats', 'step_row_columns', 'dead_fraction', 'step_row', 'combine_raw']
+__all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'CALL_SITES', 'ACT_STATS', 'SILENT_FRAC', 'SAT_EPS',
+           'has_own_params', 'maybe_elementwise', 'select_layers', 'ElementSampler', 'act_row', 'unit_dim',
+           'unit_extreme', 'dead_mask', 'CallSites', 'ActStats', 'act_step_stats', 'step_row_columns', 'dead_fraction',
+           'step_row', 'combine_raw']
 
 # %% ../nbs/03_stats.ipynb #158a8ec1
 # activation modules, recorded by default like every module that holds parameters
@@ -386,6 +387,8 @@ def _plain(v:float, count:bool):
     return None if math.isnan(v) else int(v) if count else v
 
 # %% ../nbs/03_stats.ipynb #79ddc3c6
+SAT_EPS = 1e-3   # a unit whose every value lies this close to a limit of its activation is pinned there
+
 def _unit_stats(umax:torch.Tensor, umin, dim:int, max_units:int=1024)->dict:
     "Dead units of one layer, from its units' extrema, and how they were counted"
     seen = int((umax > -math.inf).sum())
@@ -393,8 +396,12 @@ def _unit_stats(umax:torch.Tensor, umin, dim:int, max_units:int=1024)->dict:
     res = dict(units=umax.numel(), unit_dim=dim, dead_rule='never positive' if umin is None else 'constant',
                dead=len(dead), dead_frac=len(dead) / seen if seen else None, dead_units=dead[:max_units])
     if seen < umax.numel(): res['units_nonfinite'] = umax.numel() - seen    # never held a finite value: neither dead nor alive
+    if umin is not None:   # units whose whole range lies within SAT_EPS of a squashing activation's limit: 0 or 1, -1 or 1
+        near = lambda c: (umin >= c - SAT_EPS) & (umax <= c + SAT_EPS)
+        res.update(pinned_01=int((near(0.) | near(1.)).sum()), pinned_pm1=int((near(-1.) | near(1.)).sum()))
     return res
 
+# %% ../nbs/03_stats.ipynb #5a3a33d7
 @patch
 def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
     "`{key: stats}` for every call site that produced a supported output (one host copy); `i_to_key` names the layers, and a further call of layer `p` is `p#2`, `p#3`…"

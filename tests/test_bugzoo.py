@@ -33,7 +33,7 @@ def _twin(n): return pytest.param(n, marks=pytest.mark.xfail(strict=True, reason
 def test_the_fixed_twin_or_healthy_run_raises_nothing(name, tmp_path):
     al,run = run_case(CASES[name], True, tmp_path/'run')
     assert list(zip(al.kind, al.message)) == []
-    if CASES[name].healthy: assert run.recorder.train_loss.iloc[-1] < 0.7 * run.recorder.train_loss.iloc[0], run.recorder   # it learns
+    if CASES[name].healthy: assert run.recorder.train_loss.iloc[-1] < 0.9 * run.recorder.train_loss.iloc[0], run.recorder   # it learns
 
 def test_the_zoo_meets_its_targets():
     "At least 24 reported bugs; alerts name the cause of 90% of them, and the first alert names it in 80%"
