@@ -99,7 +99,7 @@ function preflightItems() {
   const la = Array.isArray(meta.live_alerts) ? meta.live_alerts : [];
   const count = (s) => v.filter((x) => x && x.severity === s).length;
   const ok = count('ok'), bad = count('error') + count('warning'), skipped = count('skipped');
-  const line = h('div', { class: 'note preflight-line' + (bad ? '' : ' ok'), text: `Preflight, before the first step: ${v.length} checks, ${ok} passed`
+  const line = h('div', { class: 'preflight-line' + (bad ? '' : ' ok'), text: `Preflight, before the first step: ${v.length} checks, ${ok} passed`
                           + (bad ? `, ${bad} to act on` : '') + (skipped ? `, ${skipped} could not run` : '') + '.' });
   return [line, ...la.filter((a) => a && a.source === 'preflight').map((a) => alertItem(a, 'preflight'))];
 }
