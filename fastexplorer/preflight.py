@@ -265,7 +265,9 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
     res = check_loss_contract(o, y, float(loss.detach().float()), kind, axis, final_op(o))
     loss.backward()
     learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
-    return res + check_loss_gradient(o) + check_output(o, learns) + check_gradients(model, _groups(learn, model))
+    lg,gf = check_loss_gradient(o),check_gradients(model, _groups(learn, model))
+    if lg: gf = [v for v in gf if not v['evidence'].startswith('non-finite')]   # the loss's NaN, not the layers': said once
+    return res + lg + check_output(o, learns) + gf
 
 # %% ../nbs/03i_preflight.ipynb #3464d70e
 @patch
