@@ -18,8 +18,8 @@ from .probe import model_device, to_model_device, split_batch, kept_dl_rng, unwr
 
 # %% auto #0
 __all__ = ['verdict', 'preflight_alerts', 'loss_kind', 'final_op', 'check_output_activation', 'check_targets',
-           'check_loss_contract', 'check_inputs', 'check_output', 'check_gradients', 'check_batch_independence',
-           'check_loss_gradient', 'check_overfit']
+           'check_loss_contract', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'check_gradients',
+           'check_batch_independence', 'check_loss_gradient', 'check_overfit']
 
 # %% ../nbs/03i_preflight.ipynb #19db9e9f
 def verdict(check:str, severity:str, evidence:str, fix:str='', layer:str='', **numbers)->dict:
@@ -141,7 +141,7 @@ def check_loss_contract(out:torch.Tensor, y, loss:float|None, kind:str|None, axi
     res += (act := check_output_activation(o, op, kind, axis))
     if kind in ('ce', 'nll', 'bce', 'bce_logits') and loss is not None and loss < -1e-6 and not act:
         res.append(verdict('loss_at_init', 'error', f"the loss is {loss:.4g}: a cross-entropy is never negative", "the outputs or the targets are not what the loss expects"))
-    elif kind == 'ce' and c > 1 and not act and loss is not None and math.isfinite(loss) and loss > 3 * math.log(c) + 1:
+    elif kind == 'ce' and c > 1 and not act and loss is not None and math.isfinite(loss) and loss > 3 * math.log(c) + 3:
         res.append(verdict('loss_at_init', 'warning', f"the loss at initialisation is {loss:.3g}, far above ln {c} = {math.log(c):.3g} for {c} equally likely classes",
                            "the initial predictions are confidently wrong: scale the inputs, or initialise the last layer smaller", loss=loss, expected=math.log(c)))
     res += check_targets(o, y, op, kind, axis)
@@ -170,6 +170,33 @@ def check_output(out:torch.Tensor, learns:bool=False)->list:
         return [verdict('constant_output', 'error', f"every sample of the batch gets the same output, {o[0].flatten()[:4].tolist()}, and no gradient flows",
                         "the output does not depend on the input: look for a softmax over one unit, a saturated last activation, or a detached path")]
     return [verdict('constant_output', 'ok', "the output varies over the batch")]
+
+# %% ../nbs/03i_preflight.ipynb #1609c07b
+_LIMITS = {'Sigmoid': lambda x: (x < 1e-3) | (x > 1 - 1e-3), 'Tanh': lambda x: x.abs() > 1 - 1e-3, 'ReLU': lambda x: x <= 0}
+
+class FirstActs:
+    "Forward hooks on `model`'s activation modules, keeping for the first `n` that run the fraction of their outputs at a limit (`remove` them)"
+    def __init__(self, model:nn.Module, n:int=3):
+        self.seen,self.n = [],n
+        self.hs = [m.register_forward_hook(self._hook(p, type(m).__name__)) for p,m in model.named_modules() if type(m).__name__ in _LIMITS]
+
+    def _hook(self, p:str, cls:str):
+        def f(m, i, o):
+            if len(self.seen) < self.n and isinstance(o, torch.Tensor) and o.is_floating_point() and o.numel():
+                self.seen.append((p, cls, float(_LIMITS[cls](o.detach()).float().mean())))
+        return f
+
+    def remove(self):
+        for h in self.hs: h.remove()
+
+def check_first_layers(seen:list, frac:float=0.9)->list:
+    "Verdict on the first activations' outputs `seen` by `FirstActs`: squashed to their limits, or all zero after a ReLU"
+    for p,cls,f in seen:
+        if (cls == 'ReLU' and f == 1.) or (cls != 'ReLU' and f > frac):
+            what = 'are 0' if cls == 'ReLU' else 'are within 1e-3 of its limits'
+            return [verdict('input_saturation', 'warning', f"on the first batch, {f:.0%} of the outputs of `{p}` (a {cls}) {what}: no gradient passes",
+                            "normalise the inputs, or initialise the layers before it smaller", layer=p)]
+    return [verdict('input_saturation', 'ok', f"the first activations are not saturated ({', '.join(f'`{p}`' for p,*_ in seen)})")] if seen else []
 
 # %% ../nbs/03i_preflight.ipynb #b87e5871
 def check_gradients(model:nn.Module, groups:list|None=None)->list:
@@ -254,7 +281,9 @@ def _overfit(learn, model, xb:tuple, yb:tuple, lr:float)->list:
 def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
     "The checks of one forward and backward in training mode: the loss and what feeds it, its gradient, the output, gradient flow"
     model.train()
-    out = model(*xb)              # the model itself: a DDP wrapper would wait for the other ranks
+    fa = FirstActs(model)
+    try: out = model(*xb)         # the model itself: a DDP wrapper would wait for the other ranks
+    finally: fa.remove()
     o = first_tensor(out)
     if isinstance(o, torch.Tensor) and o.requires_grad: o.retain_grad()
     y,kind,axis = yb[0] if yb else None,loss_kind(learn.loss_func),getattr(learn.loss_func, 'axis', 1)
@@ -262,7 +291,7 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
     except Exception as e:   # what feeds the loss says why, often
         return check_loss_contract(o, y, None, kind, axis, final_op(o)) + [verdict('loss', 'error', f"the loss cannot be computed on the first batch: {type(e).__name__}: {e}",
                                                                   "check the output's shape and classes against the targets'")]
-    res = check_loss_contract(o, y, float(loss.detach().float()), kind, axis, final_op(o))
+    res = check_first_layers(fa.seen) + check_loss_contract(o, y, float(loss.detach().float()), kind, axis, final_op(o))
     loss.backward()
     learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
     lg,gf = check_loss_gradient(o),check_gradients(model, _groups(learn, model))
