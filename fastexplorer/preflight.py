@@ -187,6 +187,7 @@ class FirstActs:
         return f
 
     def remove(self):
+        "Take the hooks off"
         for h in self.hs: h.remove()
 
 def check_first_layers(seen:list, frac:float=0.9)->list:
