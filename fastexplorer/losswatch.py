@@ -10,7 +10,7 @@ import math, statistics
 import torch
 from fastcore.basics import patch
 from .alerts import HINTS, SEVERITY
-from .preflight import loss_kind
+from .preflight import loss_kind, loss_name
 
 # %% auto #0
 __all__ = ['MIN_STEPS', 'HIGH_RATIO', 'LOW_RATIO', 'chance_loss', 'target_sums', 'LossWatch', 'loss_course', 'update_ratio',
@@ -50,15 +50,11 @@ def target_sums(kind:str, axis:int, pred:torch.Tensor, y:torch.Tensor)->dict|Non
     return None
 
 # %% ../nbs/03hb_losswatch.ipynb #a275c804
-def _loss_name(loss_func)->str:
-    f = getattr(loss_func, 'func', loss_func)
-    return type(f).__name__ if isinstance(f, torch.nn.Module) else getattr(f, '__name__', type(f).__name__)
-
 class LossWatch:
     "Every training batch's loss, and the target sums that give the chance level (`chance_loss`), kept on the device until `flush`"
     def __init__(self, loss_func):
         k = loss_kind(loss_func)
-        self.kind = 'mse' if k == 'regression' and 'mse' in _loss_name(loss_func).lower() else k
+        self.kind = 'mse' if k == 'regression' and 'mse' in loss_name(loss_func).lower() else k
         if getattr(getattr(loss_func, 'func', loss_func), 'reduction', 'mean') != 'mean': self.kind = None   # a summed loss: no chance level
         self.axis,self.losses,self.pending,self.sums = getattr(loss_func, 'axis', 1),[],[],None
 
@@ -104,9 +100,9 @@ def update_ratio(stats:dict)->float|None:
 # %% ../nbs/03hb_losswatch.ipynb #0b08aa7d
 HIGH_RATIO,LOW_RATIO = 1e-2,1e-4   # update-to-weight ratios above which a diverging loss, below which a stalled one, is the learning rate's
 
-def _course_alert(v:list, chance:float|None, r:float|None)->dict|None:
-    "The diverging or stalled alert for the run's finite losses `v`, if they did either (`r`: the update ratio)"
-    first,last,w = loss_course(v)
+def _course_alert(v:list, course:tuple, chance:float|None, r:float|None)->dict|None:
+    "The diverging or stalled alert for the run's finite losses `v`, whose `loss_course` is `course`, if they did either (`r`: the update ratio)"
+    first,last,w = course
     steps = '' if r is None else f"; the weights change by {r:.2g} of their size a step"
     if last > 2 * first and last - first > 1e-3:
         kind = 'lr_too_high' if r is not None and r > HIGH_RATIO else 'loss_diverging'
@@ -123,9 +119,9 @@ def _course_alert(v:list, chance:float|None, r:float|None)->dict|None:
 def loss_alerts(losses:list, chance:float|None, stats:dict, valid_loss:float|None=None)->list:
     "Alerts on the run's training `losses` so far, the `chance` level, an epoch's `stats` (for the update ratios) and its `valid_loss`"
     v = [x for x in losses if math.isfinite(x)]
-    if loss_course(v) is None: return []
-    last = loss_course(v)[1]
-    res = [a] if (a := _course_alert(v, chance, update_ratio(stats))) is not None else []
+    if (c := loss_course(v)) is None: return []
+    last = c[1]
+    res = [a] if (a := _course_alert(v, c, chance, update_ratio(stats))) is not None else []
     if chance and valid_loss is not None and math.isfinite(valid_loss) and last < 0.8 * chance and valid_loss >= 0.95 * chance:
         res.append(dict(kind='valid_at_chance', value=valid_loss, message=f"the validation loss is {valid_loss:.4g}, at the chance level {chance:.4g}, "
                         f"while the training loss fell to {last:.4g}: what the model learns does not carry over to the validation set"))

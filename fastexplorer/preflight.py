@@ -17,7 +17,7 @@ from .state import *
 from .probe import model_device, to_model_device, split_batch, kept_dl_rng, unwrap_dl
 
 # %% auto #0
-__all__ = ['verdict', 'preflight_alerts', 'loss_kind', 'final_op', 'check_output_activation', 'check_targets',
+__all__ = ['verdict', 'preflight_alerts', 'loss_name', 'loss_kind', 'final_op', 'check_output_activation', 'check_targets',
            'check_loss_contract', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'check_gradients',
            'check_batch_independence', 'check_loss_gradient', 'check_overfit']
 
@@ -32,10 +32,14 @@ def preflight_alerts(verdicts:list, epoch:int=1)->list:
              'message': v['evidence'], 'hint': v['fix']} for v in verdicts if v['severity'] in ('warning', 'error')]
 
 # %% ../nbs/03i_preflight.ipynb #bcbfbd42
+def loss_name(loss_func)->str:
+    "The name of the loss `loss_func` computes: its class's for a module, its own for a function (through fastai's flat wrappers)"
+    f = getattr(loss_func, 'func', loss_func)          # fastai's flat losses wrap torch's
+    return type(f).__name__ if isinstance(f, nn.Module) else getattr(f, '__name__', type(f).__name__)
+
 def loss_kind(loss_func)->str|None:
     "`ce` (class scores, softmax inside), `bce_logits` (a logit a class), `nll`, `bce` (probabilities), `regression`, or `None`"
-    f = getattr(loss_func, 'func', loss_func)          # fastai's flat losses wrap torch's
-    name = type(f).__name__ if isinstance(f, nn.Module) else getattr(f, '__name__', type(f).__name__)
+    name = loss_name(loss_func)
     for k,names in (('bce_logits', ('BCEWithLogits', 'binary_cross_entropy_with_logits')), ('ce', ('CrossEntropy', 'cross_entropy')),
                     ('nll', ('NLLLoss', 'nll_loss')), ('bce', ('BCELoss', 'binary_cross_entropy')),
                     ('regression', ('MSELoss', 'L1Loss', 'SmoothL1', 'Huber', 'mse_loss', 'l1_loss'))):

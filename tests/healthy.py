@@ -12,6 +12,14 @@ def _digits16(n=480):
     x = F.interpolate(x[:n].view(-1, 1, 8, 8) / 16., size=16, mode='bilinear').expand(-1, 3, -1, -1)
     return ((x - x.mean()) / x.std()).contiguous(), y[:n]
 
+def _marked_tokens(n:int, seq:int, vocab:int, first:bool=False):
+    "`n` sequences of tokens 4..`vocab`, of class 1 where token 3 was put in (at a random place, or `first`), and their classes"
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(4, vocab, (n, seq), generator=g)
+    y = torch.randint(0, 2, (n,), generator=g)
+    x[y == 1, 0 if first else torch.randint(0, seq, (int(y.sum()),), generator=g)] = 3
+    return x, y
+
 @healthy(epochs=3, lr=1e-2, fit='fit_one_cycle')
 def vision_digits(fixed):
     "The demo's task: a small CNN on scikit-learn's digits, one-cycle at 1e-2"
@@ -42,10 +50,7 @@ def text(fixed):
     "fastai's AWD-LSTM text classifier (small, random weights) on token sequences whose class is whether token 3 occurs"
     from fastai.text.all import AWD_LSTM, awd_lstm_clas_config, get_text_classifier
     from fastai.callback.rnn import RNNCallback
-    g = torch.Generator().manual_seed(0)
-    x = torch.randint(4, 40, (800, 12), generator=g)
-    y = torch.randint(0, 2, (800,), generator=g)
-    x[y == 1, torch.randint(0, 12, (int(y.sum()),), generator=g)] = 3
+    x,y = _marked_tokens(800, 12, 40)
     model = get_text_classifier(AWD_LSTM, 40, 2, seq_len=12, config={**awd_lstm_clas_config, 'emb_sz': 32, 'n_hid': 48, 'n_layers': 2})
     return Learner(tensor_dls(x, y, bs=32), model, loss_func=CrossEntropyLossFlat(), cbs=RNNCallback(), metrics=accuracy)
 
@@ -78,10 +83,7 @@ class _Logits(nn.Module):
 def hf_bert(fixed):
     "A tiny BERT (random weights, Hugging Face `transformers`) classifying token sequences by whether they start with token 3"
     from transformers import BertConfig, BertForSequenceClassification
-    g = torch.Generator().manual_seed(0)
-    x = torch.randint(4, 60, (640, 16), generator=g)
-    y = torch.randint(0, 2, (640,), generator=g)
-    x[y == 1, 0] = 3                       # the class shows in the first token, which BERT's pooler reads
+    x,y = _marked_tokens(640, 16, 60, first=True)   # the class shows in the first token, which BERT's pooler reads
     cfg = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                      max_position_embeddings=32, num_labels=2)
     return Learner(tensor_dls(x, y, bs=32), _Logits(BertForSequenceClassification(cfg)), loss_func=CrossEntropyLossFlat(), metrics=accuracy)
