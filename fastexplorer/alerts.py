@@ -12,12 +12,12 @@ from fastcore.basics import patch
 from .core import *
 from .params import PARAM_STEP_STATS
 from .stats import *
-from .nonfinite import find_nonfinite
+from .nonfinite import find_nonfinite, find_loss_nonfinite
 
 # %% auto #0
 __all__ = ['BY_INPUT', 'SQUASHING', 'HINTS', 'SEVERITY', 'RANK', 'ALERT_ARGS', 'DEAD_AFTER', 'execution_order', 'output_order',
            'classes_of', 'constant_by_input', 'group_alerts', 'find_alerts', 'rank_alerts', 'bad_threshold',
-           'LiveAlerts', 'stale_grad_alert', 'origin_alert', 'loss_alert', 'trace_origin']
+           'LiveAlerts', 'stale_grad_alert', 'origin_alert', 'loss_op', 'loss_alert', 'trace_origin']
 
 # %% ../nbs/03h_alerts.ipynb #d102e683
 def execution_order(tree:dict)->dict:
@@ -333,22 +333,29 @@ def origin_alert(found:dict, step:int, epoch:int)->dict:
             'inputs_finite': found['inputs_finite'], 'phase': found['phase'], 'step': step, 'epoch': epoch,
             'message': f"{_origin_message(found)}, at step {step}"}
 
-def loss_alert(loss:float, step:int, epoch:int)->dict:
-    "The `nonfinite_loss` alert: at `step` of `epoch`, the loss was `loss`, and it (or its gradient) not finite, while the model's outputs were"
+def loss_op(found:dict|None)->str:
+    "The operation of the loss that made the NaN, from what `find_loss_nonfinite` `found` (`''` if it found none)"
+    if not found: return ''
+    if found['phase'] == 'backward': return f"the derivative of `{found['node'].removesuffix('Backward0').lower()}` (`{found['node']}`)"
+    return f"`{found['op']}`"
+
+def loss_alert(loss:float, step:int, epoch:int, found:dict|None=None)->dict:
+    "The `nonfinite_loss` alert: at `step` of `epoch`, the loss was `loss`, and it (or its gradient) not finite, while the model's outputs were; `found` names the loss's operation"
     made = (f"the loss was {loss}" if not math.isfinite(loss) else
             f"the loss ({loss:.4g}) was finite but its gradient with respect to the model's output was not")
-    return {'kind': 'nonfinite_loss', 'layer': '', 'stat': 'loss', 'value': loss, 'step': step, 'epoch': epoch,
+    return {'kind': 'nonfinite_loss', 'layer': '', 'stat': 'loss', 'value': loss, 'step': step, 'epoch': epoch, 'op': (found or {}).get('op'),
             'message': f"at step {step}, {made}, while every recorded output of the model was finite: the loss function "
-                       "made it, and the gradients followed"}
+                       f"made it{f' ({loss_op(found)})' if found else ''}, and the gradients followed"}
 
 # %% ../nbs/03h_alerts.ipynb #a593ae3b
 def trace_origin(model, xb:tuple, rng:tuple, step:int, epoch:int,
     loss=None,          # after a backward: the batch's loss (a tensor)
     loss_fn=None,       # `f(output)`: the batch's loss, to run the backward again
     out_grad_ok=None,   # whether the loss's gradient at the model's output was finite (a tensor), if it was watched
+    out=None,           # the model's output for the batch: to name the loss's operation that made a NaN
 )->dict|None:
     "The alert naming where the first non-finite value of a batch came from (`rng`: the random states before it), or `None`"
     if loss is not None and (not bool(torch.isfinite(loss).all()) or (out_grad_ok is not None and not bool(out_grad_ok))):
-        return loss_alert(float(loss.float().mean()), step, epoch)
+        return loss_alert(float(loss.float().mean()), step, epoch, find_loss_nonfinite(loss_fn, out) if loss_fn and out is not None else None)
     found = find_nonfinite(model, xb, *rng, loss=loss_fn)
     return None if found is None else origin_alert(found, step, epoch)

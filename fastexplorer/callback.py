@@ -345,11 +345,19 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
 def _judge_loss(self:ExplorerCallback, found:list, stats:dict, valid_loss)->list:
     "An epoch's alerts with those of the loss's course, ranked; dead layers of a run that learns (also those raised live) settled as `info`"
     losses,chance = self.watch.flush(),self.watch.chance()
-    found = settle(rank_alerts(found + loss_alerts(losses, chance, stats, valid_loss)), losses, chance)
+    found = settle(rank_alerts(found + loss_alerts(losses, chance, stats, valid_loss, self._opt_groups())), losses, chance)
     if self.live is not None and any(a['kind'] == 'dead' and a.get('severity') != 'info' for a in self.live.alerts):
         settle(self.live.alerts, losses, chance)
         if self.writer is not None: self.writer.write_manifest(live_alerts=self.live.alerts)
     return found
+
+@patch
+def _opt_groups(self:ExplorerCallback)->list:
+    "The optimiser's groups as `(lr, [parameter keys])`: the loss watch judges each group's learning rate by its own update ratios"
+    opt = getattr(self.learn, 'opt', None)
+    if opt is None or not hasattr(opt, 'param_lists'): return []
+    key = {id(p): k for k,p in zip(self.pkeys, self.ps)}
+    return [(float(h.get('lr', 0.)), [key[id(p)] for p in ps if id(p) in key]) for ps,h in zip(opt.param_lists, opt.hypers)]
 
 # %% ../nbs/03f_callback.ipynb #f89c024d
 @patch
@@ -465,7 +473,7 @@ def _trace_nonfinite(self:ExplorerCallback, backward:bool=False):
     "Run the batch just run again (with `backward`, its backward pass too) to name the module and operation that made its first non-finite value; an alert at once"
     self.traced = True
     step,learn = self.n_steps if self.training else max(self.n_steps - 1, 0),self.learn
-    after = (learn.loss.detach(), loss_of(learn), getattr(self, '_out_grad_ok', None)) if backward else ()
+    after = (learn.loss.detach(), loss_of(learn), getattr(self, '_out_grad_ok', None), learn.pred) if backward else ()
     try: self.origin = trace_origin(unwrap_model(learn.model), learn.xb, self._rng, step, self.n_epochs + 1, *after)
     except Exception as e:                 # never break a fit over a diagnosis
         warnings.warn(f"fastexplorer could not trace the first non-finite value: {type(e).__name__}: {e}"); return

@@ -14,7 +14,7 @@ from .preflight import loss_kind, loss_name
 
 # %% auto #0
 __all__ = ['MIN_STEPS', 'HIGH_RATIO', 'LOW_RATIO', 'chance_loss', 'target_sums', 'LossWatch', 'loss_course', 'update_ratio',
-           'loss_alerts', 'learns', 'settle']
+           'group_ratios', 'loss_alerts', 'learns', 'settle']
 
 # %% ../nbs/03hb_losswatch.ipynb #a3087fa5
 def _entropy(p:torch.Tensor)->float:
@@ -97,16 +97,30 @@ def update_ratio(stats:dict)->float|None:
          and (s.get('grad') or {}).get('ndim', 2) > 1 and s['weight'].get('requires_grad', True)]
     return statistics.median(r) if r else None
 
+def group_ratios(stats:dict, groups:list)->list:
+    "`(i, lr, ratio)`: the `update_ratio` of each optimiser group `(lr, [parameter keys])` in `groups` that has one in `stats`"
+    return [(i, lr, r) for i,(lr,keys) in enumerate(groups) if (r := update_ratio({k: stats[k] for k in keys if k in stats})) is not None]
+
 # %% ../nbs/03hb_losswatch.ipynb #0b08aa7d
 HIGH_RATIO,LOW_RATIO = 1e-2,1e-4   # update-to-weight ratios above which a diverging loss, below which a stalled one, is the learning rate's
 
-def _course_alert(v:list, course:tuple, chance:float|None, r:float|None)->dict|None:
-    "The diverging or stalled alert for the run's finite losses `v`, whose `loss_course` is `course`, if they did either (`r`: the update ratio)"
+def _lr_alert(kind:str, groups:list, bad, **kw)->dict:
+    "Alert `kind`, naming the optimiser groups (`(i, lr, ratio)`) whose ratio is `bad` when the learning rates differ between groups"
+    named = [i for i,lr,g in groups if bad(g)] if len({lr for _,lr,_ in groups}) > 1 else []
+    if named: kw['message'] += f": the learning rate of group {' and '.join(map(str, named))} is the one out of range"
+    return dict(kind=kind, **kw, **({'groups': named} if named else {}))
+
+def _course_alert(v:list, course:tuple, chance:float|None, r:float|None, groups:list=())->dict|None:
+    "The diverging or stalled alert for the run's finite losses `v`, whose `loss_course` is `course`, if they did either (`r`: the update ratio; `groups`: `group_ratios`)"
     first,last,w = course
-    steps = '' if r is None else f"; the weights change by {r:.2g} of their size a step"
+    if len({lr for _,lr,_ in groups}) > 1:
+        steps = "; a step changes the weights of " + ', '.join(f"group {i} (lr {lr:.2g}) by {g:.2g}" for i,lr,g in groups) + " of their size"
+    else: steps = '' if r is None else f"; the weights change by {r:.2g} of their size a step"
+    high,low = (lambda g: g > HIGH_RATIO),(lambda g: 0 < g < LOW_RATIO)
     if last > 2 * first and last - first > 1e-3:
-        kind = 'lr_too_high' if r is not None and r > HIGH_RATIO else 'loss_diverging'
-        return dict(kind=kind, value=last, message=f"the training loss rose from {first:.4g} (median of the run's first {w} batches) to {last:.4g} (its last {w}){steps}")
+        msg = f"the training loss rose from {first:.4g} (median of the run's first {w} batches) to {last:.4g} (its last {w}){steps}"
+        if (r is not None and high(r)) or any(high(g) for *_,g in groups): return _lr_alert('lr_too_high', groups, high, value=last, message=msg)
+        return dict(kind='loss_diverging', value=last, message=msg)
     if chance is not None and last >= 0.95 * chance:
         what = f"the training loss is {last:.4g} (median of the last {w} batches), at the chance level {chance:.4g}: what a prediction that ignores the input scores"
     elif last >= 0.98 * first and first > 1e-6: what = f"the training loss has not fallen: {first:.4g} over the run's first {w} batches, {last:.4g} over its last {w}"
@@ -114,14 +128,17 @@ def _course_alert(v:list, course:tuple, chance:float|None, r:float|None)->dict|N
     start,(i,peak) = v[0],max(enumerate(v), key=lambda o: o[1])   # the first batch: the loss before any step
     if peak > 3 * start + 1e-3:   # a jump that left the run stuck: the steps threw the weights where nothing learns
         return dict(kind='lr_too_high', value=peak, message=f"the training loss jumped from {start:.4g} to {peak:.4g} at batch {i + 1} and never recovered: {what}{steps}")
-    return dict(kind='lr_too_low' if r is not None and 0 < r < LOW_RATIO else 'loss_stalled', value=last, message=what + steps)
+    if (r is not None and low(r)) or any(low(g) for *_,g in groups): return _lr_alert('lr_too_low', groups, low, value=last, message=what + steps)
+    return dict(kind='loss_stalled', value=last, message=what + steps)
 
-def loss_alerts(losses:list, chance:float|None, stats:dict, valid_loss:float|None=None)->list:
+def loss_alerts(losses:list, chance:float|None, stats:dict, valid_loss:float|None=None,
+                groups:list=()     # the optimiser's groups, `(lr, [parameter keys])`: each judged by its own update ratio
+               )->list:
     "Alerts on the run's training `losses` so far, the `chance` level, an epoch's `stats` (for the update ratios) and its `valid_loss`"
     v = [x for x in losses if math.isfinite(x)]
     if (c := loss_course(v)) is None: return []
     last = c[1]
-    res = [a] if (a := _course_alert(v, c, chance, update_ratio(stats))) is not None else []
+    res = [a] if (a := _course_alert(v, c, chance, update_ratio(stats), group_ratios(stats, groups))) is not None else []
     if chance and valid_loss is not None and math.isfinite(valid_loss) and last < 0.8 * chance and valid_loss >= 0.95 * chance:
         res.append(dict(kind='valid_at_chance', value=valid_loss, message=f"the validation loss is {valid_loss:.4g}, at the chance level {chance:.4g}, "
                         f"while the training loss fell to {last:.4g}: what the model learns does not carry over to the validation set"))

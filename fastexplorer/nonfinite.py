@@ -9,12 +9,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
+from torch.utils._pytree import tree_leaves, tree_map
 from .state import ModelState, preserved_rng, scripted
 from .probe import model_device
 
 # %% auto #0
-__all__ = ['FirstNonFinite', 'find_nonfinite']
+__all__ = ['FirstNonFinite', 'find_nonfinite', 'find_loss_nonfinite']
 
 # %% ../nbs/03g_nonfinite.ipynb #c281b751
 def _floats(o)->list: return [t for t in tree_leaves(o) if isinstance(t, torch.Tensor) and t.is_floating_point()]
@@ -110,3 +110,20 @@ def _backward(mode:FirstNonFinite, nodes:dict, l:torch.Tensor, ws:list)->dict|No
     n = first[0]
     op = mode.ops.get(n) or {'op': None, 'inputs_finite': True, 'param': None}
     return {**op, 'module': nodes[n], 'phase': 'backward', 'node': type(n).__name__}
+
+# %% ../nbs/03g_nonfinite.ipynb #2750e42a
+def find_loss_nonfinite(
+    loss:callable,  # `f(output)`: the batch's loss
+    out,            # the model's output for the batch (finite)
+)->dict|None:       # `{'module': 'loss', 'op', 'phase', …}` of the loss's first operation that made NaN or Inf
+    "Compute `loss(out)` again, and its gradient at `out`, and name the ATen operation of the loss that first returned NaN or Inf"
+    def leaf(t): return t.detach().requires_grad_(True) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+    o = tree_map(leaf, out)
+    ws = [t for t in tree_leaves(o) if isinstance(t, torch.Tensor) and t.requires_grad]
+    mode = FirstNonFinite(['loss'], {})
+    with torch.enable_grad():
+        with mode: l = loss(o)
+        if mode.found is not None or not ws or not isinstance(l, torch.Tensor) or not l.requires_grad: return mode.found
+        nodes = {}
+        _node_owners(l, 'loss', nodes)
+        return _backward(mode, nodes, l.float().sum(), ws)

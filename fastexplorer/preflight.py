@@ -14,12 +14,15 @@ from fastai.learner import Learner
 from .core import *
 from .hooks import *
 from .state import *
+from .nonfinite import find_loss_nonfinite
+from .alerts import loss_op
 from .probe import model_device, to_model_device, split_batch, kept_dl_rng, unwrap_dl
 
 # %% auto #0
 __all__ = ['verdict', 'preflight_alerts', 'loss_name', 'loss_kind', 'final_op', 'check_output_activation', 'check_targets',
            'check_loss_contract', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'check_gradients',
-           'check_batch_independence', 'check_loss_gradient', 'check_overfit']
+           'find_cut', 'explain_cut', 'check_batch_independence', 'check_loss_gradient', 'name_loss_op',
+           'check_overfit']
 
 # %% ../nbs/03i_preflight.ipynb #19db9e9f
 def verdict(check:str, severity:str, evidence:str, fix:str='', layer:str='', **numbers)->dict:
@@ -214,7 +217,8 @@ def check_gradients(model:nn.Module, groups:list|None=None)->list:
     res = []
     if bad: res.append(verdict('gradient_flow', 'error', f"non-finite gradients on the first batch in {show(bad)}", "look at the loss and at what these layers compute", layer=bad[0].rpartition('.')[0]))
     if none: res.append(verdict('gradient_flow', 'warning', f"{len(none)} of {len(named)} trainable parameters get no gradient: {show(none)}",
-                                "the loss does not depend on them: a `detach`, `no_grad`, an `argmax` or an unused branch cuts them off", layer=none[0].rpartition('.')[0]))
+                                "the loss does not depend on them: a `detach`, `no_grad`, an `argmax` or an unused branch cuts them off",
+                                layer=none[0].rpartition('.')[0], params=none))
     if zero and len(zero) == len(named): res.append(verdict('gradient_flow', 'error', "every gradient is exactly zero on the first batch", "the loss does not depend on the parameters: a constant output, or a loss of 0"))
     if groups is not None:
         held = {id(p) for g in groups for p in g}
@@ -222,6 +226,61 @@ def check_gradients(model:nn.Module, groups:list|None=None)->list:
         if lost: res.append(verdict('optimizer_groups', 'warning', f"{len(lost)} trainable parameters are in no optimiser group: {show(lost)}",
                                     "they will never change: build the optimiser (or the splitter) after adding or unfreezing them", layer=lost[0].rpartition('.')[0]))
     return res or [verdict('gradient_flow', 'ok', f"all {len(named)} trainable parameters get a finite gradient")]
+
+# %% ../nbs/03i_preflight.ipynb #df0e8116
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
+
+def _reaches(t:torch.Tensor, ids:set)->bool:
+    "Whether tensor `t` is, or was made from, a parameter whose `id` is in `ids` (a walk of its autograd graph)"
+    if id(t) in ids: return True
+    todo,seen = [t.grad_fn],set()
+    while todo:
+        f = todo.pop()
+        if f is None or f in seen: continue
+        seen.add(f)
+        if id(getattr(f, 'variable', None)) in ids: return True
+        todo += [g for g,_ in f.next_functions]
+    return False
+
+class _Cuts(TorchFunctionMode):
+    "Notes the first call, inside the module on top of `stack`, that takes a tensor made from a parameter in `ids` and returns none that requires grad"
+    def __init__(self, stack:list, ids:set): super().__init__(); self.stack,self.ids,self.found = stack,ids,None
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.found is None and (outs := [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]) and not any(t.requires_grad for t in outs):
+            if any(isinstance(t, torch.Tensor) and t.requires_grad and _reaches(t, self.ids) for t in tree_leaves((args, kwargs))):
+                name = getattr(func, '__name__', None) or str(func)
+                self.found = {'module': self.stack[-1] if self.stack else '', 'op': name, 'no_grad': not torch.is_grad_enabled()}
+        return out
+
+# %% ../nbs/03i_preflight.ipynb #447b2db0
+def find_cut(model:nn.Module, xb:tuple, names:list)->dict:
+    "Run `model(*xb)` again and say where the gradient of parameters `names` stops: `{'module', 'op', 'no_grad'}`, or the modules of theirs that never ran (`{'unused': [...]}`)"
+    params,stack,ran,hooks = dict(model.named_parameters()),[],set(),[]
+    owners = {n.rpartition('.')[0] for n in names}
+    def enter(p): return lambda m, a: (stack.append(p), ran.add(p)) and None
+    try:
+        for p,m in model.named_modules():
+            if not scripted(m): hooks += [m.register_forward_pre_hook(enter(p)), m.register_forward_hook(lambda m, a, o: stack.pop() and None)]
+        mode = _Cuts(stack, {id(params[n]) for n in names if n in params})
+        with torch.enable_grad(), mode: model(*xb)
+    finally:
+        for h in hooks: h.remove()
+    return mode.found or {'unused': sorted(o for o in owners if o not in ran)}
+
+# %% ../nbs/03i_preflight.ipynb #c755aea2
+def explain_cut(v:dict, model:nn.Module, xb:tuple)->dict:
+    "Verdict `v` on parameters with no gradient (its `params`), changed in place to say where their gradient stops"
+    try: f = find_cut(model, xb, v['params'])
+    except Exception: return v    # a diagnosis never fails the check it explains
+    where = f"`{f['module']}`" if f.get('module') else "the model's own `forward`"
+    if f.get('no_grad'): what = f"their gradient stops at `{f['op']}` in {where}, run under `torch.no_grad`"
+    elif 'op' in f: what = f"their gradient stops at `{f['op']}` in {where}, which returns no gradient"
+    elif f['unused']: what = f"{', '.join(f'`{u}`' for u in f['unused'])} never ran in the forward: an unused branch"
+    else: return v
+    v.update(evidence=f"{v['evidence']}; {what}", cut=f)
+    return v
 
 # %% ../nbs/03i_preflight.ipynb #27f3cd7d
 def check_batch_independence(model:nn.Module, xb:tuple)->list:
@@ -251,6 +310,13 @@ def check_loss_gradient(o:torch.Tensor|None)->list:
                         "the loss function makes NaN or Inf, and every layer's gradient will follow", "a log of a probability that is 0? give logits to "
                         "a loss that takes them (`CrossEntropyLossFlat`, `BCEWithLogitsLossFlat`), use `log_softmax`, or clamp")]
     return []
+
+def name_loss_op(verdicts:list, loss, out)->list:
+    "`verdicts` (changed in place), their `nonfinite_loss` saying which operation of `loss` (`f(output)`) made the NaN from the model's output `out`"
+    bad = [v for v in verdicts if v['check'] == 'nonfinite_loss']
+    if bad and (found := find_loss_nonfinite(loss, out)) is not None:
+        for v in bad: v.update(op=found['op'], evidence=v['evidence'] + f"; {loss_op(found)} in the loss made it")
+    return verdicts
 
 # %% ../nbs/03i_preflight.ipynb #d6b63984
 def _zeroed(xb:tuple)->tuple: return tuple(torch.zeros_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xb)
@@ -300,6 +366,7 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
     loss.backward()
     learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
     lg,gf = check_loss_gradient(o),check_gradients(model, _groups(learn, model))
+    name_loss_op(res + lg, lambda o: _loss(learn.loss_func, o, yb), out)
     if lg: gf = [v for v in gf if not v['evidence'].startswith('non-finite')]   # the loss's NaN, not the layers': said once
     return res + lg + check_output(o, learns) + gf
 
@@ -323,6 +390,7 @@ def preflight(self:Learner,
         with preserved_rng(dev):
             for p in params: p.grad = None
             res += _train_checks(self, model, xb, yb)
+            if (v := next((v for v in res if v.get('params')), None)) is not None: explain_cut(v, model, xb)
             if res[-1]['check'] != 'loss': model.eval(); res += check_batch_independence(model, xb)
     finally:
         for p,g in zip(params, grads): p.grad = g

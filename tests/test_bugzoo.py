@@ -1,7 +1,8 @@
 """The bug zoo as tests (issue 32, `bugzoo.py`): each buggy program reported in public is told its cause, each fixed twin and
 each healthy run of a real fastai task raises nothing a user is asked to act on, and the zoo as a whole meets its targets
 (`bench/diagnosis.py` prints the same figures as a table)."""
-import pytest
+import json, pytest
+from fastexplorer.core import validate
 from bugzoo import cases, run_case, judge
 
 CASES = cases()
@@ -25,6 +26,7 @@ def test_the_buggy_program_is_told_its_cause(name, tmp_path):
     c = CASES[name]
     al,_ = run_case(c, False, tmp_path/'run')
     RESULTS[name] = j = judge(c, al)
+    for f in (tmp_path/'run').glob('*.json'): validate(json.loads(f.read_text()))   # every alert kind fits the schemas
     assert j['detected'], f"{c.bug}: want {sorted(c.kinds)} {c.layer or ''}, got {list(zip(al.kind, al.layer))}"
 
 def _twin(n): return pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=ALARMS[n])) if n in ALARMS else n
