@@ -101,7 +101,7 @@ def group_ratios(stats:dict, groups:list)->list:
     "`(i, lr, ratio)`: the `update_ratio` of each optimiser group `(lr, [parameter keys])` in `groups` that has one in `stats`"
     return [(i, lr, r) for i,(lr,keys) in enumerate(groups) if (r := update_ratio({k: stats[k] for k in keys if k in stats})) is not None]
 
-# %% ../nbs/03hb_losswatch.ipynb #0b08aa7d
+# %% ../nbs/03hb_losswatch.ipynb #a6efbab3
 HIGH_RATIO,LOW_RATIO = 1e-2,1e-4   # update-to-weight ratios above which a diverging loss, below which a stalled one, is the learning rate's
 
 def _lr_alert(kind:str, groups:list, bad, **kw)->dict:
@@ -110,6 +110,7 @@ def _lr_alert(kind:str, groups:list, bad, **kw)->dict:
     if named: kw['message'] += f": the learning rate of group {' and '.join(map(str, named))} is the one out of range"
     return dict(kind=kind, **kw, **({'groups': named} if named else {}))
 
+# %% ../nbs/03hb_losswatch.ipynb #0b08aa7d
 def _course_alert(v:list, course:tuple, chance:float|None, r:float|None, groups:list=())->dict|None:
     "The diverging or stalled alert for the run's finite losses `v`, whose `loss_course` is `course`, if they did either (`r`: the update ratio; `groups`: `group_ratios`)"
     first,last,w = course

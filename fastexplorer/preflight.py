@@ -315,7 +315,7 @@ def name_loss_op(verdicts:list, loss, out)->list:
     "`verdicts` (changed in place), their `nonfinite_loss` saying which operation of `loss` (`f(output)`) made the NaN from the model's output `out`"
     bad = [v for v in verdicts if v['check'] == 'nonfinite_loss']
     if bad and (found := find_loss_nonfinite(loss, out)) is not None:
-        for v in bad: v.update(op=found['op'], evidence=v['evidence'] + f"; {loss_op(found)} in the loss made it")
+        for v in bad: v.update(op=found['op'], evidence=v['evidence'] + f" (in the loss: {loss_op(found)})")
     return verdicts
 
 # %% ../nbs/03i_preflight.ipynb #d6b63984
@@ -366,6 +366,7 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
     loss.backward()
     learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
     lg,gf = check_loss_gradient(o),check_gradients(model, _groups(learn, model))
+    if any(v['check'] == 'nonfinite_loss' for v in res): lg = []   # the loss itself is not finite: said once
     name_loss_op(res + lg, lambda o: _loss(learn.loss_func, o, yb), out)
     if lg: gf = [v for v in gf if not v['evidence'].startswith('non-finite')]   # the loss's NaN, not the layers': said once
     return res + lg + check_output(o, learns) + gf
