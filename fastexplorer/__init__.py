@@ -1,8 +1,14 @@
+"""See inside a fastai model while it trains: a representation tree, per-layer statistics and a web explorer"""
+
 __version__ = "0.0.1"
 
-import warnings as _warnings
-with _warnings.catch_warnings():
-    # fastai 2.8 scripts a few functions with `torch.jit.script` when it is imported, which torch 2.10 and later deprecate
-    # with a FutureWarning: it concerns fastai's code, not the user's, so it is not shown when fastexplorer imports fastai
-    _warnings.filterwarnings('ignore', r'`torch\.jit\.script` is deprecated', FutureWarning)
-    import fastai.torch_basics  # noqa: F401,E402
+# Nothing is imported here: the explorer and the report (`fastexplorer serve`, `report`, `--help`) read run folders
+# without torch or fastai, so importing any `fastexplorer` module must not load the training stack. `fastexplorer.all`
+# and the demo import fastai quietly (`quiet_fastai`) before the training modules do.
+
+def quiet_fastai():
+    "Import fastai's core without its `torch.jit.script` FutureWarning (torch 2.10 and later deprecate the calls fastai 2.8 makes on import: its code, not the user's)"
+    import warnings
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', r'`torch\.jit\.script` is deprecated', FutureWarning)
+        import fastai.torch_basics  # noqa: F401

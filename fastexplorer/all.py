@@ -1,4 +1,7 @@
 "The public API of fastexplorer: `from fastexplorer.all import *`"
+from . import quiet_fastai
+quiet_fastai()
+from .formats import *
 from .core import *
 from .hooks import *
 from .state import *

@@ -122,6 +122,8 @@ def before_fit(self:ExplorerCallback):
     if err is not None: raise err
     if msg: raise RuntimeError(f"fastexplorer: rank 0 could not start the run, so this rank stops too: {msg}")
     self.opened = True
+    # the run folder, noted on the Learner: `loss_landscape` finds it once a `fit(cbs=...)` took the callback off
+    self.learn._explorer_path = self.writer.path.absolute() if self.writer is not None else None
     try: self._prepare_fit(model, mods)
     except BaseException as e: self._close_writer('failed', e); raise
     self.hooks = HookGuard.of(self.learn, self, on_error=self._abort)   # the batch's hooks come off however it ends

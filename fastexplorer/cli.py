@@ -6,22 +6,10 @@ Docs: https://fastexplorer.github.io/fastexplorer/cli.html.md"""
 
 # %% ../nbs/06_cli.ipynb #8fdddf38
 from __future__ import annotations
-import random, sys, time
+import contextlib, random, sys, time
 from pathlib import Path
-import numpy as np, torch
-from torch import nn
 from fastcore.script import anno_parser, CliError
-from fastai.data.core import DataLoaders
-from fastai.data.load import DataLoader
-from fastai.learner import Learner
-from fastai.losses import CrossEntropyLossFlat
-from fastai.metrics import accuracy
-from .core import *
-from .probe import *
-from .export import *
-from .run import *
-from .callback import *
-from .explorer import *
+from .formats import is_int, is_real
 
 # %% auto #0
 __all__ = ['COMMANDS', 'digits_dls', 'digits_cnn', 'digits_learner', 'demo', 'serve_runs', 'report_runs', 'main']
@@ -31,8 +19,11 @@ def digits_dls(
     bs:int=64,        # batch size
     valid_pct:float=0.2, # fraction of images held out for validation
     seed:int=42,      # seed of the train/validation split and of the training set's shuffling
-)->DataLoaders:
+):   # no return annotation: the viewer imports this module without fastai
     "fastai `DataLoaders` of scikit-learn's 8×8 digits: `(1, 8, 8)` float images and integer labels"
+    import torch
+    from fastai.data.core import DataLoaders
+    from fastai.data.load import DataLoader
     from sklearn.datasets import load_digits
     d = load_digits()
     x = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16.
@@ -48,8 +39,9 @@ def digits_dls(
 # %% ../nbs/06_cli.ipynb #a508ac53
 def digits_cnn(
     nf:int=16, # channels of the first convolution (the second has twice as many)
-)->nn.Sequential:
+):
     "A small CNN for 8×8 single-channel digits"
+    from torch import nn
     def block(ni, nf, stride): return nn.Sequential(nn.Conv2d(ni, nf, 3, stride=stride, padding=1, bias=False),
                                                     nn.BatchNorm2d(nf), nn.ReLU(inplace=True))
     return nn.Sequential(block(1, nf, 1), block(nf, 2*nf, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2*nf, 10))
@@ -58,8 +50,12 @@ def digits_learner(
     bs:int=64,   # batch size
     seed:int=42, # seed of the split, the shuffling and the model's initial weights
     **kwargs,    # passed to `Learner`
-)->Learner:
+):
     "A fastai `Learner` training `digits_cnn` on `digits_dls`, the same each time for one `seed`; the global random state is left as it was"
+    import torch
+    from fastai.learner import Learner
+    from fastai.losses import CrossEntropyLossFlat
+    from fastai.metrics import accuracy
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = digits_cnn()
@@ -89,6 +85,7 @@ def _check_run_dir(path)->Path:
 
 def _write_probe(path:Path, learn, r)->Path:
     "`--epochs 0`: a run of no epochs, its representation only, replacing the run in `path` as a fit would"
+    from fastexplorer.export import RunWriter
     w = RunWriter(path, overwrite=True).open(type(learn.model).__name__)
     try:
         w.write_representation(r.get_dict())
@@ -108,8 +105,15 @@ def demo(
     port:int=8000,        # port of the explorer
 ):
     "Train a small CNN on scikit-learn's digits with `ExplorerCallback`, print its tree, write the run folder and serve the explorer"
-    from fastai.callback.schedule import fit_one_cycle  # noqa: F401  (patches Learner)
     _check_options(epochs=epochs, lr=lr, every=every, bs=bs, seed=seed, port=port)
+    from fastexplorer import quiet_fastai; quiet_fastai()   # the training stack, loaded only by the command that trains
+    from fastai.callback.schedule import fit_one_cycle  # noqa: F401  (patches Learner)
+    from fastai.callback.progress import ProgressCallback  # noqa: F401  (patches `Learner.no_bar`)
+    from fastexplorer.formats import validate
+    import fastexplorer.probe   # noqa: F401  (patches `Learner.to_representation`)
+    from fastexplorer.export import RunLockedError
+    from fastexplorer.callback import ExplorerCallback
+    from fastexplorer.run import load_run
     path = _check_run_dir(path)
     learn = digits_learner(bs=bs, seed=seed)
     r = learn.to_representation()
@@ -119,7 +123,8 @@ def demo(
         if epochs == 0:
             print(f"\nwrote {_write_probe(path, learn, r)}")
             return r
-        learn.fit_one_cycle(epochs, lr, cbs=ExplorerCallback(path, every=every, valid=True, overwrite=True))
+        with learn.no_bar() if not sys.stdout.isatty() else contextlib.nullcontext():   # a log file gets no progress-bar redraws
+            learn.fit_one_cycle(epochs, lr, cbs=ExplorerCallback(path, every=every, valid=True, overwrite=True))
     except (OSError, RunLockedError) as e: raise CliError(str(e)) from None   # a folder holding others' files, written now, full
     run = load_run(path)
     print(f"\nwrote {len(run.epochs)} epochs to {path}: {', '.join(e['file'] for e in run.meta['epochs'])}")
@@ -131,6 +136,7 @@ def demo(
 
 # %% ../nbs/06_cli.ipynb #04267060
 def _serve_until_interrupted(path, host:str, port:int, legacy_client:bool=False):
+    from fastexplorer.explorer import ExplorerServer
     try: srv = ExplorerServer(path, host, port, legacy_client=legacy_client)
     except OSError as e: raise CliError(str(e)) from None
     print(f"\nfastexplorer explorer at {srv.url}  (Ctrl-C to stop)", flush=True)
@@ -156,6 +162,9 @@ def report_runs(
     output:str='report.html',  # the HTML file to write (`-o`)
 ):
     "Write a self-contained HTML report of a run folder (or a folder of runs) that opens offline"
+    from fastexplorer.export import is_run_file
+    from fastexplorer.explorer import report
+    from fastexplorer.run import RunFileError
     out = Path(output)
     if is_run_file(out.name):   # `-o RUN/run.json` would replace the run's own manifest
         raise CliError(f"--output must be an HTML file whose name is not one of a run folder's own ({out.name}: run.json, "
@@ -172,12 +181,15 @@ def main(argv:list|None=None):
     "Entry point of the `fastexplorer` console script: `fastexplorer COMMAND [options]`"
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] not in COMMANDS:
+        asked = bool(argv) and argv[0] in ('-h', '--help')   # help asked for goes to stdout; a wrong command's usage to stderr
         print("usage: fastexplorer COMMAND [options]\n\ncommands:\n" +
-              '\n'.join(f"  {k:10s} {f.__doc__}" for k,f in COMMANDS.items()), file=sys.stderr)
-        return 0 if argv and argv[0] in ('-h', '--help') else 2
+              '\n'.join(f"  {k:10s} {f.__doc__}" for k,f in COMMANDS.items()), file=sys.stdout if asked else sys.stderr)
+        return 0 if asked else 2
     f = COMMANDS[argv[0]]
     rest = ['--output' if a == '-o' else a for a in argv[1:]] if argv[0] == 'report' else argv[1:]
-    args = vars(anno_parser(f, prog=f"fastexplorer {argv[0]}").parse_args(rest))
+    p = anno_parser(f, prog=f"fastexplorer {argv[0]}")
+    p.epilog = None   # fastcore's parser ends its help with the package's version, on a line of its own
+    args = vars(p.parse_args(rest))
     for k in ('pdb', 'xtra'): args.pop(k, None)
     try: f(**args)
     except CliError as e: raise SystemExit(f"fastexplorer {argv[0]}: {e}")

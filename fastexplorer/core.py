@@ -14,107 +14,18 @@ from pathlib import Path, PurePath
 import numpy as np, pandas as pd, torch
 from torch import nn
 from fastcore.basics import patch, ifnone
+from .formats import *
 
 # %% auto #0
-__all__ = ['DTYPE_NAMES', 'SCHEMA_VERSION', 'LazyTensor', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json',
-           'sqlite_reader', 'sqlite_delete', 'load_schema', 'validate', 'Node', 'missing_message', 'is_int', 'is_real',
-           'is_lazy', 'depth_idx_labels', 'Representation', 'select_modules', 'site_key', 'site_of', 'Statistic',
-           'named_columns']
+__all__ = ['DTYPE_NAMES', 'LazyTensor', 'Node', 'is_lazy', 'depth_idx_labels', 'Representation', 'select_modules', 'Statistic',
+           'named_columns', 'SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json',
+           'sqlite_reader', 'sqlite_delete', 'load_schema', 'validate', 'missing_message', 'is_int', 'is_real',
+           'site_key', 'site_of']
 
-# %% ../nbs/00_core.ipynb #07a3e183
-def _json_key(k):
-    "A JSON object key for `k`: tuples are joined with `/`"
-    if isinstance(k, str): return k
-    if isinstance(k, tuple): return '/'.join(_json_key(o) for o in k)
-    return str(to_jsonable(k))
-
-DTYPE_NAMES = {d: str(d).removeprefix('torch.') for d in vars(torch).values() if isinstance(d, torch.dtype)}
-def dtype_name(d)->str:
-    "The name of torch dtype `d` without its `torch.` prefix, as the JSON files write it"
-    return DTYPE_NAMES.get(d) or str(d).removeprefix('torch.')
-
-def to_jsonable(o):
-    "A plain-JSON copy of `o`: tensors, numpy values, dtypes, devices and `torch.Size` converted, NaN and Inf as `None`"
-    if o is None or isinstance(o, (bool, str)): return o
-    if isinstance(o, numbers.Integral): return int(o)
-    if isinstance(o, numbers.Real):
-        o = float(o)
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict): return {_json_key(k): to_jsonable(v) for k,v in o.items()}
-    if isinstance(o, (list, tuple)): return [to_jsonable(v) for v in o]
-    if isinstance(o, torch.Tensor):
-        if o.is_complex(): raise TypeError(f"fastexplorer cannot write a complex tensor as JSON (shape {list(o.shape)})")
-        return to_jsonable(o.detach().cpu().tolist())
-    if isinstance(o, (torch.dtype, np.dtype)): return dtype_name(o)
-    if isinstance(o, torch.device): return str(o)
-    if isinstance(o, (np.ndarray, np.generic)): return to_jsonable(o.tolist())
-    if isinstance(o, (set, frozenset)): return [to_jsonable(v) for v in sorted(o, key=str)]
-    if isinstance(o, PurePath): return str(o)
-    if isinstance(o, Enum): return to_jsonable(o.value)
-    if hasattr(o, 'get_dict'): return o.get_dict()
-    raise TypeError(f"fastexplorer cannot convert a `{type(o).__name__}` to JSON: {o!r:.80}")
-
-# %% ../nbs/00_core.ipynb #37fb8903
-def dumps(o, indent:int|None=None)->str:
-    "Strict JSON text of `o`: converted with `to_jsonable` and dumped with `allow_nan=False`"
-    return json.dumps(to_jsonable(o), allow_nan=False, ensure_ascii=False, indent=indent)
-
-def atomic_write(fname, text):
-    "Write `text` (a string, or strings one after another) to `fname` through a temporary file in the same folder and `os.replace`"
-    fname = os.fspath(fname)
-    fd,tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(fname)), prefix='.'+os.path.basename(fname), suffix='.tmp')
-    try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as f:
-            for piece in ([text] if isinstance(text, str) else text): f.write(piece)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, fname)
-    except BaseException:
-        if os.path.exists(tmp): os.unlink(tmp)
-        raise
-
-def save_json(o, fname, indent:int|None=None):
-    "Write `o` to `fname` as strict JSON, atomically"
-    atomic_write(fname, dumps(o, indent=indent))
-
-def sqlite_reader(fname, what:str, version:int, hint:str='')->sqlite3.Connection:
-    "A read-only connection to SQLite file `fname` (`what` it is, for errors), refused unless its `meta` table holds `version`"
-    if not Path(fname).exists(): raise FileNotFoundError(f"no {what} {str(fname)!r}")
-    con = sqlite3.connect(f"{Path(fname).resolve().as_uri()}?mode=ro", uri=True, timeout=10, check_same_thread=False)
-    try: v = dict(con.execute('SELECT key, value FROM meta')).get('version')
-    except sqlite3.Error: con.close(); raise
-    if v != str(version):
-        con.close()
-        raise ValueError(f"{str(fname)!r} is {'an' if what[0] in 'aeiou' else 'a'} {what} of version {v}; this fastexplorer reads version {version}{hint}")
-    return con
-
-# %% ../nbs/00_core.ipynb #d4075fee
-def sqlite_delete(fname, stmts:list, *args):
-    "Run the `(table, DELETE statement)` pairs `stmts` with `args` on SQLite file `fname`, in one transaction, skipping tables it lacks; nothing if there is no such file"
-    if not Path(fname).exists(): return
-    con = sqlite3.connect(fname, timeout=10)
-    try:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        with con:
-            for t,s in stmts:
-                if t in tables: con.execute(s, args)
-    finally: con.close()
-
-# %% ../nbs/00_core.ipynb #f8b8d27e
-SCHEMA_VERSION = 1   # version of the JSON documents fastexplorer writes; bumped on incompatible changes
-
-def load_schema(name:str='representation')->dict:
-    "The JSON Schema `name` shipped in `fastexplorer/schemas/`"
-    return json.loads(files('fastexplorer').joinpath('schemas', f'{name}.schema.json').read_text())
-
-def validate(doc:dict, name:str|None=None):
-    "Check `doc` against its JSON Schema (`name`, default from its `schema` key); raise `jsonschema.ValidationError` if it does not fit"
-    import jsonschema
-    if name is None:
-        kind = doc.get('schema', '') if isinstance(doc, dict) else ''
-        if not kind.startswith('fastexplorer/'): raise ValueError(f"document has no fastexplorer `schema` key: {kind!r}")
-        name = kind.removeprefix('fastexplorer/')
-    jsonschema.validate(doc, load_schema(name), cls=jsonschema.Draft202012Validator)
+# %% ../nbs/00_core.ipynb #635a251a
+_all_ = ['SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_delete',
+         'load_schema', 'validate', 'missing_message', 'is_int', 'is_real', 'site_key', 'site_of']   # `from fastexplorer.core import *` gives the formats' names too
+DTYPE_NAMES = {d: dtype_name(d) for d in vars(torch).values() if isinstance(d, torch.dtype)}
 
 # %% ../nbs/00_core.ipynb #a1543540
 class Node:
@@ -142,24 +53,12 @@ def __iter__(self:Node):
         yield n
         todo.extend(reversed(n.nodes))
 
-def missing_message(what:str, s:str, known)->str:
-    "An error message for `s`, which is not among `known`, naming the closest ones"
-    close = difflib.get_close_matches(s, list(known), n=3)
-    return f"{what} {s!r}" + (f"; close matches: {', '.join(map(repr, close))}" if close else '')
-
 @patch
 def find(self:Node, path:str)->Node:
     "The first node in this subtree whose dotted `path` is `path`"
     for n in self:
         if n.path == path: return n
     raise KeyError(missing_message("no node with path", path, [n.path for n in self if n.path is not None]))
-
-def is_int(v)->bool:
-    "Whether `v` is a whole number (not a bool): an argument check"
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-def is_real(v)->bool:
-    "Whether `v` is a finite real number (not a bool): an argument check"
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
 
 # %% ../nbs/00_core.ipynb #a218dafc
 @patch
@@ -416,17 +315,6 @@ def select_modules(
         return cache
     sel = _select(mods, layers, labels, alias)
     return {p: m for p,m in mods.items() if p in sel}
-
-
-# %% ../nbs/00_core.ipynb #75f4c367
-def site_key(path:str, call:int)->str:
-    "The name of call `call` (from 1) of the module at `path`: its path for the first call, `path#call` after"
-    return path if call <= 1 else f"{path}#{call}"
-
-def site_of(key:str)->tuple:
-    "`(path, call)` of a call site's name (`site_key` backwards); a plain path is call 1"
-    path,sep,c = key.rpartition('#')
-    return (path, int(c)) if sep and c.isdigit() and int(c) > 1 else (key, 1)
 
 
 # %% ../nbs/00_core.ipynb #a4cb0275

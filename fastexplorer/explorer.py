@@ -10,8 +10,7 @@ import asyncio, errno, ipaddress, json, os, re, socket, sqlite3, threading, time
 from importlib.resources import files
 from pathlib import Path
 from fastcore.basics import patch
-from .core import *
-from .legacy import legacy_endpoint, LEGACY_ORIGIN, LEGACY_CLIENT
+from .formats import *
 from .run import RunStore, RunFileError
 
 # %% auto #0
@@ -254,7 +253,9 @@ def make_app(
               Route('/api/runs/{run}/history', h['history']), Route('/api/runs/{run}/events', h['events']),
               Route('/api/runs/{run}/steps', h['steps']), Route('/api/runs/{run}/steps/{what:str}', h['steps_what']),
               Route('/api/runs/{run}/{name}', h['run_file'])]
-    if legacy_client: routes.append(WebSocketRoute('/ws', legacy_endpoint(root)))
+    if legacy_client:      # the original client's support reads the tree with the training stack: loaded only when asked for
+        from fastexplorer.legacy import legacy_endpoint, LEGACY_ORIGIN
+        routes.append(WebSocketRoute('/ws', legacy_endpoint(root)))
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, 404: http_error, 405: http_error})
     return _Guard(app, set(hosts or ()), any_ip, (LEGACY_ORIGIN,) if legacy_client else ())
 
@@ -311,6 +312,7 @@ class ExplorerServer:
             if self.server.started or not self.thread.is_alive(): break
             time.sleep(0.025)
         if legacy_client:
+            from fastexplorer.legacy import LEGACY_CLIENT
             print(f"the original fastexplorer client may connect: open {LEGACY_CLIENT} (it reaches ws://localhost:8000/ws"
                   + ("" if self.port == 8000 and _loopback(host) else f"; this server is on {host}:{self.port}, so it will not find it") + ")")
 

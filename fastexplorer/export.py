@@ -10,7 +10,7 @@ import contextlib, datetime, json, os, re, socket, sqlite3, tempfile, warnings
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
-from .core import *
+from .formats import *
 from .history import add_epoch, forget_epochs_after, HISTORY
 from .stepdb import forget_steps_after
 from .run import *

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json, sqlite3
 from importlib.resources import files
 from pathlib import Path
-from .core import *
+from .formats import *
 
 # %% auto #0
 __all__ = ['HISTORY_SCHEMA_VERSION', 'HISTORY', 'MAX_HISTORY_PATHS', 'history_ddl', 'epoch_summary', 'node_stats', 'add_epoch',

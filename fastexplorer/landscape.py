@@ -45,25 +45,40 @@ def filter_normalized_direction(
 
 # %% ../nbs/04_landscape.ipynb #45177ba1
 class Landscape:
-    "A loss landscape: `x`, `y`, `loss[i][j]` at `(x[j], y[i])`, optional `metric` and `trajectory`"
-    def __init__(self, x, y, loss, metric=None, metric_name=None, trajectory=None, seed=None, kind='random'):
+    "A loss landscape: `x`, `y`, `loss[i][j]` at `(x[j], y[i])`, optional `metric` and `trajectory`, and its data"
+    def __init__(self,
+        x, y,                 # the grid's coordinates along the two directions
+        loss,                 # `loss[i][j]`: the loss at `(x[j], y[i])` (`None` where not finite)
+        metric=None,          # the first metric on the same grid, if any
+        metric_name=None,     # its name
+        trajectory=None,      # the weight snapshots' `(x, y)` on the plane (PCA directions)
+        seed=None,            # seed of the random directions
+        kind='random',        # 'random' or 'pca' directions
+        evaluated_on=None,    # the validation data of each point: `batches`, `samples`, `whole`, `valid_batches`
+        path=None,            # where `landscape.json` was written (`None`: nowhere)
+    ):
         self.x,self.y,self.loss,self.metric,self.metric_name = x,y,loss,metric,metric_name
-        self.trajectory,self.seed,self.kind = trajectory,seed,kind
+        self.trajectory,self.seed,self.kind,self.evaluated_on,self.path = trajectory,seed,kind,evaluated_on,path
     def to_dict(self)->dict:
         "The `fastexplorer/landscape` document"
         return {'schema': 'fastexplorer/landscape', 'version': SCHEMA_VERSION, 'directions': self.kind, 'seed': self.seed,
                 'x': self.x, 'y': self.y, 'loss': self.loss, 'metric': self.metric, 'metric_name': self.metric_name,
-                'trajectory': self.trajectory}
+                'trajectory': self.trajectory, 'evaluated_on': self.evaluated_on}
     def save(self, fname):
-        "Write the landscape to `fname` as strict JSON (what the explorer reads as `landscape.json`)"
-        save_json(self.to_dict(), fname); return fname
+        "Write the landscape to `fname` as strict JSON (what the explorer reads as `landscape.json`); sets `path`"
+        save_json(self.to_dict(), fname); self.path = Path(fname); return fname
     @property
     def argmin(self)->tuple:
         "`(x, y)` of the lowest loss on the grid"
         i,j = min(((i, j) for i in range(len(self.y)) for j in range(len(self.x))),
                   key=lambda o: math.inf if self.loss[o[0]][o[1]] is None else self.loss[o[0]][o[1]])
         return self.x[j], self.y[i]
-    def __repr__(self): return f"Landscape({len(self.x)}×{len(self.y)}, {self.kind} directions, seed {self.seed})"
+    def __repr__(self):
+        e = self.evaluated_on
+        on = (f", on {e['samples']} validation samples in {e['batches']} batches "
+              f"({'the whole' if e['whole'] else 'part of the'} validation set)") if e else ''
+        saved = f"saved to {self.path}" if self.path is not None else "not saved"
+        return f"Landscape({len(self.x)}×{len(self.y)}, {self.kind} directions, seed {self.seed}{on}, {saved})"
 
 # %% ../nbs/04_landscape.ipynb #b899ead7
 _SILENT = {'fastai.callback.progress': ('ProgressCallback', 'ShowGraphCallback', 'CSVLogger'),
@@ -132,14 +147,31 @@ def _grid_events(learn:Learner, gp:_GridPoint):
     with learn.no_logging(), learn.no_mbar(), learn.lock, learn: yield
 
 # %% ../nbs/04_landscape.ipynb #37ec2062
-def _batches(learn:Learner, n:int, device)->list:
-    res = []
+_MAX_BATCHES = 8     # `n_batches=None`: every validation batch, at most this many per grid point
+
+def _n_samples(learn:Learner, b:tuple)->int:
+    "The samples in batch `b`, counted on its targets as `_GridPoint` weighs them (split as `Learner._split` splits)"
+    i = getattr(learn.dls, 'n_inp', 1 if len(b) == 1 else len(b) - 1)
+    return find_bs(b[i:] or b)
+
+def _batches(learn:Learner,
+    n:int|None,    # the first `n` validation batches (`None`: all of them, at most `_MAX_BATCHES`)
+    device,        # where the model is
+)->tuple:
+    "The validation batches a landscape evaluates, on `device`, and what they cover (its `evaluated_on`)"
+    if n is not None and (not is_int(n) or n < 1):
+        raise ValueError(f"n_batches must be a whole number, at least 1, or None (every validation batch, "
+                         f"at most {_MAX_BATCHES}), not {n!r}")
+    limit,res,whole = _MAX_BATCHES if n is None else n,[],True
     with kept_dl_rng(learn.dls.valid) as dl:
         for i,b in enumerate(dl):
-            if i >= n: break
+            if i >= limit: whole = False; break
             res.append(tuple(to_device(b, device)))
     if not res: raise ValueError("the validation DataLoader is empty: the landscape needs at least one batch")
-    return res
+    try: total = len(res) if whole else len(learn.dls.valid)
+    except TypeError: total = None                     # a loader without a length
+    n_samples = sum(_n_samples(learn, b) for b in res)
+    return res,{'batches': len(res), 'samples': n_samples, 'whole': whole, 'valid_batches': total}
 
 def _evaluate(learn:Learner, batches:list, gp:_GridPoint)->tuple:
     "Loss and metric at the current weights: a validation phase over `batches`, with all the Learner's events"
@@ -178,13 +210,35 @@ def _pca_directions(snaps:list, ps:list, chunk:int=1<<22)->tuple:
     if k == 1: coords = [xy + [0.] for xy in coords]
     return _unflat(V[0], ps), _unflat(V[1], ps), coords
 
+# %% ../nbs/04_landscape.ipynb #0da99fd8
+def _run_folder(learn:Learner)->Path|None:
+    "The run folder of the last `ExplorerCallback` that recorded a fit of `learn` (kept or passed to `fit`), if there"
+    p = getattr(learn, '_explorer_path', None)
+    return Path(p) if p is not None and Path(p).is_dir() else None
+
+def _shown(p:Path)->Path:
+    "`p` relative to the working directory when it lies inside it, as a message shows it"
+    try: return p.relative_to(Path.cwd())
+    except ValueError: return p
+
+def _snapshots(learn:Learner)->list:
+    "The weight snapshot files of the `ExplorerCallback` on `learn`; a `ValueError` saying how to get them if none"
+    cb = getattr(learn, 'explorer', None)
+    if cb is None and getattr(learn, '_explorer_path', None) is not None:
+        raise ValueError(f"`trajectory=True` needs the weight snapshots of an `ExplorerCallback` on the Learner; "
+                         f"the one that recorded to {learn._explorer_path} left the Learner at the end of "
+                         "`fit(cbs=...)`: keep it on the Learner (`learn.add_cb(cb)` with that callback, or "
+                         "`Learner(..., cbs=ExplorerCallback(..., snapshots=True))`)")
+    snaps = getattr(cb, 'snapshot_files', None)
+    if not snaps:
+        raise ValueError("no weight snapshots: train with `ExplorerCallback(snapshots=True)` to use `trajectory=True`")
+    return snaps
+
 # %% ../nbs/04_landscape.ipynb #a4b1c007
 def _directions(learn:Learner, ps:list, trajectory:bool, seed:int|None, span:float|None)->tuple:
     "The plane's two directions, the trajectory on it (or `None`), the span, the kind of directions and the seed"
     if trajectory:
-        snaps = getattr(getattr(learn, 'explorer', None), 'snapshot_files', None)
-        if not snaps: raise ValueError("no weight snapshots: train with `ExplorerCallback(snapshots=True)` to use `trajectory=True`")
-        d1,d2,path = _pca_directions(snaps, ps)
+        d1,d2,path = _pca_directions(_snapshots(learn), ps)
         return d1,d2,path,span or 1.2 * max([abs(c) for xy in path for c in xy] + [1e-3]),'pca',seed
     seed = int.from_bytes(os.urandom(6), 'little') if seed is None else seed
     g = torch.Generator().manual_seed(seed)
@@ -217,18 +271,17 @@ def _sweep(learn:Learner, ps:list, saved:list, d1:list, d2:list, coords:list, ba
 # %% ../nbs/04_landscape.ipynb #6267b107
 @patch
 def loss_landscape(self:Learner,
-    n:int=21,              # points per axis
-    span:float|None=None,  # the grid covers [-span, span]² (default 1, or 1.2× the trajectory's extent)
-    n_batches:int=1,       # validation batches evaluated at each point
-    seed:int|None=None,    # seed of the random directions (default: a fresh one, stored in the result)
-    trajectory:bool=False, # use the PCA directions of the `ExplorerCallback`'s weight snapshots and store the path
-    progress:bool=True,    # show a fastprogress bar
+    n:int=21,                # points per axis
+    span:float|None=None,    # the grid covers [-span, span]² (default 1, or 1.2× the trajectory's extent)
+    n_batches:int|None=None, # the first `n_batches` validation batches at each point (default: all, at most 8)
+    seed:int|None=None,      # seed of the random directions (default: a fresh one, stored in the result)
+    trajectory:bool=False,   # use the PCA directions of the `ExplorerCallback`'s weight snapshots and store the path
+    progress:bool=True,      # show a fastprogress bar
 )->Landscape:
     "The loss (and first metric) on an `n`×`n` grid around the weights, through the Learner's callbacks; model and Learner are restored afterwards"
     model = unwrap_model(self.model)
     ps = _params(model)
     device = model_device(model)
-    cb = getattr(self, 'explorer', None)
     d1,d2,path,span,kind,seed = _directions(self, ps, trajectory, seed, span)
     coords = [-span + 2 * span * i / (n - 1) for i in range(n)] if n > 1 else [0.]
     metric = getattr(self.metrics[0], 'func', None) if len(self.metrics) else None
@@ -237,13 +290,14 @@ def loss_landscape(self:Learner,
     state = ModelState(self.model)                    # `self.model`: a wrapper is put in eval mode too
     try:
         with preserved_rng(device):
-            batches = _batches(self, n_batches, device)
+            batches,on = _batches(self, n_batches, device)
             loss,met = _sweep(self, ps, saved, d1, d2, coords, batches, _GridPoint(metric), progress)
     finally:
         with torch.no_grad():
             for p,w in zip(ps, saved): p.copy_(w)
         state.restore(check_params=False)      # the parameters were just copied back; their version counters moved
         lstate.restore()
-    res = Landscape(coords, coords, loss, met, mname, path, seed if kind == 'random' else None, kind)
-    if cb is not None and getattr(cb, 'writer', None) is not None: res.save(Path(cb.path)/'landscape.json')
+    res = Landscape(coords, coords, loss, met, mname, path, seed if kind == 'random' else None, kind, on)
+    if (run := _run_folder(self)) is not None:
+        res.save(run/'landscape.json'); print(f"fastexplorer: loss landscape saved to {_shown(res.path)}")
     return res

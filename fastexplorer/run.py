@@ -10,7 +10,7 @@ import functools, json, re, sqlite3, stat
 from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
-from .core import *
+from .formats import *
 from . import stepdb, history
 from .stepdb import read_steps, read_step_hist
 
@@ -100,8 +100,9 @@ class Run:
 
     # read on first use: `load_run(p).steps` of a 2,002-module net must not parse 30 epoch files of 3 MB first
     @functools.cached_property
-    def representation(self)->Representation|None:
-        "The probe's tree (`representation.json`), or `None` if the run has none"
+    def representation(self):
+        "The probe's tree (`representation.json`) as a `Representation`, or `None` if the run has none"
+        from fastexplorer.core import Representation   # the tree's classes come with torch: only a caller of this needs them
         rep = self.path/'representation.json'
         return Representation.load(rep) if rep.exists() else None
 

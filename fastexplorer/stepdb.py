@@ -11,7 +11,7 @@ from importlib.resources import files
 from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
-from .core import sqlite_reader, sqlite_delete
+from .formats import sqlite_reader, sqlite_delete
 
 # %% auto #0
 __all__ = ['STEPS_SCHEMA_VERSION', 'STEP_COLUMNS', 'table_stats', 'steps_ddl', 'step_stats', 'StepWriter', 'read_steps',

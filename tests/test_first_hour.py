@@ -52,6 +52,61 @@ def test_readme_blocks_run_in_order_twice_alike(tmp_path):
     assert a.stdout.count('=== block') == len(blocks)
     assert _numbers(a.stdout) == _numbers(b.stdout), "the tour printed different numbers on a second run"
 
+NUM = re.compile(r'(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])')
+REL,ABS = 0.02,1e-3   # a printed float may differ by 2% (or 1e-3) from the README's: other CPUs, other kernels; whole numbers not at all
+
+def fences(md:str)->list:
+    "`[(info, body, first line, last line)]` of the fenced blocks of markdown `md`, in order"
+    res,cur = [],None
+    for i,line in enumerate(md.split('\n')):
+        if cur is None and line.startswith('```'): cur = (line[3:].strip(), [], i)
+        elif cur is not None and line == '```': res.append((cur[0], '\n'.join(cur[1]), cur[2], i)); cur = None
+        elif cur is not None: cur[1].append(line)
+    return res
+
+def readme_outputs(md:str)->dict:
+    "`{python block index: the output the README shows for it}`: the plain fenced blocks right after a Python block"
+    res,k,last = {},-1,None
+    lines = md.split('\n')
+    for info,body,a,b in fences(md):
+        if info == 'python': k,last = k + 1,b; continue
+        if not info and last is not None and not ''.join(lines[last + 1:a]).strip():
+            res[k] = (res[k] + '\n' if k in res else '') + body; last = b
+        else: last = None
+    return res
+
+def printed(stdout:str)->dict:
+    "`{block index: what it printed}` from the runner's output"
+    return {int(m.group(1)): m.group(2).strip('\n') for m in re.finditer(r'^=== block (\d+)\n(.*?)(?=^=== block |\Z)', stdout, re.S | re.M)}
+
+def same_output(want:str, got:str)->str|None:
+    "`None` if `got` prints what `want` shows (timings aside; floats within `REL`/`ABS`), else what differs"
+    bars = lambda s: re.sub(r'\|[█-]*\| [\d.]+% \[[^\]\n]*\]', '', s)   # fastprogress's bars, which the README leaves out
+    norm = lambda s: re.sub(r'\s+', ' ', bars(_numbers(s))).strip()   # a repr wraps where IPython's display did not, and tables pad
+    w,g = norm(want),norm(got)
+    if NUM.sub('#', w) != NUM.sub('#', g): return f"the text differs:\n{w[:1500]}\n---\n{g[:1500]}"
+    for a,b in zip(NUM.findall(w), NUM.findall(g)):
+        whole = not re.search(r'[.eE]', a + b)
+        if (a != b) if whole else abs(float(a) - float(b)) > max(ABS, REL * abs(float(a))): return f"{a} printed as {b}"
+    return None
+
+def test_readme_outputs_are_what_the_code_prints(tmp_path):
+    "Each output block of the README is what its Python block prints now (the README cannot go stale): text alike, numbers close"
+    md = README.read_text()
+    want,r = readme_outputs(md),_readme_run(tmp_path, 'out')
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = printed(r.stdout)
+    assert len(want) >= 5, f"only {len(want)} README blocks show an output"
+    bad = {k: d for k,w in want.items() if (d := same_output(w, got.get(k, ''))) is not None}
+    assert not bad, '\n\n'.join(f"README block {k}: {d}" for k,d in bad.items())
+
+def test_a_hand_edited_output_is_caught():
+    "The comparison catches a changed number, a changed whole number and changed text, and lets a timing or a tiny float difference pass"
+    shown = "epoch  train_loss  time\n0      0.657065    00:03\nstep 14"
+    assert same_output(shown, "epoch  train_loss  time\n0      0.657071    00:05\nstep 14") is None
+    for edited in (shown.replace('0.657065', '0.757065'), shown.replace('14', '15'), shown.replace('step', 'epoch')):
+        assert same_output(edited, shown) is not None, edited
+
 def test_demo_repeats_its_numbers_and_prints_no_warning(tmp_path):
     "`fastexplorer demo --no-serve` twice: the same losses, metrics and epoch files, and no warning"
     outs = []

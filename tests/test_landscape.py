@@ -1,5 +1,5 @@
 "`Learner.loss_landscape`: exact restore (also after failures), a convex check, reproducibility, trajectories."
-import json, math
+import json, math, os, shutil
 import numpy as np
 import pytest, torch
 from torch import nn
@@ -258,3 +258,90 @@ def test_loss_not_scalar():
     u = Untouched(learn.model)
     with pytest.raises(ValueError, match=r'not a scalar.*shape \(4,\)'): learn.loss_landscape(n=2, seed=0, progress=False)
     u.check()
+
+# ---- what a landscape is evaluated on, and where it is saved (issue 33) ----
+def test_default_covers_the_validation_set():
+    "By default every validation batch, within a budget of 8: the centre is `validate`'s loss; fewer say they are part"
+    learn = digits_learner()
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-2)
+    nb, bs = len(learn.dls.valid), learn.dls.valid.bs
+    assert nb <= 8                                         # the digits' 359 validation samples: 6 batches of 64
+    u,s = Untouched(learn.model),LearnerSnapshot(learn)
+    ls = learn.loss_landscape(n=3, seed=0, progress=False)
+    u.check(); s.check()
+    assert ls.evaluated_on == {'batches': nb, 'samples': len(learn.dls.valid_ds), 'whole': True, 'valid_batches': nb}
+    assert ls.loss[1][1] == pytest.approx(learn.validate()[0], rel=1e-5)          # the same batches, weights, eval mode
+    part = learn.loss_landscape(n=3, n_batches=2, seed=0, progress=False)
+    assert part.evaluated_on == {'batches': 2, 'samples': 2 * bs, 'whole': False, 'valid_batches': nb}
+    assert 'part of the validation set' in repr(part)
+    validate(part.to_dict())
+    with pytest.raises(ValueError, match='n_batches must be'): learn.loss_landscape(n=3, n_batches=0, progress=False)
+
+def test_default_budget_on_a_larger_validation_set():
+    "A validation set of more than 8 batches: the first 8, and the result says they are part of it"
+    learn = digits_learner(bs=16)                            # 359 samples: 23 batches
+    ls = learn.loss_landscape(n=2, seed=0, progress=False)
+    assert ls.evaluated_on == {'batches': 8, 'samples': 8 * 16, 'whole': False, 'valid_batches': len(learn.dls.valid)}
+
+def test_callback_passed_to_fit_gets_the_landscape(tmp_path, capsys):
+    "After `fit(cbs=ExplorerCallback(p))` the landscape goes to `p` and says so; a trajectory asks for the callback"
+    cb = ExplorerCallback(tmp_path/'run', every=5, snapshots=True)
+    learn = digits_learner()
+    with learn.no_bar(), learn.no_logging(): learn.fit(2, 1e-2, cbs=cb)
+    assert not hasattr(learn, 'explorer') and cb not in learn.cbs       # fastai took it off at the end of the fit
+    u,s = Untouched(learn.model),LearnerSnapshot(learn)
+    capsys.readouterr()
+    ls = learn.loss_landscape(n=3, seed=0, progress=False)
+    u.check(); s.check()
+    f = tmp_path/'run'/'landscape.json'
+    assert ls.path == f and f"saved to {f}" in capsys.readouterr().out and f"saved to {f}" in repr(ls)
+    doc = json.loads(f.read_text())
+    validate(doc)
+    assert doc['loss'] == ls.loss and doc['evaluated_on'] == ls.evaluated_on and doc['evaluated_on']['whole']
+    with pytest.raises(ValueError, match=r'fit\(cbs=\.\.\.\).*learn\.add_cb\(cb\)'):
+        learn.loss_landscape(n=3, trajectory=True, progress=False)
+    u.check(); s.check()
+    learn.add_cb(cb)                                      # as the error says: the callback back, its snapshots with it
+    ls = learn.loss_landscape(n=3, trajectory=True, progress=False)
+    assert len(ls.trajectory) == 2 and ls.path == f and json.loads(f.read_text())['directions'] == 'pca'
+
+def test_without_a_run_folder_nothing_is_written(tmp_path, monkeypatch, capsys):
+    "No callback ever recorded a fit (none, or one never fitted): nothing is written, and the result says so"
+    monkeypatch.chdir(tmp_path)
+    for learn in (digits_learner(), digits_learner(cbs=ExplorerCallback('run'))):
+        ls = learn.loss_landscape(n=2, seed=0, progress=False)
+        assert ls.path is None and repr(ls).endswith('not saved)'), repr(ls)
+    assert list(tmp_path.iterdir()) == [] and capsys.readouterr().out == ''
+
+CHROMIUM = '/usr/bin/chromium'
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium (scripts/test.sh installs it)")
+def test_page_says_what_the_loss_is_on(tmp_path):
+    "The card's subtitle says on how many validation samples and batches the loss is, and when on part of the set"
+    from playwright.sync_api import sync_playwright, expect
+    from test_browser import ARGS, serving
+    learn = digits_learner()
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-2, cbs=ExplorerCallback(tmp_path/'whole', every=5))
+    learn.loss_landscape(n=5, n_batches=2, seed=0, progress=False)
+    shutil.copytree(tmp_path/'whole', tmp_path/'part')
+    learn.loss_landscape(n=5, seed=0, progress=False)
+    shutil.copytree(tmp_path/'whole', tmp_path/'old')             # a file from before `evaluated_on`: nothing new said
+    doc = json.loads((tmp_path/'old'/'landscape.json').read_text()); del doc['evaluated_on']
+    save_json(doc, tmp_path/'old'/'landscape.json')
+    axes = 'around the final weights, along two random filter-normalised directions (seed 0)'
+    want = {'whole': f'{axes} · loss on 359 validation samples in 6 batches, the whole validation set',
+            'part': f'{axes} · loss on 128 validation samples in 2 of 6 batches, part of the validation set',
+            'old': axes}
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page, problems = b.new_page(viewport={'width': 1400, 'height': 900}), []
+        page.on('console', lambda m: problems.append(f"{m.type}: {m.text}") if m.type in ('error', 'warning') else None)
+        page.on('pageerror', lambda e: problems.append(f"pageerror: {e}"))
+        try:
+            with serving(page, tmp_path) as srv:
+                for run,text in want.items():
+                    page.goto(srv.url + f'?run={run}')
+                    expect(page.locator('#landscape-sub')).to_have_text(text)
+                    expect(page.locator('#landscape-surface')).to_be_visible()
+        finally: b.close()
+    assert problems == []

@@ -1,5 +1,5 @@
 /* The loss landscape card: a heatmap with the trajectory, and a 3-D surface that can be turned. */
-import { $, fin, h, fmt, VIRIDIS, lutCss, lutGradient } from './util.js';
+import { $, fin, h, fmt, fmtInt, VIRIDIS, lutCss, lutGradient } from './util.js';
 import { S } from './state.js';
 
 /* What the grid's axes are (`directions` in landscape.json): two random filter-normalised directions, or the two
@@ -11,6 +11,18 @@ function axesOf(L) {
   return { sub: 'around the final weights' + (tr ? ', with the training trajectory' : ''), x: 'x direction', y: 'y direction' };
 }
 
+/* What the loss was evaluated on (`evaluated_on` in landscape.json; files from before it say nothing of it): how many
+   validation samples in how many batches, and whether they were the whole validation set or part of it. */
+function dataOf(L) {
+  const e = L.evaluated_on;
+  if (!e || typeof e !== 'object' || !Number.isInteger(e.samples) || !Number.isInteger(e.batches)) return '';
+  const of = e.whole === false && Number.isInteger(e.valid_batches) ? ` of ${fmtInt(e.valid_batches)}` : '';
+  const n = `${fmtInt(e.batches)}${of} ${e.batches === 1 && !of ? 'batch' : 'batches'}`;
+  const whole = e.whole === true ? ', the whole validation set'
+    : (e.whole === false ? ', part of the validation set' : '');
+  return ` · loss on ${fmtInt(e.samples)} validation ${e.samples === 1 ? 'sample' : 'samples'} in ${n}${whole}`;
+}
+
 export function renderLandscape() {
   const slot = $('#landscape-slot'), L = S.run && S.run.landscape;
   if (!L) { slot.replaceChildren(); return; }
@@ -19,7 +31,8 @@ export function renderLandscape() {
     const cb = h('input', { type: 'checkbox', id: 'log-scale' });
     const metricSel = Array.isArray(L.metric) ? h('select', { id: 'landscape-what' }, h('option', { value: 'loss', text: 'loss' }), h('option', { value: 'metric', text: L.metric_name || 'metric' })) : null;
     sec = h('section', { id: 'landscape', class: 'card' },
-      h('h2', {}, 'Loss landscape ', h('span', { id: 'landscape-sub', class: 'muted sub', text: axesOf(L).sub })),
+      h('h2', {}, 'Loss landscape ',
+        h('span', { id: 'landscape-sub', class: 'muted sub', text: axesOf(L).sub + dataOf(L) })),
       h('div', { class: 'tool-row' }, h('label', {}, cb, ' log colour scale'), metricSel ? h('label', {}, ' show ', metricSel) : null),
       h('div', { class: 'land-wrap' }, h('canvas', { id: 'landscape-canvas', width: '640', height: '640' }),
         h('canvas', { id: 'landscape-surface', width: '720', height: '640', title: 'drag to turn the surface' }),
@@ -104,7 +117,8 @@ function drawLandscape() {
 }
 
 // A 3-D view of the same grid: each cell a quad at its height, drawn back to front (painter's algorithm), coloured
-// like the heatmap; the trajectory is drawn at the loss of its nearest grid point. Drag sideways to turn it.
+// like the heatmap, greyed where it is seen from below; the trajectory is drawn at the loss of its nearest grid point.
+// Drag sideways to turn it.
 function drawSurface(Z, rows, cols, tf, tlo, thi, tr, xs, ys, interp) {
   const cv = $('#landscape-surface');
   const ctx = cv && cv.getContext('2d');
@@ -121,18 +135,28 @@ function drawSurface(Z, rows, cols, tf, tlo, thi, tr, xs, ys, interp) {
     const rx = x * ca - y * sa, ry = x * sa + y * ca;
     return [W / 2 + rx * 115, H * 0.62 - (ry * se * 115 * 0.8 + z * ce * 150), ry];
   };
+  // a quad seen from above winds on the canvas as a flat one does (at any angle); one seen from below, the other way
+  const wind = (pts) => Math.sign(pts.reduce((s, p, k) => {
+    const q = pts[(k + 1) % pts.length]; return s + p[0] * q[1] - q[0] * p[1];
+  }, 0));
+  const up = wind([P(0, 0, null), P(1, 0, null), P(1, 1, null), P(0, 1, null)]);
   const quads = [];
   for (let i = 0; i < rows - 1; i++) for (let j = 0; j < cols - 1; j++) {
     const c = [[j, i], [j + 1, i], [j + 1, i + 1], [j, i + 1]].map(([a, b]) => (Array.isArray(Z[b]) ? Z[b][a] : null));
     if (!c.every(fin)) continue;
     const pts = [P(j, i, c[0]), P(j + 1, i, c[1]), P(j + 1, i + 1, c[2]), P(j, i + 1, c[3])];
-    quads.push({ pts, depth: pts.reduce((s, p) => s + p[2], 0), v: (c[0] + c[1] + c[2] + c[3]) / 4 });
+    const v = (c[0] + c[1] + c[2] + c[3]) / 4;
+    quads.push({ pts, depth: pts.reduce((s, p) => s + p[2], 0), v, below: wind(pts) === -up });
   }
+  // The depth is the depth on the ground (`ry`, larger: farther), heights left out: along any line of sight it grows,
+  // so over a height field the quad nearer on the ground is the one in front, however high either is. Farthest first.
   quads.sort((a, b) => b.depth - a.depth);
   ctx.lineWidth = 0.4; ctx.strokeStyle = 'rgba(17,24,39,0.35)';
   for (const q of quads) {
     ctx.beginPath(); q.pts.forEach((p, k) => (k ? ctx.lineTo(p[0], p[1]) : ctx.moveTo(p[0], p[1]))); ctx.closePath();
-    ctx.fillStyle = lutCss(VIRIDIS, thi > tlo ? (tf(q.v) - tlo) / (thi - tlo) : 0.5); ctx.fill(); ctx.stroke();
+    ctx.fillStyle = lutCss(VIRIDIS, thi > tlo ? (tf(q.v) - tlo) / (thi - tlo) : 0.5); ctx.fill();
+    if (q.below) { ctx.fillStyle = 'rgba(75,85,99,0.6)'; ctx.fill(); }   // its underside: it rises towards the viewer
+    ctx.stroke();
   }
   if (tr.length) {
     const pt = (p) => { const j = Math.round(interp(xs, p[0])), i = Math.round(interp(ys, p[1]));
@@ -142,5 +166,5 @@ function drawSurface(Z, rows, cols, tf, tlo, thi, tr, xs, ys, interp) {
     const q = pt(tr[tr.length - 1]); ctx.fillStyle = '#ef4444'; ctx.beginPath(); ctx.arc(q[0], q[1], 4, 0, 2 * Math.PI); ctx.fill();
   }
   ctx.fillStyle = '#6b7280'; ctx.font = '9px system-ui, sans-serif'; ctx.textAlign = 'left';
-  ctx.fillText('surface (drag to turn)', 6, 12);
+  ctx.fillText('surface (drag to turn)' + (quads.some((q) => q.below) ? ' · grey: seen from below' : ''), 6, 12);
 }
