@@ -295,7 +295,7 @@ def write_snapshot(self:RunWriter, epoch:int, weights:np.ndarray)->Path:
     "Write the flat float32 `weights` at the end of `epoch` as `snapshot_NNNN.npy` (read back memory-mapped)"
     fname = self.path/f"snapshot_{epoch:04d}.npy"
     self.claim(fname.name)
-    fd,tmp = tempfile.mkstemp(dir=self.path, prefix='.' + fname.name, suffix='.tmp')   # a temporary `open` knows to clean
+    fd,tmp = temp_beside(fname)   # a temporary `open` knows to clean
     try:
         with _naming(fname), os.fdopen(fd, 'wb') as f: np.save(f, np.ascontiguousarray(weights, dtype=np.float32))
         os.replace(tmp, fname)

@@ -13,8 +13,8 @@ from pathlib import Path, PurePath
 import numpy as np
 
 # %% auto #0
-__all__ = ['SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_delete',
-           'load_schema', 'validate', 'missing_message', 'is_int', 'is_real', 'site_key', 'site_of']
+__all__ = ['SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'temp_beside', 'atomic_write', 'save_json', 'sqlite_reader',
+           'sqlite_delete', 'load_schema', 'validate', 'missing_message', 'is_int', 'is_real', 'site_key', 'site_of']
 
 # %% ../nbs/00_formats.ipynb #07a3e183
 def _json_key(k):
@@ -59,10 +59,19 @@ def dumps(o, indent:int|None=None)->str:
     "Strict JSON text of `o`: converted with `to_jsonable` and dumped with `allow_nan=False`"
     return json.dumps(to_jsonable(o), allow_nan=False, ensure_ascii=False, indent=indent)
 
+def temp_beside(fname)->tuple:
+    "`(fd, path)` of a new temporary file in `fname`'s folder, named `.NAME…tmp`, with the mode the umask gives a new file"
+    d,base = os.path.dirname(os.path.abspath(fname)),os.path.basename(fname)
+    for _ in range(100):   # `mkstemp` makes it 0600: a run or report copied to a shared folder could not be read
+        tmp = os.path.join(d, f".{base}{os.urandom(4).hex()}.tmp")
+        try: return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666),tmp
+        except FileExistsError: continue
+    raise FileExistsError(f"no free temporary name beside {str(fname)!r}")
+
 def atomic_write(fname, text):
     "Write `text` (a string, or strings one after another) to `fname` through a temporary file in the same folder and `os.replace`"
     fname = os.fspath(fname)
-    fd,tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(fname)), prefix='.'+os.path.basename(fname), suffix='.tmp')
+    fd,tmp = temp_beside(fname)
     try:
         with os.fdopen(fd, 'w', encoding='utf-8') as f:
             for piece in ([text] if isinstance(text, str) else text): f.write(piece)

@@ -275,7 +275,7 @@ def save(self:RawRecorder, fname)->str:
     fname = os.fspath(fname)
     d = os.path.dirname(os.path.abspath(fname))
     if not os.path.isdir(d): raise FileNotFoundError(f"cannot save the recording: folder {d!r} does not exist")
-    fd,tmp = tempfile.mkstemp(dir=d, prefix='.' + os.path.basename(fname), suffix='.tmp')
+    fd,tmp = temp_beside(os.path.join(d, os.path.basename(fname)))
     os.close(fd)
     try:
         torch.save(self._state(), tmp)

@@ -11,7 +11,7 @@ from importlib.resources import files
 from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
-from .formats import sqlite_reader, sqlite_delete
+from .formats import sqlite_reader, sqlite_delete, temp_beside
 
 # %% auto #0
 __all__ = ['STEPS_SCHEMA_VERSION', 'STEP_COLUMNS', 'table_stats', 'steps_ddl', 'step_stats', 'StepWriter', 'read_steps',
@@ -64,7 +64,7 @@ def _meta_rows(hist:tuple, stats:list)->list:
 
 def _create(fname:Path, hist:tuple, stats:list):
     "A new step database at `fname`, made whole in a file beside it and then linked into place: a reader never finds one half made"
-    fd,tmp = tempfile.mkstemp(dir=fname.parent, prefix='.' + fname.name, suffix='.tmp')   # a temporary the run folder knows to clean
+    fd,tmp = temp_beside(fname)   # a temporary the run folder knows to clean
     os.close(fd)
     try:
         con = sqlite3.connect(tmp)

@@ -31,7 +31,10 @@ def site():
     if _stale(): subprocess.run([sys.executable, str(ROOT/'scripts'/'docs.py')], check=True, cwd=ROOT)
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *a): pass
-    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(Quiet, directory=str(SITE)))
+    class Server(http.server.ThreadingHTTPServer):
+        def handle_error(self, request, client_address):   # a browser that drops a connection it no longer needs is no error
+            if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)): super().handle_error(request, client_address)
+    srv = Server(('127.0.0.1', 0), functools.partial(Quiet, directory=str(SITE)))
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     yield f'http://127.0.0.1:{srv.server_address[1]}/'
     srv.shutdown(); srv.server_close()
@@ -145,3 +148,12 @@ def _public_methods(names:list)->dict:
             f = v.fget if isinstance(v, property) else getattr(v, '__func__', v)   # a property, staticmethod or classmethod's function
             if not k.startswith('_') and inspect.isfunction(f) and (f.__module__ or '').startswith('fastexplorer'): res[f"{n}.{k}"] = f
     return res
+
+
+def test_404_page_links_under_the_documented_subpath():
+    "The 404 page, served for any path, links absolutely: under `site_url`'s subpath (/fastexplorer/), to pages that exist"
+    html = (SITE/'404.html').read_text()
+    links = [h for h in re.findall(r'href="(/[^"#]*)"', html)]
+    assert links and all(h.startswith('/fastexplorer/') for h in links), links[:5]
+    missing = [h for h in links if not (SITE/h.removeprefix('/fastexplorer/')).exists()]
+    assert not missing, missing[:5]

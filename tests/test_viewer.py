@@ -53,3 +53,13 @@ def test_serve_and_report_import_no_training_code(run_dir, tmp_path):
     assert got['loaded'] == [], got['loaded'][:10]
     assert (got['runs'], got['steps'], got['epochs']) == (1, 200, 2) and got['rows'] > 0, got
     assert (tmp_path/'report.html').stat().st_size > 10_000
+
+def test_run_files_and_report_follow_the_umask(run_dir, tmp_path):
+    "Files of a run and a report are created as any new file is (0644 under umask 022), not 0600: a copy in a shared folder is readable"
+    from fastexplorer.explorer import report
+    import os
+    old = os.umask(0o022)
+    try: out = report(run_dir, tmp_path/'r.html')
+    finally: os.umask(old)
+    modes = {f.name: oct(f.stat().st_mode & 0o777) for f in [*run_dir.iterdir(), out] if f.is_file() and f.suffix in ('.json', '.html', '.sqlite')}
+    assert modes and set(modes.values()) == {'0o644'}, modes
