@@ -54,7 +54,8 @@ def _key(order, p):
 def _site_name(p:str, st:dict|None=None)->str:
     "How an alert names layer `p`, saying which call it was for a module called several times (`st`: its statistics)"
     base,c = site_of(p)
-    if c > 1: return f"call {c} of `{base}`"
+    if c > 1: return f"call {c} of {f'`{base}`' if base else 'the model'}"
+    if p == '': return "the model's output (its root module)"
     return f"`{p}`" + (" (its first call)" if (st or {}).get('call') == 1 else '')
 
 # %% ../nbs/03h_alerts.ipynb #6ccc6d97

@@ -13,8 +13,9 @@ from pathlib import Path, PurePath
 import numpy as np
 
 # %% auto #0
-__all__ = ['SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'temp_beside', 'atomic_write', 'save_json', 'sqlite_reader',
-           'sqlite_delete', 'load_schema', 'validate', 'missing_message', 'is_int', 'is_real', 'site_key', 'site_of']
+__all__ = ['SCHEMA_VERSION', 'ROOT', 'dtype_name', 'to_jsonable', 'dumps', 'temp_beside', 'atomic_write', 'save_json',
+           'sqlite_reader', 'sqlite_delete', 'load_schema', 'validate', 'missing_message', 'is_int', 'is_real',
+           'site_key', 'site_of', 'root_label', 'root_last']
 
 # %% ../nbs/00_formats.ipynb #07a3e183
 def _json_key(k):
@@ -86,6 +87,8 @@ def save_json(o, fname, indent:int|None=None):
     "Write `o` to `fname` as strict JSON, atomically"
     atomic_write(fname, dumps(o, indent=indent))
 
+
+# %% ../nbs/00_formats.ipynb #d4075fee
 def sqlite_reader(fname, what:str, version:int, hint:str='')->sqlite3.Connection:
     "A read-only connection to SQLite file `fname` (`what` it is, for errors), refused unless its `meta` table holds `version`"
     if not Path(fname).exists(): raise FileNotFoundError(f"no {what} {str(fname)!r}")
@@ -97,7 +100,6 @@ def sqlite_reader(fname, what:str, version:int, hint:str='')->sqlite3.Connection
         raise ValueError(f"{str(fname)!r} is {'an' if what[0] in 'aeiou' else 'a'} {what} of version {v}; this fastexplorer reads version {version}{hint}")
     return con
 
-# %% ../nbs/00_formats.ipynb #d4075fee
 def sqlite_delete(fname, stmts:list, *args):
     "Run the `(table, DELETE statement)` pairs `stmts` with `args` on SQLite file `fname`, in one transaction, skipping tables it lacks; nothing if there is no such file"
     if not Path(fname).exists(): return
@@ -148,3 +150,17 @@ def site_of(key:str)->tuple:
     path,sep,c = key.rpartition('#')
     return (path, int(c)) if sep and c.isdigit() and int(c) > 1 else (key, 1)
 
+
+# %% ../nbs/00_formats.ipynb #88fe47b1
+ROOT = 'output'
+
+def root_label(paths)->str:
+    "How tables name the model's root module, whose path is `''`, among module `paths`: `output`, or `(output)` if a module has that path"
+    return ROOT if ROOT not in set(paths) else f'({ROOT})'
+
+def root_last(d, root:str):
+    "DataFrame `d` with the root's path `''` in its `layer` column named `root`, and those rows after the others"
+    last = d.layer.eq('').to_numpy()
+    if not last.any(): return d
+    d = d.copy(); d.loc[last, 'layer'] = root   # the other rows' values as they were (a loss row's `None`)
+    return d.iloc[np.argsort(last, kind='stable')].reset_index(drop=True)

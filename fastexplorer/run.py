@@ -134,8 +134,8 @@ DF_COLUMNS = ['epoch', 'layer', 'class', 'kind', 'stat', 'value']
 
 @patch(as_prop=True)
 def df(self:Run)->pd.DataFrame:
-    "One row per epoch, layer, kind and scalar statistic (a custom statistic's row holds its epoch mean)"
-    frames = []
+    "One row per epoch, layer, kind and scalar statistic (a custom statistic's row holds its epoch mean); the model's root is `output`"
+    frames,paths = [],set()
     for e in self._each_epoch():
         rows = []
         for d in _walk(e['tree']):
@@ -145,9 +145,10 @@ def df(self:Run)->pd.DataFrame:
                     if isinstance(v, dict) and kind.startswith('custom_'): v = v.get('mean')   # custom statistics: the epoch mean
                     if isinstance(v, (int, float)) and not isinstance(v, bool) or v is None:
                         rows.append((e['epoch'], d['path'], d['xtra'].get('class'), kind, k, v))
+            paths.add(d.get('path'))
         frames.append(pd.DataFrame(rows, columns=DF_COLUMNS).astype({'value': float}))   # an epoch's rows, then its document goes
     if not frames: return pd.DataFrame(columns=DF_COLUMNS).astype({'value': float})
-    return pd.concat(frames, ignore_index=True)
+    return root_last(pd.concat(frames, ignore_index=True), root_label(paths))   # the root is `output`, after its layers
 
 # %% ../nbs/02b_run.ipynb #2a43de04
 @patch(as_prop=True)

@@ -11,7 +11,7 @@ from importlib.resources import files
 from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
-from .formats import sqlite_reader, sqlite_delete, temp_beside
+from .formats import sqlite_reader, sqlite_delete, temp_beside, root_label, root_last
 
 # %% auto #0
 __all__ = ['STEPS_SCHEMA_VERSION', 'STEP_COLUMNS', 'table_stats', 'steps_ddl', 'step_stats', 'StepWriter', 'read_steps',
@@ -236,7 +236,7 @@ def read_steps(
     stats=None,         # a statistic, or a list of them (default: all)
     kinds=None,         # `act`, `valid_act`, `grad`, `weight` (the update ratio), `loss`, `hyper`, or a list of them (default: all)
 )->pd.DataFrame:
-    "The step series of run folder `path` as a long DataFrame (`STEP_COLUMNS`), reading only the layers, statistics and kinds asked for"
+    "The step series of run folder `path` as a long DataFrame (`STEP_COLUMNS`), reading only the layers, statistics and kinds asked for (the model's root: `output`)"
     fname = Path(path)/'steps.sqlite'
     if not fname.exists(): return pd.DataFrame(columns=STEP_COLUMNS)
     want = lambda k: kinds is None or k in ([kinds] if isinstance(kinds, str) else kinds)
@@ -244,6 +244,8 @@ def read_steps(
     frames = []
     con = _connect(fname, readonly=True)
     try:
+        root = root_label(r[0] for r in con.execute("SELECT path FROM names WHERE kind = 'layer'"))
+        if layers is not None: layers = ['' if l == root else l for l in ([layers] if isinstance(layers, str) else layers)]
         held = step_stats(con)
         names = lambda kind: [d['name'] for d in held if d['kind'] == kind]
         if want('act') or want('valid_act'):
@@ -257,18 +259,19 @@ def read_steps(
     finally: con.close()
     frames = [f for f in frames if len(f)]
     if not frames: return pd.DataFrame(columns=STEP_COLUMNS)
-    return pd.concat(frames, ignore_index=True)[STEP_COLUMNS].astype({'value': float})
+    return root_last(pd.concat(frames, ignore_index=True)[STEP_COLUMNS].astype({'value': float}), root)   # the root: `output`, after the layers
 
 # %% ../nbs/02a_stepdb.ipynb #8ef77a16
 def read_step_hist(
     path,                # a run folder
-    layer:str,           # the layer's path
+    layer:str,           # the layer's path (the root: `''` or `output`)
     split:str='train',   # `train` or `valid`
 )->tuple:
     "`(steps, counts)` of `layer`'s activation histograms: one row of `hist_bins` + 2 counts (below the range, the bins, above) per sampled batch"
     con = _connect(Path(path)/'steps.sqlite', readonly=True)
     try:
         meta = dict(con.execute('SELECT key, value FROM meta'))
+        if layer == root_label(r[0] for r in con.execute("SELECT path FROM names WHERE kind = 'layer'")): layer = ''   # the root, as tables name it
         rows = con.execute('SELECT x.step, x.hist FROM act x JOIN names n ON n.id = x.name '
                            "WHERE n.path = ? AND n.kind = 'layer' AND x.split = ? ORDER BY x.step, x.batch", (layer, split)).fetchall()
     finally: con.close()
