@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/formats.html.md"""
 
 # %% ../nbs/00_formats.ipynb #c679c617
 from __future__ import annotations
-import difflib, json, math, numbers, os, sqlite3, sys, tempfile
+import difflib, json, math, numbers, os, sqlite3, sys
 from enum import Enum
 from importlib.resources import files
 from pathlib import Path, PurePath

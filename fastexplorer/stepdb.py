@@ -230,6 +230,10 @@ def _hyper_frame(con, stats=None)->pd.DataFrame:
     return d
 
 # %% ../nbs/02a_stepdb.ipynb #41f2a803
+def _root(con)->str:
+    "How the tables name the root module of the step database `con` (`root_label` of its layers)"
+    return root_label(r[0] for r in con.execute("SELECT path FROM names WHERE kind = 'layer'"))
+
 def read_steps(
     path,               # a run folder
     layers=None,        # a layer or parameter path, or a list of them (default: all)
@@ -244,7 +248,7 @@ def read_steps(
     frames = []
     con = _connect(fname, readonly=True)
     try:
-        root = root_label(r[0] for r in con.execute("SELECT path FROM names WHERE kind = 'layer'"))
+        root = _root(con)
         if layers is not None: layers = ['' if l == root else l for l in ([layers] if isinstance(layers, str) else layers)]
         held = step_stats(con)
         names = lambda kind: [d['name'] for d in held if d['kind'] == kind]
@@ -271,7 +275,7 @@ def read_step_hist(
     con = _connect(Path(path)/'steps.sqlite', readonly=True)
     try:
         meta = dict(con.execute('SELECT key, value FROM meta'))
-        if layer == root_label(r[0] for r in con.execute("SELECT path FROM names WHERE kind = 'layer'")): layer = ''   # the root, as tables name it
+        if layer == _root(con): layer = ''   # the root, as tables name it
         rows = con.execute('SELECT x.step, x.hist FROM act x JOIN names n ON n.id = x.name '
                            "WHERE n.path = ? AND n.kind = 'layer' AND x.split = ? ORDER BY x.step, x.batch", (layer, split)).fetchall()
     finally: con.close()
