@@ -49,8 +49,9 @@ def _check_args(path, ints:dict, flags:dict, hist_range, near_zero, alerts, laye
         if v < least: _refuse(name, f'at least {least}', v)
     for name,v in flags.items():
         if not isinstance(v, bool): _refuse(name, 'True or False', v, TypeError)
-    if not (isinstance(hist_range, (tuple, list)) and len(hist_range) == 2 and all(map(is_real, hist_range)) and hist_range[0] < hist_range[1]):
-        _refuse('hist_range', 'two finite numbers (low, high) with low < high', hist_range)
+    if hist_range is not None and not (isinstance(hist_range, (tuple, list)) and len(hist_range) == 2
+                                       and all(map(is_real, hist_range)) and hist_range[0] < hist_range[1]):
+        _refuse('hist_range', "None (each layer's own) or two finite numbers (low, high) with low < high", hist_range)
     if not (is_real(near_zero) and near_zero >= 0): _refuse('near_zero', 'a finite number at least 0', near_zero)
     if (bad := bad_threshold(alerts)): _refuse(*bad)
     if isinstance(layers, (list, tuple)) and not layers: _refuse('layers', 'None (the default layers) or a selection of at least one', layers)
@@ -68,7 +69,7 @@ class ExplorerCallback(Callback):
         grads:bool=True,        # record gradient statistics
         updates:bool=True,      # record update-to-weight ratios (copies the weights on sampled steps)
         hist_bins:int=40,       # number of histogram bins
-        hist_range=(-10., 10.), # histogram range; values outside count in the edge bins
+        hist_range=None,        # histogram range `(low, high)` for every layer; `None`: each layer's own, fitted to its first sampled batch (`fit_range`)
         near_zero:float=0.05,   # `|x|` at or below which an activation counts as near zero
         sample:int=4096,        # elements sampled per activation for the histogram and near-zero fraction
         alerts:dict|None=None,  # thresholds for `find_alerts` (`dead`, `grad_ratio`)
@@ -90,11 +91,11 @@ class ExplorerCallback(Callback):
         if port > 65535: _refuse('port', 'a port from 0 (any free one) to 65535', port)
         if overwrite and resume: _refuse('resume', 'False with `overwrite=True` (which replaces the run `resume` would go on with)', resume)
         store_attr(but='hist_range,custom')
-        self.hist_range,self.custom = tuple(hist_range),custom_stats(custom)
+        self.hist_range,self.custom = None if hist_range is None else tuple(hist_range),custom_stats(custom)
         self.server,self.snapshot_files = None,[]   # the explorer's server (see `explore`); the weight snapshots written
         self.writer,self.tree,self.n_epochs,self.hooks,self.active,self.opened = None,None,0,HookGuard(),False,False
         self.queue,self.n_steps,self._step_act = None,0,None
-        self.record_steps,self.n_fits,self.live = False,0,None
+        self.record_steps,self.n_fits,self.live,self.hist_ranges = False,0,None,None   # the last: `_fit_ranges`
         self.traced,self.origin,self._rng,self.watch = False,None,(None, None),None
 
 # %% ../nbs/03f_callback.ipynb #34b0834c
@@ -140,12 +141,17 @@ def _preflight(self:ExplorerCallback):
 
 # %% ../nbs/03f_callback.ipynb #ca2f5a5c
 @patch
+def _hist_meta(self:ExplorerCallback)->dict:
+    "The histograms' layout, as the run's files note it: `range` is `None` where each layer has its own (in its statistics)"
+    return {'bins': self.hist_bins, 'range': None if self.hist_range is None else list(self.hist_range)}
+
+@patch
 def _open_run(self:ExplorerCallback, model):
     "Rank 0: open the run folder and probe the model (the first fit), or take the folder's lock again (a later one)"
     try:
         if self.writer is None:
             self.writer = RunWriter(self.path, self.overwrite, self.resume).open(type(model).__name__, every=self.every,
-                                                                                  hist={'bins': self.hist_bins, 'range': list(self.hist_range)})
+                                                                                  hist=self._hist_meta())
             w = self.writer                  # `resume`: the run's numbers go on from its last epoch written
             self.n_epochs,self.n_steps,self.n_fits = w.last_epoch,w.last_steps,len(w.manifest['fits'])
         else: self.writer.relock()
@@ -160,6 +166,18 @@ def _open_run(self:ExplorerCallback, model):
             from fastexplorer import explore   # `explore` and the server: imported when asked for
             print(f"fastexplorer: explore this run at {self.explore(port=self.port)}")
     except BaseException as e: self._close_writer('failed', e); raise
+
+# %% ../nbs/03f_callback.ipynb #e0ced39b
+@patch
+def _fit_ranges(self:ExplorerCallback, model):
+    "This fit's histogram ranges: those the run fixed before kept (a resumed run's read back), under DDP agreed by the ranks"
+    if self.hist_ranges is None:
+        db = self.writer.path/'steps.sqlite' if self.writer is not None and self.resume else None
+        self.hist_ranges = read_hist_ranges(db.parent) if db is not None and db.exists() else {}
+    agree = agree_ranges(len(self.keys), model_device(model)) if is_distributed() else None
+    held = {i: self.hist_ranges[k] for i,k in enumerate(self.keys) if k in self.hist_ranges}
+    self.ranges,self._new_ranges = HistRanges(self.hist_range, agree, held),{}
+
 
 # %% ../nbs/03f_callback.ipynb #286bcaf2
 @patch
@@ -176,6 +194,7 @@ def _prepare_fit(self:ExplorerCallback, model, mods:dict):
             seen.add(id(p)); self.pkeys.append(f"{path}.{n}" if path else n); ps.append(p)
     self.ps = ps
     if self.writer is not None and self.steps: self.writer.claim('steps.sqlite')
+    self._fit_ranges(model)
     sw = StepWriter(self.writer.path, self.hist_bins, self.hist_range, step_layout()) if self.writer is not None and self.steps else None
     if sw is not None: self.writer.manifest['steps'] = sw.fname.name
     self.record_steps = self.steps and (sw is not None or is_distributed())   # every rank records, rank 0 writes
@@ -226,7 +245,7 @@ def before_epoch(self:ExplorerCallback):
     "Fresh accumulators for the epoch's activation, parameter and custom statistics"
     if not self.active: return
     dev = model_device(unwrap_model(self.learn.model))
-    kw = dict(bins=self.hist_bins, hist_range=self.hist_range, near_zero=self.near_zero, sample=self.sample,
+    kw = dict(bins=self.hist_bins, hist_range=self.ranges, near_zero=self.near_zero, sample=self.sample,
               elementwise=[i for i,m in enumerate(self.mods.values()) if self.layers is None and maybe_elementwise(m)])
     steps = self.record_steps
     self.act = ActStats(len(self.keys), dev, steps=steps, sites=self.sites, **kw)
@@ -267,6 +286,9 @@ def after_pred(self:ExplorerCallback):
     self.hooks.remove(self)
     st = self.act if self.training else self.valid_act
     self._step_act = st.flush()
+    if new := self.ranges.take_new():   # the layers binned for the first time: noted with the batch
+        new = {self.keys[i]: r for i,r in new.items()}
+        self.hist_ranges.update(new); self._new_ranges.update(new)
     if not self.traced and st.nonfinite is not None and bool(st.nonfinite): self._trace_nonfinite()
     self._out_grad_ok = None
     if self.training and not self.traced and isinstance(o := first_tensor(self.learn.pred), torch.Tensor) and o.requires_grad:
@@ -280,7 +302,7 @@ def _output_grad(cb, g): cb._out_grad_ok = torch.isfinite(g).all()
 def after_cancel_batch(self:ExplorerCallback):
     "A batch cancelled before `after_pred`: its unflushed rows are dropped (its hooks come off with the batch, see `HookGuard`)"
     for st in (getattr(self, 'act', None), getattr(self, 'valid_act', None)):
-        if isinstance(st, ActStats): st.rows,st.idx,st.sizes,st.ncalls = [],[],[],{}
+        if isinstance(st, ActStats): st.drop()
 
 # %% ../nbs/03f_callback.ipynb #624e081d
 @patch
@@ -337,7 +359,7 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
     if not partial: found = self._judge_loss(found, stats, rec.get('valid_loss'))
     doc = epoch_doc(self.tree, n, stats, rec, found, fit=len(self.writer.manifest['fits']) - 1,
                     partial=partial, sampled={'train': self.act.batches, 'valid': self.valid_act.batches if self.valid_act else 0},
-                    hist={'bins': self.hist_bins, 'range': list(self.hist_range)}, **self._scale_info())
+                    hist=self._hist_meta(), **self._scale_info())
     if not partial and (hm := self._heatmaps()) is not None: doc['heatmaps'] = hm
     fname = self.writer.write_epoch(doc, steps=self.n_steps)
     self.n_epochs = n
@@ -423,6 +445,7 @@ def after_batch(self:ExplorerCallback):
     hypers = [{k: float(v) for k,v in h.items() if isinstance(v, (int, float)) and not isinstance(v, bool)} for h in opt.hypers] if opt is not None and self.training else []
     meta = {'step': step, 'fit': self.n_fits - 1, 'epoch': self.n_epochs + 1,
             'split': 'train' if self.training else 'valid', 'iter': self.learn.iter, 'time': time.time(), 'hypers': hypers}
+    if self._new_ranges: meta['hist_ranges'],self._new_ranges = self._new_ranges,{}
     self.queue.add(meta, act, grad, getattr(self.learn, 'loss', None), getattr(smooth, 'value', None))
 
 @patch

@@ -14,8 +14,8 @@ from .stats import *
 from .custom import *
 
 # %% auto #0
-__all__ = ['is_distributed', 'agree_on_start', 'all_reduce_stats', 'all_reduce_custom', 'drift_alert', 'replica_drift', 'on_host',
-           'combine_steps']
+__all__ = ['is_distributed', 'agree_on_start', 'all_reduce_stats', 'all_reduce_custom', 'agree_ranges', 'drift_alert',
+           'replica_drift', 'on_host', 'combine_steps']
 
 # %% ../nbs/03d_distributed.ipynb #2b1d8ffe
 def is_distributed()->bool:
@@ -123,6 +123,19 @@ def all_reduce_custom(cstats:CustomStats, group=None):
     dist.all_reduce(sums, dist.ReduceOp.SUM, group=group); dist.all_reduce(ext, dist.ReduceOp.MAX, group=group)
     rows[:, summed],rows[:, CUSTOM_COLUMNS['min']],rows[:, CUSTOM_COLUMNS['max']] = sums,-ext[:, 0],ext[:, 1]
     for k,r in zip(keys, rows): cstats.acc[tuple(k)] = r
+
+# %% ../nbs/03d_distributed.ipynb #bea49b65
+def agree_ranges(n:int, device, group=None):
+    "`HistRanges`' `agree` for `n` layers under DDP: every layer's range from what all ranks saw in the first sampled batch, or held (a collective)"
+    def agree(seen:dict, held:dict)->dict:
+        t = torch.full((n, 4), math.inf, dtype=torch.float64)
+        for i,(mn,mx) in seen.items(): t[i, :2] = torch.tensor([mn, -mx], dtype=torch.float64)
+        for i,(lo,hi) in held.items(): t[i, 2:] = torch.tensor([lo, -hi], dtype=torch.float64)
+        t = t.to(device)
+        dist.all_reduce(t, dist.ReduceOp.MIN, group=group)
+        return {i: (lo, -nh) if math.isfinite(lo) else fit_range(mn, -nx)
+                for i,(mn,nx,lo,nh) in enumerate(t.cpu().tolist()) if math.isfinite(lo) or mn <= -nx}
+    return agree
 
 # %% ../nbs/03d_distributed.ipynb #0f1a1f97
 def drift_alert(names:list, lo:torch.Tensor, hi:torch.Tensor, rtol:float=1e-6)->dict|None:

@@ -13,9 +13,9 @@ from pathlib import Path, PurePath
 import numpy as np
 
 # %% auto #0
-__all__ = ['SCHEMA_VERSION', 'ROOT', 'dtype_name', 'to_jsonable', 'dumps', 'temp_beside', 'atomic_write', 'save_json',
-           'sqlite_reader', 'sqlite_delete', 'load_schema', 'validate', 'missing_message', 'is_int', 'is_real',
-           'site_key', 'site_of', 'root_label', 'root_last']
+__all__ = ['SCHEMA_VERSION', 'FALLBACK_RANGE', 'ROOT', 'dtype_name', 'to_jsonable', 'dumps', 'temp_beside', 'atomic_write',
+           'save_json', 'sqlite_reader', 'sqlite_delete', 'load_schema', 'validate', 'missing_message', 'is_int',
+           'is_real', 'site_key', 'site_of', 'root_label', 'root_last']
 
 # %% ../nbs/00_formats.ipynb #07a3e183
 def _json_key(k):
@@ -150,6 +150,9 @@ def site_of(key:str)->tuple:
     path,sep,c = key.rpartition('#')
     return (path, int(c)) if sep and c.isdigit() and int(c) > 1 else (key, 1)
 
+
+# %% ../nbs/00_formats.ipynb #97ac82ae
+FALLBACK_RANGE = (-10., 10.)   # the bins of a layer without a range of its own
 
 # %% ../nbs/00_formats.ipynb #88fe47b1
 ROOT = 'output'

@@ -12,12 +12,12 @@ import numpy as np, pandas as pd
 from fastcore.basics import patch
 from .formats import *
 from . import stepdb, history
-from .stepdb import read_steps, read_step_hist
+from .stepdb import read_steps, read_step_hist, open_steps, layer_range
 
 # %% auto #0
-__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'DF_COLUMNS', 'ALERT_COLUMNS', 'ROOT_RUN', 'read_epoch_index', 'RunFileError', 'Run',
-           'load_run', 'plot_layer_stats', 'plot_color_dim', 'run_dir', 'list_runs', 'read_manifest', 'entry_path',
-           'epoch_path', 'RunStore', 'plot_stat', 'plot_hist', 'plot_grad_norms']
+__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'DF_COLUMNS', 'ALERT_COLUMNS', 'LAYER_KINDS', 'ROOT_RUN', 'read_epoch_index',
+           'RunFileError', 'Run', 'load_run', 'plot_layer_stats', 'plot_color_dim', 'run_dir', 'list_runs',
+           'read_manifest', 'entry_path', 'epoch_path', 'RunStore', 'plot_stat', 'plot_hist', 'plot_grad_norms']
 
 # %% ../nbs/02b_run.ipynb #70f76f79
 RUN_VERSION = 2          # of `run.json`: version 2 lists the epochs in `epochs.jsonl` (version 1 in the manifest itself)
@@ -157,13 +157,18 @@ def recorder(self:Run)->pd.DataFrame:
     return pd.DataFrame([{'epoch': e['epoch'], **e['recorder']} for e in self.epochs]).set_index('epoch')
 
 ALERT_COLUMNS = ['epoch', 'step', 'source', 'severity', 'kind', 'layer', 'stat', 'value', 'message', 'hint', 'layers']
+LAYER_KINDS = ('nonfinite', 'dead', 'constant', 'saturated', 'exploding_grad', 'vanishing_grad', 'frozen')   # about one layer
 
 @patch(as_prop=True)
 def alerts(self:Run)->pd.DataFrame:
     "Every finding of the run, a row each: those raised inside an epoch (`source` `live`, with their step), then each epoch's own (`epoch`)"
     rows = [{'source': 'live', **a} for a in self.meta.get('live_alerts', [])]
     rows += [{'epoch': e['epoch'], 'source': 'epoch', **a} for e in self.epochs for a in e['alerts']]
-    return pd.DataFrame(rows, columns=ALERT_COLUMNS)
+    d = pd.DataFrame(rows, columns=ALERT_COLUMNS)
+    if (whole := d.layer.fillna('').eq('')).any():   # the files' `''`: the root module, or no layer at all
+        paths = {x.get('path') for e in self.epochs[-1:] for x in _walk(e['tree'])}
+        d['layer'] = d.layer.where(~whole, np.where(d.kind.isin(LAYER_KINDS), root_label(paths), None))
+    return d
 
 # %% ../nbs/02b_run.ipynb #cb1cd237
 @patch
@@ -182,6 +187,18 @@ def hist(self:Run, layer:str, kind:str='act')->np.ndarray:
     cols = [np.asarray(s['hist'], dtype=float) if s and s.get('hist') else np.full(self.meta['hist']['bins'], np.nan)
             for s in self.stats(layer, kind)]
     return np.stack(cols, 1)
+
+@patch
+def hist_range(self:Run, layer:str, kind:str='act')->list:
+    "`[lo, hi]`: where the bins of `layer`'s histograms lie (`kind`: `act` or `valid_act`), fitted to it or fixed for the run"
+    for s in reversed(self.stats(layer, kind) if self.epochs else []):
+        if s and s.get('hist_range'): return list(s['hist_range'])
+    if (self.path/'steps.sqlite').exists():
+        con = open_steps(self.path)
+        try: r = layer_range(con, layer)
+        finally: con.close()
+        if r is not None: return r
+    return list(self.meta['hist']['range'] or FALLBACK_RANGE)
 
 def load_run(path)->Run:
     "Read the run folder `path`"
@@ -228,7 +245,7 @@ def plot_color_dim(run:Run, layer:str, split:str='train', ax=None):
     import matplotlib.pyplot as plt
     steps,counts = run.step_hist(layer, split)
     if not len(steps): raise ValueError(f"no step histograms of `{layer}` ({split}) in {str(run.path)!r}")
-    lo,hi = run.meta['hist']['range']
+    lo,hi = run.hist_range(layer, 'act' if split == 'train' else 'valid_act')
     if ax is None: ax = plt.subplots(figsize=(8, 3))[1]
     ax.imshow(np.log1p(counts[:, 1:-1].T), origin='lower', aspect='auto', extent=(steps[0] - 0.5, steps[-1] + 0.5, lo, hi))
     ax.set_xlabel('step'); ax.set_ylabel('activation'); ax.set_title(f"{layer} ({split})")
@@ -347,7 +364,7 @@ def plot_hist(run:Run, layer:str, kind:str='act', ax=None):
     "Heatmap of `layer`'s activation histogram over epochs, like fastai's `color_dim`"
     import matplotlib.pyplot as plt
     h = run.hist(layer, kind)
-    lo,hi = run.meta['hist']['range']
+    lo,hi = run.hist_range(layer, kind)
     if ax is None: ax = plt.subplots(figsize=(6, 4))[1]
     ax.imshow(np.log1p(h), origin='lower', aspect='auto', extent=(0.5, h.shape[1]+0.5, lo, hi))
     ax.set_xlabel('epoch'); ax.set_ylabel('activation'); ax.set_title(f"{layer} ({kind})")

@@ -18,9 +18,9 @@ from .state import *
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'CALL_SITES', 'ACT_STATS', 'SILENT_FRAC', 'SAT_EPS',
-           'has_own_params', 'maybe_elementwise', 'select_layers', 'ElementSampler', 'act_row', 'unit_dim',
-           'unit_extreme', 'dead_mask', 'CallSites', 'ActStats', 'act_step_stats', 'step_row_columns', 'dead_fraction',
-           'step_row', 'combine_raw']
+           'has_own_params', 'maybe_elementwise', 'select_layers', 'ElementSampler', 'fit_range', 'HistRanges',
+           'flat_sample', 'act_row', 'unit_dim', 'unit_extreme', 'dead_mask', 'CallSites', 'ActStats', 'act_step_stats',
+           'step_row_columns', 'dead_fraction', 'step_row', 'combine_raw']
 
 # %% ../nbs/03_stats.ipynb #158a8ec1
 # activation modules, recorded by default like every module that holds parameters
@@ -111,6 +111,46 @@ def _near_hist(xs:torch.Tensor, buckets:tuple, fin:torch.Tensor|None=None)->torc
     else: n = torch.zeros(len(M), dtype=M.dtype, device=xs.device).index_add_(0, k, fin.to(M.dtype))   # no device sync, unlike `bincount`
     return n @ M
 
+# %% ../nbs/03_stats.ipynb #17878b44
+def fit_range(mn:float, mx:float, headroom:float=2.)->tuple:
+    "A histogram range `(lo, hi)` for a layer whose values spanned `mn`…`mx`: from 0 (or below) to 0 (or above), each side `headroom` times the values seen, in steps of an eighth of the power of 2 above"
+    mn,mx = (v if math.isfinite(v) else 0. for v in (mn, mx))
+    a = max(-mn, mx) * headroom
+    if not a > 0: return (-1., 1.)
+    q = 2. ** math.ceil(math.log2(a)) / 8
+    return (-math.ceil(-mn * headroom / q) * q if mn < 0 else 0., math.ceil(mx * headroom / q) * q if mx > 0 else 0.)
+
+# %% ../nbs/03_stats.ipynb #8c52ae84
+class HistRanges:
+    "The histogram range of each layer of a fit: `fixed` for all, or `fit_range` of what it output in the first sampled batch it ran in"
+    def __init__(self, fixed:tuple|None=None,
+                 agree=None,  # under DDP: `f(seen, ranges)` → every layer's range, the same on every rank (a collective)
+                 held:dict|None=None): # `{layer: (lo, hi)}` fixed before (a resumed run's)
+        self.fixed = None if fixed is None else (float(fixed[0]), float(fixed[1]))
+        self.agree,self.ranges,self.new,self.agreed = agree,dict(held or {}),{},False
+
+    def __getitem__(self, i:int)->tuple|None:
+        "Layer `i`'s range, `None` until it is fixed"
+        return self.fixed or self.ranges.get(i)
+
+    @property
+    def waiting(self)->bool:
+        "Whether the ranks have yet to agree (under DDP, at the first sampled batch)"
+        return self.fixed is None and self.agree is not None and not self.agreed
+
+    def settle(self, seen:dict):
+        "Fix the range of each layer in `seen` (`{layer: (min, max)}` of its values in the batch just run) that has none"
+        if self.fixed is not None: return
+        if self.waiting: got,self.agreed = self.agree(seen, self.ranges),True
+        else: got = {i: FALLBACK_RANGE if self.agree is not None else fit_range(*v) for i,v in seen.items()}
+        for i,r in got.items():
+            if i not in self.ranges: self.ranges[i] = self.new[i] = tuple(r)
+
+    def take_new(self)->dict:
+        "The ranges fixed since the last call, `{layer: (lo, hi)}`"
+        new,self.new = self.new,{}
+        return new
+
 # %% ../nbs/03_stats.ipynb #d8d870d5
 def _row_finite(xf, xs, seen, buckets, buf)->torch.Tensor:
     "`act_row` of a CPU tensor without NaN or Inf, whose sum, min and max `seen` are already read: no masking, scalars as Python floats"
@@ -145,12 +185,16 @@ def _row_masked(xf, xs, buckets, buf)->torch.Tensor:
     return _as_row(row, ('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))
 
 # %% ../nbs/03_stats.ipynb #d87aa0b2
-def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., hi:float=10., near_zero:float=0.05, scratch:dict|None=None):
-    "Statistics of activation `x` as one float64 tensor on its device: the `_ROW` columns, then `bins`+2 histogram counts (the outer two: below `lo`, from `hi` up)"
+def flat_sample(x:torch.Tensor, sampler:ElementSampler)->tuple:
+    "`x` flattened as float32, and the `sampler`'s elements of it (itself when small)"
     xf = x.detach().reshape(-1)
     if xf.dtype != torch.float32: xf = xf.float()
     idx = sampler(xf.numel(), xf.device)
-    xs = xf if idx is None else xf.index_select(0, idx)
+    return xf,(xf if idx is None else xf.index_select(0, idx))
+
+def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., hi:float=10., near_zero:float=0.05, scratch:dict|None=None):
+    "Statistics of activation `x` as one float64 tensor on its device: the `_ROW` columns, then `bins`+2 histogram counts (the outer two: below `lo`, from `hi` up)"
+    xf,xs = flat_sample(x, sampler)
     buf = _scratch(scratch, xf)
     buckets = _buckets(bins, lo, hi, near_zero, xf.device, torch.float32 if xf.device.type == 'mps' else torch.float64)
     if xf.device.type == 'cpu':
@@ -239,10 +283,13 @@ _RAW = val2idx((*_ACC, 'min', 'max'))
 
 class ActStats:
     "One epoch's activation statistics of `n` layers (a row per call site: `sites`), accumulated on `device`"
-    def __init__(self, n:int, device, bins:int=40, hist_range=(-10., 10.), near_zero:float=0.05, sample:int=4096, steps:bool=False,
+    def __init__(self, n:int, device, bins:int=40,
+                 hist_range=(-10., 10.), # `(low, high)` for every layer, or the fit's `HistRanges` (a range per layer)
+                 near_zero:float=0.05, sample:int=4096, steps:bool=False,
                  elementwise=(),   # layers whose calls count only when the output keeps the input's shape (`maybe_elementwise`)
                  sites:CallSites|None=None): # the fit's call sites, shared by its epochs and splits (default: new ones)
-        store_attr('device,bins,hist_range,near_zero,sample,steps')
+        store_attr('device,bins,near_zero,sample,steps')
+        self.ranges = hist_range if isinstance(hist_range, HistRanges) else HistRanges(hist_range)
         self.sites = sites if sites is not None else CallSites(list(map(str, range(n))))
         self.elementwise = set(elementwise)
         self.dt = torch.float32 if torch.device(device).type == 'mps' else torch.float64
@@ -253,6 +300,7 @@ class ActStats:
         self.first_bad = torch.zeros(0, dtype=self.dt, device=device)
         self.units,self.umins,self.dims,self.errors,self.step_units = [],[],[],{},{}
         self.rows,self.idx,self.sizes,self.batches,self.made,self.nonfinite,self.ncalls = [],[],[],0,{},None,{}
+        self.pending = []   # `(row, layer, sample)` of the batch's rows whose layer has no range yet
         self.seq = {}   # `{row: rank}` in the order outputs first appeared (hooks run as each call returns): calls included
         self._grow()
 
@@ -280,7 +328,9 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
         if x is None or x.numel() == 0 or x.is_complex() or x.is_sparse: return
         xi = first_tensor(inp) if inp is not None else None
         if i in self.elementwise and (xi is None or xi.shape != x.shape): return   # not element-wise after all
-        row = act_row(x, self.sampler, self.bins, *self.hist_range, self.near_zero, self.scratch)
+        r = self.ranges[i]
+        row = act_row(x, self.sampler, self.bins, *(r or FALLBACK_RANGE), self.near_zero, self.scratch)
+        if r is None: self.pending.append((len(self.rows), i, flat_sample(x, self.sampler)[1].clone()))   # binned in `flush`
         self.rows.append(row); self.idx.append(j); self.sizes.append(row_n := x.numel())
         made = self.made.get((xi.data_ptr(), xi.shape)) if xi is not None and xi.shape == x.shape else None
         if (d := unit_dim(m, x, made)) is None: return
@@ -308,6 +358,7 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
 def flush(self:ActStats):
     "Add the rows of the batch just run into the epoch's accumulators; with `steps`, return the batch's own (raw accumulators with extrema, unit extrema)"
     self.made,self.nonfinite,self.ncalls = {},None,{}
+    if self.pending or self.ranges.waiting: self._settle()
     if not self.rows: return None
     R = torch.stack(self.rows)
     idx = torch.tensor(self.idx, device=R.device)
@@ -336,6 +387,27 @@ def flush(self:ActStats):
     units,self.step_units = self.step_units,{}
     raw = named_columns(acc, _ACC) | {'min': mins, 'max': maxs}
     return torch.cat([torch.stack([raw[k] for k in _RAW], 1), acc[:, len(_ACC):]], 1),units
+
+# %% ../nbs/03_stats.ipynb #f45afaea
+@patch
+def _settle(self:ActStats):
+    "Fix the range of the layers first run in this batch, from their extrema, and count their samples in its bins"
+    pend,self.pending = self.pending,[]
+    ext = torch.stack([self.rows[k][[_ROW['min'], _ROW['max']]] for k,_,_ in pend]).tolist() if pend else []
+    seen = {}
+    for (_,i,_),(mn,mx) in zip(pend, ext):
+        a,b = seen.get(i, (math.inf, -math.inf))
+        seen[i] = (min(a, mn), max(b, mx))
+    self.ranges.settle(seen)
+    for k,i,xs in pend:
+        row = self.rows[k]
+        bk = _buckets(self.bins, *self.ranges[i], self.near_zero, xs.device, row.dtype)
+        self.rows[k] = torch.cat([row[:len(_ROW)], _near_hist(xs, bk, torch.isfinite(xs))[1:]])
+
+@patch
+def drop(self:ActStats):
+    "Forget the rows of a batch cut short before `flush`"
+    self.rows,self.idx,self.sizes,self.ncalls,self.pending = [],[],[],{},[]
 
 # %% ../nbs/03_stats.ipynb #324871ad
 @patch
@@ -411,6 +483,7 @@ def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
     acc,bad = self.acc.cpu().tolist(),self.first_bad.cpu().tolist()
     keys = list(i_to_key)[:self.sites.n]
     keys += [site_key(keys[i], c + 1) for i,c in self.sites.extra]   # in row order: rows are numbered as sites are found
+    layer = {r: i for (i,_),r in self.sites.extra.items()}   # the layer of each row past the first calls'
     res = {}
     for i,key in enumerate(keys):
         c = dict(zip(_ACC, acc[i]))
@@ -419,7 +492,8 @@ def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
         if i in self.errors and not calls: res[key] = {'unsupported': self.errors[i]}; continue
         if not calls: continue
         st = {'calls': int(calls), **{s.name: _plain(v, s.count) for s,v in zip(ACT_STATS, vals[i])},
-              'hist': [int(h) for h in hist], 'hist_n': int(sn), 'hist_out': [int(below), int(above)]}
+              'hist': [int(h) for h in hist], 'hist_n': int(sn), 'hist_out': [int(below), int(above)],
+              'hist_range': list(self.ranges[layer.get(i, i)] or FALLBACK_RANGE)}
         st['hist'][0] += st['hist_out'][0]; st['hist'][-1] += st['hist_out'][1]   # values outside count in the edge bins
         if nf < n and math.isfinite(bad[i]):   # the epoch's sampled batch (from 0) where it first held one, and its output's rank in it
             st.update(nonfinite_batch=int(bad[i]), out_order=self.seq.get(i))

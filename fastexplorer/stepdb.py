@@ -15,7 +15,8 @@ from .formats import sqlite_reader, sqlite_delete, temp_beside, root_label, root
 
 # %% auto #0
 __all__ = ['STEPS_SCHEMA_VERSION', 'STEP_COLUMNS', 'table_stats', 'steps_ddl', 'step_stats', 'StepWriter', 'read_steps',
-           'read_step_hist', 'forget_steps_after', 'open_steps', 'step_series', 'step_hist_series', 'step_info']
+           'read_step_hist', 'forget_steps_after', 'open_steps', 'read_hist_ranges', 'layer_range', 'step_series',
+           'step_hist_series', 'step_info']
 
 # %% ../nbs/02a_stepdb.ipynb #ee152e74
 STEPS_SCHEMA_VERSION = 2
@@ -58,7 +59,7 @@ def step_stats(con:sqlite3.Connection)->list:
 
 # %% ../nbs/02a_stepdb.ipynb #8a41c0d2
 def _meta_rows(hist:tuple, stats:list)->list:
-    "The `meta` table of a new step database whose histograms have layout `hist` (`(bins, lo, hi)`) and which holds `stats`"
+    "The `meta` table of a new step database whose histograms have layout `hist` (`(bins, lo, hi)`, or `(bins, 'fit', 'fit')`) and which holds `stats`"
     return [('schema', 'fastexplorer/steps'), ('version', str(STEPS_SCHEMA_VERSION)),
             ('hist_bins', str(hist[0])), ('hist_lo', str(hist[1])), ('hist_hi', str(hist[2])), ('stats', json.dumps(stats))]
 
@@ -86,8 +87,9 @@ def _held(fname, meta:dict, hist:tuple, stats:list|None)->list:
         return stats
     if meta.get('version') != str(STEPS_SCHEMA_VERSION):
         raise ValueError(f"{fname} has version {meta.get('version')!r}; this fastexplorer writes version {STEPS_SCHEMA_VERSION}")
-    if (int(meta['hist_bins']), float(meta['hist_lo']), float(meta['hist_hi'])) != hist:
-        raise ValueError(f"{fname} holds histograms of {meta['hist_bins']} bins over [{meta['hist_lo']}, {meta['hist_hi']}]: "
+    if (meta['hist_bins'], meta['hist_lo'], meta['hist_hi']) != tuple(map(str, hist)):
+        rng = 'fitted to each layer' if meta['hist_lo'] == 'fit' else f"over [{meta['hist_lo']}, {meta['hist_hi']}]"
+        raise ValueError(f"{fname} holds histograms of {meta['hist_bins']} bins {rng}: "
                          f"a run keeps one histogram layout (`hist_bins`, `hist_range`)")
     held = _layout(meta)
     if stats is not None and [(d['name'], d['kind']) for d in held] != [(d['name'], d['kind']) for d in stats]:
@@ -101,10 +103,11 @@ class StepWriter:
     def __init__(self,
         path,                   # the run folder
         hist_bins:int=40,       # histogram bins of the activations (each row holds 2 more: below and above the range)
-        hist_range=(-10., 10.), # histogram range
+        hist_range=(-10., 10.), # histogram range; `None`: each layer's own (written with its batches, `hist_ranges`)
         stats:list|None=None,   # the statistics it holds, declared as plain data (`fastexplorer.steps.step_layout()`); those of the database there by default
     ):
-        self.fname,self.hist = Path(path)/'steps.sqlite',(int(hist_bins), float(hist_range[0]), float(hist_range[1]))
+        lo,hi = ('fit', 'fit') if hist_range is None else map(float, hist_range)
+        self.fname,self.hist = Path(path)/'steps.sqlite',(int(hist_bins), lo, hi)
         if not self.fname.exists(): _create(self.fname, self.hist, _held(self.fname, {}, self.hist, stats))
         self.con = _connect(self.fname)
         try:
@@ -131,7 +134,7 @@ class StepWriter:
 # %% ../nbs/02a_stepdb.ipynb #b3cc55cb
 @patch
 def append(self:StepWriter,
-    batches:list,          # one dict per sampled batch: `step`, `fit`, `epoch`, `split`, `iter`, `loss`, `smooth_loss`, `time`, `hypers` (one dict per group)
+    batches:list,          # one dict per sampled batch: `step`, `fit`, `epoch`, `split`, `iter`, `loss`, `smooth_loss`, `time`, `hypers` (one dict per group), `hist_ranges` (`{layer: (lo, hi)}` fixed on it)
     layers:list=(),        # paths of the layers that `act` rows index
     act=None,              # array of rows: batch index (into `batches`), layer index, the statistics of table `act` (`table_stats`), then `hist_bins` + 2 counts
     params:list=(),        # paths of the parameters that `grad` rows index
@@ -161,6 +164,10 @@ def append(self:StepWriter,
             ids = self._name_ids(list(params), 'param')
             self.con.executemany(f"INSERT INTO grad VALUES ({', '.join('?' * (self.grad_n + 4))})",
                 [(ids[int(g[1])], *key[int(g[0])], *g[2:]) for g in grad.tolist()])
+        # after the rows: a layer's name gets its id in the order the layers run
+        if rs := {p: r for b in batches[::-1] for p,r in (b.get('hist_ranges') or {}).items()}:   # the first batch's, if two
+            self.con.executemany('INSERT OR IGNORE INTO hist_ranges VALUES (?, ?, ?)',
+                                 [(i, *map(float, r)) for i,r in zip(self._name_ids(list(rs), 'layer'), rs.values())])
     self.batches += nb
 
 # %% ../nbs/02a_stepdb.ipynb #5f2b2f72
@@ -313,6 +320,30 @@ def _name_id(con, layer, kind):
     if r is None: raise KeyError(f"no {'layer' if kind in ('act', 'valid_act') else 'parameter'} {layer!r} in the step database")
     return r[0]
 
+# %% ../nbs/02a_stepdb.ipynb #fcd33f00
+def _has_table(con, name:str)->bool:
+    return con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+
+def read_hist_ranges(path)->dict:
+    "`{layer: (lo, hi)}`: the bins fitted to each layer in the step database of run folder `path` (or an open connection)"
+    con,own = _reader(path)
+    try:
+        if not _has_table(con, 'hist_ranges'): return {}
+        return {p: (lo, hi) for p,lo,hi in con.execute('SELECT n.path, r.lo, r.hi FROM hist_ranges r JOIN names n ON n.id = r.name')}
+    finally:
+        if own: con.close()
+
+def layer_range(con, layer:str)->list|None:
+    "`[lo, hi]` of the bins of `layer` (the root: `''` or `output`) in the step database open on `con`; `None` if unknown"
+    if layer == _root(con): layer = ''
+    if _has_table(con, 'hist_ranges'):
+        for p in dict.fromkeys([layer, layer.rsplit('#', 1)[0]]):
+            r = con.execute("SELECT r.lo, r.hi FROM hist_ranges r JOIN names n ON n.id = r.name WHERE n.path = ? AND n.kind = 'layer'", (p,)).fetchone()
+            if r is not None: return list(r)
+    meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('hist_lo', 'hist_hi')"))
+    try: return [float(meta['hist_lo']), float(meta['hist_hi'])]
+    except (KeyError, ValueError): return None
+
 # %% ../nbs/02a_stepdb.ipynb #93c938f7
 _SPLIT = {'act': 'train', 'valid_act': 'valid', 'grad': 'train', 'weight': 'train', 'loss': 'train', 'hyper': 'train'}
 
@@ -367,19 +398,21 @@ def step_series(
 
 # %% ../nbs/02a_stepdb.ipynb #9337bba3
 def step_hist_series(path, layer:str, split:str='train', start:int|None=None, stop:int|None=None, points:int=400)->dict:
-    "`{'steps', 'width', 'counts'}`: one sampled batch's histogram (`hist_bins` + 2 counts) for each bucket of at most `points`"
+    "`{'steps', 'width', 'counts', 'range'}`: one sampled batch's histogram (`hist_bins` + 2 counts) for each bucket of at most `points`, and where the bins lie"
     con,own = _reader(path)
     try:
         nid = _name_id(con, layer, 'act')
         lo,hi = _step_range(con, 'act', 'x.name = ? AND x.split = ?', [nid, split], start, stop)
-        if lo is None: return {'steps': [], 'width': 1, 'counts': []}
+        rng = layer_range(con, layer)
+        if lo is None: return {'steps': [], 'width': 1, 'counts': [], 'range': rng}
         width = max(1, -(-(hi - lo + 1) // max(1, points)))
         # SQLite returns the other columns of the row where min() is reached: each bucket's first batch
         rows = con.execute('SELECT min(x.step), x.hist FROM act x WHERE x.name = ? AND x.split = ? '
                            'AND x.step BETWEEN ? AND ? GROUP BY (x.step - ?) / ? ORDER BY 1', (nid, split, lo, hi, lo, width)).fetchall()
     finally:
         if own: con.close()
-    return {'steps': [r[0] for r in rows], 'width': width, 'counts': [np.frombuffer(r[1], dtype='<i4').tolist() for r in rows]}
+    return {'steps': [r[0] for r in rows], 'width': width, 'counts': [np.frombuffer(r[1], dtype='<i4').tolist() for r in rows],
+            'range': rng}
 
 # %% ../nbs/02a_stepdb.ipynb #0f040ba6
 def step_info(path)->dict:

@@ -367,11 +367,12 @@ def test_flat_activation_maps(runs, page):
             assert len(px) == 1 and sum(px.pop()) > 120, (i, px)   # one colour, and not the colour map's black
     assert page.problems == []
 
-def _edit_stats(run:Path, f):
-    "Apply `f(act_stats)` to every activation-stats entry of every epoch file of `run`, then index the files again (`build_history`)"
+def _edit_stats(run:Path, f, doc_f=None):
+    "Apply `f(act_stats)` to every activation-stats entry of every epoch file of `run` (and `doc_f(doc)` to each file), then index the files again (`build_history`)"
     files = sorted(run.glob('epoch_*.json'))
     for p in files:
         doc = json.loads(p.read_text())
+        if doc_f is not None: doc_f(doc)
         def walk(n):
             for k in ('act', 'valid_act'):
                 if (a := (n.get('xtra') or {}).get('stats', {}).get(k)): f(a)
@@ -385,10 +386,11 @@ def _act(run:Path, e:int, path:str)->dict:
     return find(json.loads((run/f'epoch_{e:04d}.json').read_text())['tree'])['xtra']['stats']['act']
 
 def test_histogram_fits_the_values_and_marks_values_outside(runs, page, tmp_path):
-    "The activation histogram's y range fits where the values are, and values outside the recording range are marked and counted"
+    "The activation histogram's y range fits where the values are, and values outside the layer's bins are marked and counted"
     shutil.copytree(runs/'toohigh', tmp_path/'counted'); shutil.copytree(runs/'toohigh', tmp_path/'older')
-    _edit_stats(tmp_path/'counted', lambda a: a.update(hist_out=[0, 123] if a['max'] >= 10 else [0, 0]))
-    _edit_stats(tmp_path/'older', lambda a: a.pop('hist_out', None))       # files written before `hist_out`
+    _edit_stats(tmp_path/'counted', lambda a: a.update(hist_out=[0, 123] if a['max'] >= a['hist_range'][1] else [0, 0]))
+    def old_file(doc): doc['hist']['range'] = [-10, 10]   # files from before each layer had its own bins: one range, in the file
+    _edit_stats(tmp_path/'older', lambda a: [a.pop(k, None) for k in ('hist_out', 'hist_range')], old_file)
     shutil.copytree(runs/'toohigh', tmp_path/'unsampled')
     _edit_stats(tmp_path/'unsampled', lambda a: a.update(hist_out=[0, 0]))  # the max beyond the range, but no sampled value
     shutil.copytree(runs/'good', tmp_path/'good')
@@ -396,24 +398,29 @@ def test_histogram_fits_the_values_and_marks_values_outside(runs, page, tmp_path
     with serving(page, tmp_path) as srv:
         page.goto(srv.url + '?run=good')
         expect(page.locator('#epoch-count')).to_have_text('3')
-        page.locator('#tree .node[data-path="0.0"] .label').first.click()   # values in about -3..2.6, recorded over -10..10
-        expect(hist).to_have_attribute('data-range', '-10,10')
+        page.locator('#tree .node[data-path="0.0"] .label').first.click()   # values in about -3..2.6
+        lo,hi = _act(tmp_path/'good', 3, '0.0')['hist_range']             # the layer's own bins, fitted to its first batch
+        assert lo < -3 and hi > 2.6 and hi - lo < 20, (lo, hi)
+        expect(hist).to_have_attribute('data-range', f'{lo:g},{hi:g}')
         y0, y1 = float(hist.get_attribute('data-y0')), float(hist.get_attribute('data-y1'))
         assert -4.5 <= y0 < -2 and 2 < y1 <= 4.5, (y0, y1)
         expect(page.locator('#panel .hist-out')).to_have_count(0)
         page.goto(srv.url + '?run=counted')
         expect(page.locator('#epoch-count')).to_have_text('3')
-        page.locator('#tree .node[data-path="1.2"] .label').first.click()   # a ReLU up to 33 at lr 3
-        over = [e for e in (1, 2, 3) if _act(tmp_path/'counted', e, '1.2')['max'] >= 10]
-        assert over, 'the lr=3 run should push the ReLU beyond 10'
+        page.locator('#tree .node[data-path="1.2"] .label').first.click()   # a ReLU that lr 3 pushes far beyond its first values
+        top = _act(tmp_path/'counted', 1, '1.2')['hist_range'][1]
+        over = [e for e in (1, 2, 3) if _act(tmp_path/'counted', e, '1.2')['max'] >= top]
+        assert over, 'the lr=3 run should push the ReLU beyond its bins'
         expect(page.locator('#panel .hist-out')).to_contain_text(f"▲ {123 * len(over)} sampled values")
-        expect(page.locator('#panel .hist-out')).to_contain_text(f"at or above 10 in epoch{'s' if len(over) > 1 else ''} {', '.join(map(str, over))}")
-        assert float(hist.get_attribute('data-y1')) == 10 and float(hist.get_attribute('data-y0')) >= -1
+        expect(page.locator('#panel .hist-out')).to_contain_text(f"at or above {top:g} in epoch{'s' if len(over) > 1 else ''} {', '.join(map(str, over))}")
+        assert float(hist.get_attribute('data-y1')) == top and float(hist.get_attribute('data-y0')) >= -1
         page.goto(srv.url + '?run=older')
         expect(page.locator('#epoch-count')).to_have_text('3')
         page.locator('#tree .node[data-path="1.2"] .label').first.click()
-        top = max(_act(tmp_path/'older', e, '1.2')['max'] for e in (1, 2, 3))
-        expect(page.locator('#panel .hist-out')).to_contain_text(f"values at or above 10 (max {float(f'{top:.3g}'):g})")
+        expect(hist).to_have_attribute('data-range', '-10,10')            # the file's one range
+        old = [_act(tmp_path/'older', e, '1.2')['max'] for e in (1, 2, 3)]
+        assert max(old) >= 10, old
+        expect(page.locator('#panel .hist-out')).to_contain_text(f"values at or above 10 (max {float(f'{max(old):.3g}'):g})")
         expect(page.locator('#panel .hist-out')).to_contain_text('how many these files do not record')
         for i in range(3):      # the panel is drawn again when the older epochs arrive: take the picture of the settled one
             try: hist.screenshot(path=str(SHOTS/'hist-out.png')); break
@@ -423,7 +430,8 @@ def test_histogram_fits_the_values_and_marks_values_outside(runs, page, tmp_path
         page.goto(srv.url + '?run=unsampled')
         expect(page.locator('#epoch-count')).to_have_text('3')
         page.locator('#tree .node[data-path="1.2"] .label').first.click()
-        expect(page.locator('#panel .hist-out')).to_contain_text(f"the max ({float(f'{top:.3g}'):g}) lay at or above 10, but none of the sampled values")
+        mx = max(_act(tmp_path/'unsampled', e, '1.2')['max'] for e in over)
+        expect(page.locator('#panel .hist-out')).to_contain_text(f"the max ({float(f'{mx:.3g}'):g}) lay at or above {top:g}, but none of the sampled values")
     assert page.problems == []
 
 def test_landscape_says_what_its_directions_are(runs, page, tmp_path):
@@ -511,3 +519,37 @@ def test_panel_says_why_a_node_has_no_shape(page, tmp_path):
             expect(page.locator('#panel .kv').first).to_contain_text(says)
         page.screenshot(path=str(SHOTS/'notes.png'), full_page=True)
     assert page.problems == []
+
+def test_page_says_what_it_does_not_show(runs, page, tmp_path):
+    "A run without validation statistics says how to record them; in compare mode the maps, the landscape and the step histogram name the one run they show"
+    shutil.copytree(runs/'good', tmp_path/'land'); shutil.copytree(runs/'toohigh', tmp_path/'other')
+    xs = [i / 2 - 1 for i in range(5)]
+    save_json({'schema': 'fastexplorer/landscape', 'version': 1, 'x': xs, 'y': xs, 'loss': [[1 + x * x + y * y for x in xs] for y in xs],
+               'metric': None}, tmp_path/'land'/'landscape.json')
+    _edit_stats(tmp_path/'other', lambda a: None, lambda doc: [(n.get('xtra') or {}).get('stats', {}).pop('valid_act', None) for n in _nodes(doc['tree'])])
+    with serving(page, tmp_path) as srv:
+        page.goto(srv.url + '?run=other')
+        expect(page.locator('#epoch-count')).to_have_text('3')
+        page.locator('#tree .node[data-path="1.2"] .label').first.click()
+        expect(page.locator('#panel .no-valid')).to_contain_text('ExplorerCallback(valid=True)')
+        page.goto(srv.url + '?run=land')
+        page.locator('#tree .node[data-path="1.2"] .label').first.click()
+        expect(page.locator('#panel .chart').first).to_be_visible()
+        expect(page.locator('#panel .no-valid')).to_have_count(0)            # validation lines are there
+        expect(page.locator('#landscape-sub')).not_to_contain_text('only')
+        page.goto(srv.url + '?run=land&compare=other')
+        expect(page.locator('#compare-info')).to_be_visible()
+        page.locator('#tree .node[data-path="1.2"] .label').first.click()
+        expect(page.locator('#landscape-sub')).to_contain_text('of run land only')
+        expect(page.locator('#heatmaps')).to_contain_text('Of run land only')
+        expect(page.locator('#alerts-title')).to_contain_text('of run land (open other for its own)')
+        expect(page.locator('.step-panel .chart-title', has_text='activation histogram')).to_have_text('activation histogram (land)')
+        page.set_viewport_size({'width': 1400, 'height': 900})
+        head = page.locator('#header').bounding_box()
+        assert head['height'] < 60, head                                    # one line at 1400 px
+        page.screenshot(path=str(SHOTS/'compare-notes.png'), full_page=True)
+    assert page.problems == []
+
+def _nodes(n):
+    yield n
+    for c in n.get('nodes', []): yield from _nodes(c)

@@ -266,7 +266,7 @@ def test_new_steps_reach_event_stream(tmp_path, runs):
 
 def _hist(p:Path)->tuple:
     h = json.loads((p/'run.json').read_text())['hist']
-    return h['bins'],tuple(h['range'])
+    return h['bins'],(None if h['range'] is None else tuple(h['range']))   # `None`: bins fitted to each layer
 
 def test_accepted_sockets_have_tcp_nodelay(srv):
     "The listening socket says TCP, so asyncio sets TCP_NODELAY on every accepted connection (no delayed-ACK wait on small responses)"

@@ -4,7 +4,7 @@ from pathlib import Path
 import numpy as np
 from fastai.callback.progress import *   # noqa: F403
 from fastexplorer.all import *
-from fastexplorer.stepdb import StepWriter, table_stats, step_info
+from fastexplorer.stepdb import StepWriter, table_stats, step_info, open_steps, layer_range
 from fastexplorer.steps import step_layout
 ACT_STATS,GRAD_STATS = table_stats(step_layout(), 'act'),table_stats(step_layout(), 'grad')   # the step database's columns
 from playwright.sync_api import expect
@@ -44,7 +44,8 @@ def test_step_charts_for_a_layer_a_parameter_and_training(runs, page):
         assert ch.locator('polygon.band').count() >= 1, 'the min-max band of the buckets'
         assert ch.locator('text.vlabel').all_text_contents() == [f"e{e['epoch']}" for e in info['epochs'][1:]]
         hist = page.locator('#panel canvas.step-hist')
-        assert int(hist.get_attribute('data-columns')) > 10 and hist.get_attribute('data-range') == '-10,10'
+        con = open_steps(runs/'toohigh'); lo,hi = layer_range(con, '0.2'); con.close()   # the layer's own bins
+        assert int(hist.get_attribute('data-columns')) > 10 and hist.get_attribute('data-range') == f'{lo:g},{hi:g}'
         expect(page.locator('#panel .step-hist-out')).to_contain_text('above')    # lr=3: values beyond the recording range
         assert page.locator('#panel .epoch-head').count() == 1 and page.locator('#panel .chart-title', has_text='dead fraction').count() == 1, 'the epoch charts stay, below'
         page.screenshot(path=str(SHOTS/'steps-layer.png'), full_page=True)
@@ -82,7 +83,7 @@ def test_drag_zooms_every_step_chart_and_requeries(runs, page):
 def _append_steps(run:Path, first:int, n:int, epoch:int):
     "Write `n` sampled training batches from step `first` on, with every layer's and parameter's statistics, as the callback's writer does"
     info,m = step_info(run),json.loads((run/'run.json').read_text())
-    w = StepWriter(run, m['hist']['bins'], tuple(m['hist']['range']))
+    w = StepWriter(run, m['hist']['bins'], m['hist']['range'] and tuple(m['hist']['range']))
     L,P,k = info['layers'],info['params'],m['hist']['bins'] + 2
     act = np.array([[i, j, *np.full(len(ACT_STATS), 0.5), *np.ones(k)] for i in range(n) for j in range(len(L))])
     grad = np.array([[i, j, *np.full(len(GRAD_STATS), 0.01)] for i in range(n) for j in range(len(P))])

@@ -147,12 +147,36 @@ def test_histogram_counts_values_outside_its_range(tmp_path):
         def forward(self, x): return x[:, :6] * 0 + x.new_tensor([-20., -10., 0., 9.99, 10., 30.])
     model = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten(), Pattern(), nn.Linear(6, 2))
     learn = learner(model, images(n=8, size=8))
-    _fit(learn, 1, cbs=ExplorerCallback(tmp_path/'run', every=1, layers=['3'], hist_bins=4))
+    _fit(learn, 1, cbs=ExplorerCallback(tmp_path/'run', every=1, layers=['3'], hist_bins=4, hist_range=(-10, 10)))
     a = load_run(tmp_path/'run').stats('3')[0]
+    assert a['hist_range'] == [-10, 10], a
     n = a['hist_n'] // 6
     assert n > 0 and a['hist_n'] == a['n'], a
     assert a['hist_out'] == [n, 2 * n], a                     # -20 below; 10 and 30 from the high end up
     assert a['hist'] == [2 * n, 0, n, 3 * n], a               # edge bins include what lies outside: the counts add up
+
+def test_histogram_bins_fit_each_layer_and_stay_for_the_run(tmp_path):
+    "Each layer's bins are fitted to its first sampled batch and kept: over epochs, in the step database, and by a resumed run"
+    class Scaled(nn.Module):
+        "Its input times `k`: layers whose values differ by orders of magnitude"
+        def __init__(self, k): super().__init__(); self.k = k
+        def forward(self, x): return x * self.k
+    def model(): return nn.Sequential(nn.Flatten(), nn.Linear(192, 16), Scaled(1e-3), Scaled(1e3), nn.Linear(16, 2))
+    p = tmp_path/'run'
+    _fit(learner(model(), images(n=16, size=8)), 2, cbs=ExplorerCallback(p, every=1, layers=['1', '2', '3']))
+    run = load_run(p)
+    for layer in ('1', '2', '3'):
+        (a,b) = run.stats(layer)
+        assert a['hist_range'] == b['hist_range'] == run.hist_range(layer) == list(read_hist_ranges(p)[layer]), layer
+        lo,hi = a['hist_range']
+        assert lo < a['min'] < 0 < a['max'] < hi and hi - lo <= 8 * max(-a['min'], a['max']), (layer, a)   # its own scale
+        assert sum(v > 0 for v in a['hist']) >= 10 and sum(a['hist']) == a['hist_n'], (layer, a['hist'])   # spread, all counted
+    _fit(learner(model(), images(n=16, size=8)), 1, cbs=ExplorerCallback(p, every=1, layers=['1', '2', '3'], resume=True))
+    again = load_run(p)
+    assert [again.stats(l)[-1]['hist_range'] for l in ('1', '2', '3')] == [run.hist_range(l) for l in ('1', '2', '3')]
+    assert run.meta['hist'] == {'bins': 40, 'range': None}
+    steps,counts = again.step_hist('2')
+    assert len(steps) == sum(e['sampled']['train'] for e in again.epochs) and (counts.sum(1) > 0).all()   # the first batch too
 
 def test_nan_counted_and_alerted(tmp_path):
     "NaN and Inf are counted, statistics are over the finite values, and the first layer with them is alerted"

@@ -13,6 +13,8 @@ CREATE INDEX IF NOT EXISTS batches_split_step ON batches(split, step);
 CREATE TABLE IF NOT EXISTS epochs(fit INTEGER NOT NULL, epoch INTEGER NOT NULL, step INTEGER NOT NULL, PRIMARY KEY(fit, epoch)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS hypers(grp INTEGER NOT NULL, name TEXT NOT NULL, split TEXT NOT NULL, step INTEGER NOT NULL, batch INTEGER NOT NULL,
     value REAL, PRIMARY KEY(grp, name, split, step, batch)) WITHOUT ROWID;
+-- `hist_ranges`: the low and high end of the bins of each layer whose range was fitted to it (`hist_lo` = `fit` in `meta`).
+CREATE TABLE IF NOT EXISTS hist_ranges(name INTEGER PRIMARY KEY, lo REAL NOT NULL, hi REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS act(name INTEGER NOT NULL, split TEXT NOT NULL, step INTEGER NOT NULL, batch INTEGER NOT NULL,
     {act}hist BLOB, PRIMARY KEY(name, split, step, batch)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS grad(name INTEGER NOT NULL, split TEXT NOT NULL, step INTEGER NOT NULL, batch INTEGER NOT NULL,

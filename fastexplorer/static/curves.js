@@ -112,7 +112,7 @@ export function renderAlerts() {
     return;
   }
   const ep = S.run.epochs.get(e);
-  title.replaceChildren('Alerts ', h('span', { class: 'muted sub', text: `epoch ${e}` }));
+  title.replaceChildren('Alerts ', h('span', { class: 'muted sub', text: `epoch ${e}` + (S.cmp ? ` · of run ${S.run.name} (open ${S.cmp.name} for its own)` : '') }));
   if (ep.light) { box.replaceChildren(...live, h('div', { class: 'note', text: `Loading the alerts of epoch ${e}…` })); return; }
   if (!ep.alerts.length) {
     // a hint of where the alerts are, when the selected epoch has none

@@ -93,6 +93,7 @@ export function renderHeatmaps() {
   }
   const note = fromSel ? `Channel-mean activation of ${sel.path === '' ? 'the model' : sel.path} per validation sample, epoch ${e}.`
     : `Channel-mean activations of the first layers, epoch ${e}` + (sel ? ' (the selected node has no map: pick a layer with a 4-D output).' : ' (select a layer to see its own).');
+  const whose = S.cmp ? ` Of run ${S.run.name} only: compare mode shows the first run's maps.` : '';
   const flatNote = anyFlat ? ' Flat maps (one value everywhere, such as 1×1 maps after pooling) are labelled with that value, coloured by where it lies in the row\'s range.' : '';
-  box.replaceChildren(h('div', { class: 'note small' }, note, ' ', h('span', { class: 'cmap', style: `background:${lutGradient(MAGMA)}`, title: 'low → high, per map' }), flatNote), h('div', { class: 'hm-scroll' }, table));
+  box.replaceChildren(h('div', { class: 'note small' }, note, ' ', h('span', { class: 'cmap', style: `background:${lutGradient(MAGMA)}`, title: 'low → high, per map' }), whose, flatNote), h('div', { class: 'hm-scroll' }, table));
 }

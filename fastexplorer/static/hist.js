@@ -9,7 +9,7 @@ import { niceStep, tickFmt } from './charts.js';
 function histColumns(run, path) {
   return epochNumbers(run).map((n) => {
     const ep = run.epochs.get(n), s = statsAt(run, ep, path), a = s && s.act;
-    const r = (ep.hist && ep.hist.range) || (run.meta && run.meta.hist && run.meta.hist.range);
+    const r = (a && a.hist_range) || (ep.hist && ep.hist.range) || (run.meta && run.meta.hist && run.meta.hist.range);   // the layer's own bins, else the run's
     const c = { n, hist: a && Array.isArray(a.hist) && a.hist.length ? a.hist : null, range: Array.isArray(r) && r.length === 2 && r[1] > r[0] ? r : null,
                 hn: a && fin(a.hist_n) ? a.hist_n : null, min: a && fin(a.min) ? a.min : null, max: a && fin(a.max) ? a.max : null };
     if (!c.hist || !c.range) return c;
@@ -60,7 +60,7 @@ function outNote(cols, rlo, rhi) {
   const parts = [side('above', '▲', `at or above ${fmt(rhi)}`, (cs) => Math.max(...cs.map((c) => c.max)), 'max'),
                  side('below', '▼', `below ${fmt(rlo)}`, (cs) => Math.min(...cs.map((c) => c.min)), 'min')].filter(Boolean);
   if (!parts.length) return null;
-  return h('div', { class: 'hist-out', title: `the histogram records values in [${fmt(rlo)}, ${fmt(rhi)}] (ExplorerCallback's hist range); values outside are counted in the edge bins, marked red` },
+  return h('div', { class: 'hist-out', title: `the histogram records values in [${fmt(rlo)}, ${fmt(rhi)}] (the layer's bins: fitted to its first sampled batch, or ExplorerCallback's hist_range); values outside are counted in the edge bins, marked red` },
     `Outside the recording range [${fmt(rlo)}, ${fmt(rhi)}]: ${parts.join('; ')}.`);
 }
 

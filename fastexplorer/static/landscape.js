@@ -46,6 +46,8 @@ export function renderLandscape() {
     sf.addEventListener('pointerup', () => { drag = null; });
     if (metricSel) metricSel.addEventListener('change', drawLandscape);
   }
+  // compare mode shows the first run's landscape only: the subtitle says whose it is
+  $('#landscape-sub').textContent = axesOf(L).sub + dataOf(L) + (S.cmp ? ` · of run ${S.run.name} only (compare mode shows the first run's)` : '');
   drawLandscape();
 }
 

@@ -70,7 +70,7 @@ async function loadCompare(cid) {
   } catch (e) { showMessage(`Cannot load the compared run "${cid}": ${e.message}`, 'warn'); return; }
   loadSteps(c).then(() => { if (c.steps) scheduleRender(); });
   S.cmp = c;
-  renderHeader(); scheduleRender();
+  renderHeader(); scheduleRender(); renderLandscape();   // the landscape says it is the first run's
   settledP.then(() => loadEpochs(c, (c.meta.epochs || []).map((e) => e.epoch).filter((n) => !c.epochs.has(n)), false));
   if (c.status === 'running') openEvents(c);
 }

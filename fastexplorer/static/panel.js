@@ -99,6 +99,8 @@ export function renderPanel() {
     charts.push(lineChart({ title: 'near-zero fraction', series: mk('near_zero'), x: dom, y: [0, 1], marker: e, tip: 'fraction of activations close to zero' }));
     charts.push(histChart(run, path, 'hist-heatmap', run.name));
     if (cmp) charts.push(histChart(cmp, path, 'hist-heatmap-compare', cmp.name));
+    const valid = both.some(([r]) => epochNumbers(r).some((n) => { const s = statsAt(r, r.epochs.get(n), path); return s && s.valid_act; }));
+    if (!valid) charts.push(h('div', { class: 'note small no-valid', text: 'Training activations only: ExplorerCallback(valid=True) records the validation set\'s too, drawn beside them in orange.' }));
   }
   // parameters: the node itself, or a module's direct parameters
   const params = node.type === 'Parameter' ? [node] : paramChildren(node);

@@ -120,7 +120,7 @@ export function stepPanel(node, params) {
       };
       // one chart a charted statistic, as the run's step database declares it; a fixed range, or the min–max band of its buckets
       for (const d of acts) out.push(lineChart({ ...o, title: d.label || d.name, series: ser(d.name, !d.range), y: d.range || undefined, tip: d.doc }));
-      out.push(stepHist(data[0].ds[2], o.x, o.vlines));
+      out.push(stepHist(data[0].ds[2], o.x, o.vlines, S.cmp ? S.run.name : null));
     }
     if (ps.length) {
       const ser = (k, st) => {
@@ -156,21 +156,21 @@ export function stepCurves() {
 
 /* The histogram of the training activations over steps: a column per point, the y range fitted to the bins that hold
    values, values below or above the recording range marked red on that edge. */
-function stepHist(d, x, vlines) {
+function stepHist(d, x, vlines, label) {
   const W = 340, H = 150, m = { l: 46, r: 10, t: 8, b: 20 }, dpr = 2, pw = W - m.l - m.r, ph = H - m.t - m.b;
   const wrap = h('div', { class: 'chart' });
-  wrap.append(h('div', { class: 'chart-head' }, h('span', { class: 'chart-title', text: 'activation histogram', title: 'histogram of the training activations at each point (its first sampled batch), colour: log(1 + count); the y range fits the values' })));
+  wrap.append(h('div', { class: 'chart-head' }, h('span', { class: 'chart-title', text: 'activation histogram' + (label ? ` (${label})` : ''), title: 'histogram of the training activations at each point (its first sampled batch), colour: log(1 + count); the y range fits the values' + (label ? `; compare mode: of run ${label} only` : '') })));
   const cv = h('canvas', { class: 'hist-canvas step-hist', width: String(W * dpr), height: String(H * dpr) });
   const box = h('div', { class: 'plot-box' }, cv);
   wrap.append(box, h('div', { class: 'axis-label', text: 'step →   ·   y: activation value' }));
   Object.assign(wrap.dataset, { x0: String(x[0]), x1: String(x[1]), vbw: String(W), pl: String(m.l), pw: String(pw) });
-  const hm = S.run.meta && S.run.meta.hist, ctx = cv.getContext('2d');
+  const hm = S.run.meta && S.run.meta.hist, rng = (d && d.range) || (hm && hm.range), ctx = cv.getContext('2d');   // the layer's bins, else the run's
   if (!ctx) return wrap;
   ctx.scale(dpr, dpr);
   ctx.fillStyle = '#f3f4f6'; ctx.fillRect(m.l, m.t, pw, ph);
   ctx.font = '9px system-ui, sans-serif'; ctx.fillStyle = '#6b7280';
-  if (!d || !d.counts || !d.counts.length || !hm || !Array.isArray(hm.range)) { ctx.fillText('no histogram recorded', m.l + 8, m.t + ph / 2); return wrap; }
-  const nb = d.counts[0].length - 2, [lo, hi] = hm.range, bw = (hi - lo) / nb;
+  if (!d || !d.counts || !d.counts.length || !Array.isArray(rng)) { ctx.fillText('no histogram recorded', m.l + 8, m.t + ph / 2); return wrap; }
+  const nb = d.counts[0].length - 2, [lo, hi] = rng, bw = (hi - lo) / nb;
   let b0 = nb, b1 = -1, mx = 0, below = false, above = false;
   for (const c of d.counts) {
     for (let b = 0; b < nb; b++) if (c[b + 1] > 0) { b0 = Math.min(b0, b); b1 = Math.max(b1, b); mx = Math.max(mx, Math.log1p(c[b + 1])); }
