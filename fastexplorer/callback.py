@@ -52,6 +52,7 @@ def _check_args(path, ints:dict, flags:dict, hist_range, near_zero, alerts, laye
     if hist_range is not None and not (isinstance(hist_range, (tuple, list)) and len(hist_range) == 2
                                        and all(map(is_real, hist_range)) and hist_range[0] < hist_range[1]):
         _refuse('hist_range', "None (each layer's own) or two finite numbers (low, high) with low < high", hist_range)
+    if is_int(hb := ints.get('hist_bins', (1,))[0]) and hb > 10_000: _refuse('hist_bins', 'at most 10,000 (every layer keeps its counts at every sampled step)', hb)
     if not (is_real(near_zero) and near_zero >= 0): _refuse('near_zero', 'a finite number at least 0', near_zero)
     if (bad := bad_threshold(alerts)): _refuse(*bad)
     if isinstance(layers, (list, tuple)) and not layers: _refuse('layers', 'None (the default layers) or a selection of at least one', layers)

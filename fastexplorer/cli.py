@@ -63,7 +63,7 @@ def digits_learner(
 
 # %% ../nbs/06_cli.ipynb #bc050404
 _OPTIONS = {   # option: (its check, what it may be)
-    'epochs': (lambda v: is_int(v) and v >= 0, 'a whole number of epochs, at least 0 (0: only probe)'),
+    'epochs': (lambda v: is_int(v) and 0 <= v <= 10_000, 'a whole number of epochs from 0 (only probe) to 10,000'),
     'lr': (lambda v: is_real(v) and v > 0, 'a finite number above 0'),
     'every': (lambda v: is_int(v) and v >= 1, 'a whole number, at least 1'),
     'bs': (lambda v: is_int(v) and v >= 1, 'a whole number, at least 1'),

@@ -19,11 +19,11 @@ from .formats import *
 # %% auto #0
 __all__ = ['DTYPE_NAMES', 'LazyTensor', 'Node', 'is_lazy', 'depth_idx_labels', 'Representation', 'select_modules', 'Statistic',
            'named_columns', 'SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json',
-           'sqlite_reader', 'sqlite_delete', 'load_schema', 'validate', 'missing_message', 'is_int', 'is_real',
-           'site_key', 'site_of', 'temp_beside', 'ROOT', 'root_label', 'root_last', 'FALLBACK_RANGE']
+           'sqlite_reader', 'sqlite_create', 'sqlite_delete', 'load_schema', 'validate', 'missing_message', 'is_int',
+           'is_real', 'site_key', 'site_of', 'temp_beside', 'ROOT', 'root_label', 'root_last', 'FALLBACK_RANGE']
 
 # %% ../nbs/00_core.ipynb #635a251a
-_all_ = ['SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_delete',
+_all_ = ['SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_create', 'sqlite_delete',
          'load_schema', 'validate', 'missing_message', 'is_int', 'is_real', 'site_key', 'site_of', 'temp_beside',
          'ROOT', 'root_label', 'root_last', 'FALLBACK_RANGE']   # `from fastexplorer.core import *` gives the formats' names too
 DTYPE_NAMES = {d: dtype_name(d) for d in vars(torch).values() if isinstance(d, torch.dtype)}

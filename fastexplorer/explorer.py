@@ -153,7 +153,10 @@ def step_query(q, hist:bool=False)->dict:
         if (kind := q.get('kind', 'act')) not in STEP_KINDS: raise ValueError(f"query parameter `kind` must be one of {', '.join(STEP_KINDS)}, not {kind[:40]!r}")
         if kind not in ('loss', 'hyper') and res['layer'] is None: raise ValueError(f"query parameter `layer` is required for kind {kind!r}")
         res['kind'] = kind
-        if s := q.get('stats'): res['stats'] = s.split(',')[0] if kind == 'hyper' else s.split(',')
+        if s := q.get('stats'):
+            names = list(dict.fromkeys(s.split(',')))   # each once: a statistic asked for twice is one column
+            if len(names) > 64: raise ValueError(f"query parameter `stats` names {len(names)} statistics: at most 64 a request")
+            res['stats'] = names[0] if kind == 'hyper' else names
     return {k: v for k,v in res.items() if v is not None}
 
 # %% ../nbs/05_explorer.ipynb #a473e005

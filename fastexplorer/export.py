@@ -280,9 +280,9 @@ def _forget_after(p:Path, epoch:int):
 @patch
 def write_epoch(self:RunWriter, doc:dict, steps:int|None=None)->Path:
     "Write one epoch's document as `epoch_NNNN.json`, index it in `history.sqlite`, list it in `epochs.jsonl` (with `steps`, the steps taken by its end) and touch the manifest"
-    fname,doc = self.path/f"epoch_{doc['epoch']:04d}.json",to_jsonable(doc)   # converted once, for the file and the history
+    fname,text = self.path/f"epoch_{doc['epoch']:04d}.json",dumps(doc)
     self.claim(fname.name, EPOCH_INDEX, 'history.sqlite')
-    with _naming(fname): atomic_write(fname, json.dumps(doc, allow_nan=False, ensure_ascii=False))
+    with _naming(fname): atomic_write(fname, text)
     with _naming(self.path/'history.sqlite'): add_epoch(self.path, doc, fname.name)   # before it is listed: a reader never finds an epoch listed but not indexed
     entry = {'epoch': doc['epoch'], 'file': fname.name, 'partial': doc.get('partial', False)}
     with _naming(self.path/EPOCH_INDEX): append_line(self.path/EPOCH_INDEX, entry if steps is None else {**entry, 'steps': steps})

@@ -14,10 +14,10 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'FALLBACK_RANGE', 'ROOT', 'dtype_name', 'to_jsonable', 'dumps', 'temp_beside', 'atomic_write',
-           'save_json', 'sqlite_reader', 'sqlite_delete', 'load_schema', 'validate', 'missing_message', 'is_int',
-           'is_real', 'site_key', 'site_of', 'root_label', 'root_last']
+           'save_json', 'sqlite_reader', 'sqlite_delete', 'sqlite_create', 'load_schema', 'validate', 'missing_message',
+           'is_int', 'is_real', 'site_key', 'site_of', 'root_label', 'root_last']
 
-# %% ../nbs/00_formats.ipynb #07a3e183
+# %% ../nbs/00_formats.ipynb #0c38ee32
 def _json_key(k):
     "A JSON object key for `k`: tuples are joined with `/`"
     if isinstance(k, str): return k
@@ -32,9 +32,16 @@ def _torch():
     "The `torch` module if something imported it, else `None`: a value cannot be a tensor before torch is loaded"
     return sys.modules.get('torch')
 
+
+# %% ../nbs/00_formats.ipynb #07a3e183
 def to_jsonable(o):
     "A plain-JSON copy of `o`: tensors, numpy values, dtypes, devices and `torch.Size` converted, NaN and Inf as `None`"
-    if o is None or isinstance(o, (bool, str)): return o
+    t = type(o)   # the plain types first, by identity: a deep net's document holds hundreds of thousands of them
+    if t is str or t is int or t is bool or o is None: return o
+    if t is float: return o if math.isfinite(o) else None
+    if t is dict: return {k if type(k) is str else _json_key(k): to_jsonable(v) for k,v in o.items()}
+    if t is list: return [to_jsonable(v) for v in o]
+    if isinstance(o, (bool, str)): return o
     if isinstance(o, numbers.Integral): return int(o)
     if isinstance(o, numbers.Real):
         o = float(o)
@@ -57,8 +64,10 @@ def to_jsonable(o):
 
 # %% ../nbs/00_formats.ipynb #37fb8903
 def dumps(o, indent:int|None=None)->str:
-    "Strict JSON text of `o`: converted with `to_jsonable` and dumped with `allow_nan=False`"
-    return json.dumps(to_jsonable(o), allow_nan=False, ensure_ascii=False, indent=indent)
+    "Strict JSON text of `o`, as `to_jsonable` converts it, dumped with `allow_nan=False`"
+    kw = dict(allow_nan=False, ensure_ascii=False, indent=indent)
+    try: return json.dumps(o, default=to_jsonable, **kw)   # plain values in C, the rest (tensors, numpy) as met
+    except (ValueError, TypeError): return json.dumps(to_jsonable(o), **kw)   # NaN, Inf or a tuple key: converted first
 
 def temp_beside(fname)->tuple:
     "`(fd, path)` of a new temporary file in `fname`'s folder, named `.NAME…tmp`, with the mode the umask gives a new file"
@@ -91,10 +100,14 @@ def save_json(o, fname, indent:int|None=None):
 # %% ../nbs/00_formats.ipynb #d4075fee
 def sqlite_reader(fname, what:str, version:int, hint:str='')->sqlite3.Connection:
     "A read-only connection to SQLite file `fname` (`what` it is, for errors), refused unless its `meta` table holds `version`"
-    if not Path(fname).exists(): raise FileNotFoundError(f"no {what} {str(fname)!r}")
-    con = sqlite3.connect(f"{Path(fname).resolve().as_uri()}?mode=ro", uri=True, timeout=10, check_same_thread=False)
+    p = Path(fname)
+    if not p.exists(): raise FileNotFoundError(f"no {what} {str(fname)!r}")
+    fixed = '&immutable=1' if not os.access(p.resolve().parent, os.W_OK) else ''   # read-only storage: nobody writes it
+    con = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro{fixed}", uri=True, timeout=10, check_same_thread=False)
     try: v = dict(con.execute('SELECT key, value FROM meta')).get('version')
-    except sqlite3.Error: con.close(); raise
+    except sqlite3.Error as e:
+        con.close()
+        raise type(e)(f"{str(fname)!r} cannot be read as {'an' if what[0] in 'aeiou' else 'a'} {what}: {e}") from e
     if v != str(version):
         con.close()
         raise ValueError(f"{str(fname)!r} is {'an' if what[0] in 'aeiou' else 'a'} {what} of version {v}; this fastexplorer reads version {version}{hint}")
@@ -110,6 +123,24 @@ def sqlite_delete(fname, stmts:list, *args):
             for t,s in stmts:
                 if t in tables: con.execute(s, args)
     finally: con.close()
+
+# %% ../nbs/00_formats.ipynb #831ec118
+def sqlite_create(fname, script:str, meta:list):
+    "A new SQLite file `fname` with `script`'s tables and the `meta` rows, made whole beside it and linked into place: a reader never finds one half made"
+    fd,tmp = temp_beside(fname)   # a temporary the run folder knows to clean
+    os.close(fd)
+    try:
+        con = sqlite3.connect(tmp)
+        try:
+            con.executescript(script)
+            with con: con.executemany('INSERT INTO meta VALUES (?, ?)', meta)
+            con.execute('PRAGMA journal_mode=WAL')   # kept in the file: every connection to it writes ahead
+        finally: con.close()
+        try: os.link(tmp, fname)
+        except FileExistsError: pass             # a database made there meanwhile is the one to go on with
+        except OSError: os.replace(tmp, fname)   # a file system without hard links
+    finally: Path(tmp).unlink(missing_ok=True)
+
 
 # %% ../nbs/00_formats.ipynb #f8b8d27e
 SCHEMA_VERSION = 1   # version of the JSON documents fastexplorer writes; bumped on incompatible changes

@@ -122,14 +122,20 @@ async def _answer(root:Path, f, *args)->tuple:
     except (OSError, ValueError) as e: return LEGACY_EVENTS['error'], {'msg': RunStore(root).why(e)}
 
 # %% ../nbs/08_legacy.ipynb #d6dd4325
+async def _receive_text(ws)->str|None:
+    "The next message of websocket `ws` if it is text, `None` if binary; `WebSocketDisconnect` when the client left"
+    from starlette.websockets import WebSocketDisconnect
+    m = await ws.receive()
+    if m['type'] == 'websocket.disconnect': raise WebSocketDisconnect(m.get('code', 1000))
+    return m.get('text')
+
 async def _legacy_events(ws, root:Path, p:Path):
     "Answer the client's events on websocket `ws` from run folder `p` under `root`, until it disconnects"
     st = {'idx': -1, 'path': None}
     while True:
-        try: msg = json.loads(await ws.receive_text())
-        except ValueError: continue       # not JSON: ignored, as the original did
-        pl = msg.get('payload') if isinstance(msg, dict) else None
-        if msg.get('type') != LEGACY_SEND or not isinstance(pl, dict): continue
+        try: msg = json.loads(await _receive_text(ws) or 'null')
+        except ValueError: continue       # not JSON: ignored, as the original did (binary frames too)
+        if not isinstance(msg, dict) or msg.get('type') != LEGACY_SEND or not isinstance(pl := msg.get('payload'), dict): continue
         event = str(pl.get('event', '')).upper()
         if event == 'LOAD_INPUT' or (event == 'GET_HEATMAP' and st['idx'] < 0):
             st['idx'] += 1
@@ -149,7 +155,7 @@ def legacy_endpoint(root):
     async def endpoint(ws):
         await ws.accept()
         try:
-            await ws.receive_text()            # the client's CONNECTED
+            await _receive_text(ws)            # the client's CONNECTED
             p = _legacy_run(root, ws.query_params.get('run'))
             if p is None or not (p/'representation.json').is_file():
                 await ws.send_json({'type': LEGACY_EVENTS['error'], 'payload': {'msg': f"no run to show under {root.name!r}"}}); return await ws.close()

@@ -6,17 +6,17 @@ Docs: https://fastexplorer.github.io/fastexplorer/stepdb.html.md"""
 
 # %% ../nbs/02a_stepdb.ipynb #f24e7a42
 from __future__ import annotations
-import json, os, queue, re, sqlite3, tempfile, threading
+import json, queue, re, sqlite3, threading
 from importlib.resources import files
 from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
-from .formats import sqlite_reader, sqlite_delete, temp_beside, root_label, root_last
+from .formats import sqlite_reader, sqlite_create, sqlite_delete, root_label, root_last
 
 # %% auto #0
-__all__ = ['STEPS_SCHEMA_VERSION', 'STEP_COLUMNS', 'table_stats', 'steps_ddl', 'step_stats', 'StepWriter', 'read_steps',
-           'read_step_hist', 'forget_steps_after', 'open_steps', 'read_hist_ranges', 'layer_range', 'step_series',
-           'step_hist_series', 'step_info']
+__all__ = ['STEPS_SCHEMA_VERSION', 'STEP_COLUMNS', 'MAX_STEP_VALUES', 'table_stats', 'steps_ddl', 'step_stats', 'StepWriter',
+           'read_steps', 'read_step_hist', 'forget_steps_after', 'open_steps', 'read_hist_ranges', 'layer_range',
+           'step_series', 'step_hist_series', 'step_info']
 
 # %% ../nbs/02a_stepdb.ipynb #ee152e74
 STEPS_SCHEMA_VERSION = 2
@@ -64,20 +64,8 @@ def _meta_rows(hist:tuple, stats:list)->list:
             ('hist_bins', str(hist[0])), ('hist_lo', str(hist[1])), ('hist_hi', str(hist[2])), ('stats', json.dumps(stats))]
 
 def _create(fname:Path, hist:tuple, stats:list):
-    "A new step database at `fname`, made whole in a file beside it and then linked into place: a reader never finds one half made"
-    fd,tmp = temp_beside(fname)   # a temporary the run folder knows to clean
-    os.close(fd)
-    try:
-        con = sqlite3.connect(tmp)
-        try:
-            con.executescript(steps_ddl(stats))
-            with con: con.executemany('INSERT INTO meta VALUES (?, ?)', _meta_rows(hist, stats))
-            con.execute('PRAGMA journal_mode=WAL')   # kept in the file: every connection to it writes ahead
-        finally: con.close()
-        try: os.link(tmp, fname)
-        except FileExistsError: pass             # a database made there meanwhile is the one to go on with
-        except OSError: os.replace(tmp, fname)   # a file system without hard links
-    finally: Path(tmp).unlink(missing_ok=True)
+    "A new step database at `fname`, made whole beside it and then linked into place: a reader never finds one half made"
+    sqlite_create(fname, steps_ddl(stats), _meta_rows(hist, stats))
 
 # %% ../nbs/02a_stepdb.ipynb #f80ae307
 def _held(fname, meta:dict, hist:tuple, stats:list|None)->list:
@@ -236,6 +224,21 @@ def _hyper_frame(con, stats=None)->pd.DataFrame:
     d['layer'] = 'group ' + d.pop('grp').astype(str); d['kind'] = 'hyper'
     return d
 
+# %% ../nbs/02a_stepdb.ipynb #05808fde
+MAX_STEP_VALUES = 20_000_000   # the most values `read_steps` puts in one long DataFrame (about 2 GB)
+
+def _guard(con, layers, cols:dict, hint:str):
+    "Refuse at once a read of more than `MAX_STEP_VALUES` values: every batch × the names asked for × the columns of their table (`cols`)"
+    n_batches, = con.execute('SELECT coalesce(max(id) + 1, 0) FROM batches').fetchone()
+    per = 0
+    for kind,k in (('layer', cols.get('act', 0)), ('param', cols.get('grad', 0))):
+        names = {p for p, in con.execute('SELECT path FROM names WHERE kind = ?', (kind,))}
+        per += k * (len(names) if layers is None else len(names & set(layers)))
+    if (n := n_batches * per) > MAX_STEP_VALUES:
+        raise ValueError(f"the step database holds about {n:,} values of what was asked: more than {MAX_STEP_VALUES:,} "
+                         f"(a long DataFrame of about {n * 100 / 2**30:.0f} GB); {hint}")
+
+
 # %% ../nbs/02a_stepdb.ipynb #41f2a803
 def _root(con)->str:
     "How the tables name the root module of the step database `con` (`root_label` of its layers)"
@@ -259,6 +262,9 @@ def read_steps(
         if layers is not None: layers = ['' if l == root else l for l in ([layers] if isinstance(layers, str) else layers)]
         held = step_stats(con)
         names = lambda kind: [d['name'] for d in held if d['kind'] == kind]
+        _guard(con, layers, {'act': len(pick(names('act'))) * (want('act') or want('valid_act')),
+                             'grad': len(pick(names('grad'))) * want('grad') + len(pick(names('weight'))) * want('weight')},
+               "ask for a part: `query_steps(layers=..., stats=..., kinds=...)`, or `step_series` for a chart's points")
         if want('act') or want('valid_act'):
             split = None if want('act') and want('valid_act') else 'train' if want('act') else 'valid'
             if cols := pick(names('act')): frames.append(_layer_frame(con, 'act', cols, lambda d: np.where(d.split == 'train', 'act', 'valid_act'), layers, split))

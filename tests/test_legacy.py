@@ -69,7 +69,7 @@ def _head(frame:bytes)->dict:
 def _connect(srv, origin=None, run=''):
     return websockets.connect(srv.url.replace('http://', 'ws://') + 'ws' + (f'?run={run}' if run else ''), origin=origin, open_timeout=10)
 
-def test_websocket_speaks_the_client_protocol(digits_run):
+def test_websocket_speaks_the_client_protocol(digits_run, capfd):
     root,learn = digits_run
     with serve(root, port=0, legacy_client=True) as srv, _connect(srv, origin=LEGACY_ORIGIN) as ws:
         ws.send(json.dumps({'type': 'CONNECTED', 'payload': {'client': 'web_client'}}))
@@ -88,6 +88,7 @@ def test_websocket_speaks_the_client_protocol(digits_run):
         ws.send(json.dumps({'type': 'socket/sendEvent', 'payload': {'event': 'NOPE'}}))
         assert json.loads(ws.recv(timeout=10))['type'] == LEGACY_EVENTS['invalid']
         ws.send('not json')                                       # ignored, as the original did
+        ws.send(b'\x00\x01binary'); ws.send('[1, 2]'); ws.send('"text"')   # a binary frame, JSON that is not an object: ignored
         ws.send(json.dumps({'type': 'socket/sendEvent', 'payload': {'event': 'GET_HEATMAP', 'path': '0/0'}}))
         assert np.array_equal(np.load(io.BytesIO(ws.recv(timeout=10)[128:])), hm)     # the same sample: no new input
         ws.send(json.dumps({'type': 'socket/sendEvent', 'payload': {'event': 'LOAD_INPUT'}}))
@@ -95,6 +96,7 @@ def test_websocket_speaks_the_client_protocol(digits_run):
         assert [_head(f)['type'] for f in frames] == [LEGACY_EVENTS['input'], LEGACY_EVENTS['heatmap']]
         im2,hm2 = (np.load(io.BytesIO(f[128:])) for f in frames)
         assert hm2.shape == hm.shape and not np.array_equal(im2, im) and not np.array_equal(hm2, hm)
+    assert 'Traceback' not in capfd.readouterr().err          # nothing the client sent made the server print one
 
 def test_websocket_origins(digits_run):
     root,_ = digits_run
