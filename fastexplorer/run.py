@@ -216,9 +216,11 @@ def query_steps(self:Run,
     layers=None, # a layer or parameter path, or a list of them (default: all)
     stats=None,  # a statistic, or a list of them (default: all)
     kinds=None,  # `act`, `valid_act`, `grad`, `weight`, `loss`, `hyper`, or a list of them (default: all)
+    start:int|None=None, # the first step (default: the run's first)
+    stop:int|None=None,  # the last step (default: the run's last)
 )->pd.DataFrame:
     "The part of `steps` asked for, without reading the rest"
-    return read_steps(self.path, layers, stats, kinds)
+    return read_steps(self.path, layers, stats, kinds, start, stop)
 
 @patch
 def step_hist(self:Run, layer:str, split:str='train')->tuple:

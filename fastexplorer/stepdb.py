@@ -199,37 +199,51 @@ def _in(col:str, vals)->tuple:
     vals = [vals] if isinstance(vals, str) else list(vals)
     return f" AND {col} IN ({', '.join('?' * len(vals))})", vals
 
+
+# %% ../nbs/02a_stepdb.ipynb #f66ba199
 _LAYER_ROWS = 'SELECT x.step, b.epoch, b.fit, x.split, n.path, {cols} FROM {t} x JOIN names n ON n.id = x.name JOIN batches b ON b.id = x.batch WHERE 1'
 
-def _layer_frame(con, t:str, cols:list, kind_of, layers=None, split=None)->pd.DataFrame:
-    "Long rows of statistics `cols` of table `t` (`act` or `grad`) for `layers` (default: all) and `split`; `kind_of(rows)` gives their `kind`"
+def _span(col:str, span:tuple=(None, None))->tuple:
+    "The filter keeping the rows whose `col` lies in `span`, `(start, stop)` (either `None`: open), and its arguments"
+    w,args = '',[]
+    for op,v in zip(('>=', '<='), span):
+        if v is not None: w,args = w + f' AND {col} {op} ?',[*args, int(v)]
+    return w,args
+
+def _layer_frame(con, t:str, cols:list, kind_of, layers=None, split=None, span=(None, None))->pd.DataFrame:
+    "Long rows of statistics `cols` of table `t` (`act` or `grad`) for `layers` (default: all), `split` and the steps in `span`; `kind_of(rows)` gives their `kind`"
     w,args = _in('n.path', layers)
     if split: w,args = w + ' AND x.split = ?',[*args, split]
+    w2,a2 = _span('x.step', span); w,args = w + w2,[*args, *a2]
     d = pd.read_sql_query(_LAYER_ROWS.format(cols=', '.join(f'x.{c}' for c in cols), t=t) + w + ' ORDER BY x.name, x.batch', con, params=args)
     d = d.rename(columns={'path': 'layer'}).melt(['step', 'epoch', 'fit', 'split', 'layer'], var_name='stat')
     d['kind'] = kind_of(d)
     return d
 
-def _loss_frame(con, cols:list)->pd.DataFrame:
-    "Long rows of the losses `cols` (`loss`, `smooth_loss`) of the training batches"
-    d = pd.read_sql_query(f"SELECT step, epoch, fit, split, {', '.join(cols)} FROM batches WHERE split = 'train' ORDER BY id", con)
+def _loss_frame(con, cols:list, span=(None, None))->pd.DataFrame:
+    "Long rows of the losses `cols` (`loss`, `smooth_loss`) of the training batches whose steps lie in `span`"
+    w,args = _span('step', span)
+    d = pd.read_sql_query(f"SELECT step, epoch, fit, split, {', '.join(cols)} FROM batches WHERE split = 'train'{w} ORDER BY id", con, params=args)
     d = d.melt(['step', 'epoch', 'fit', 'split'], var_name='stat'); d['layer'] = None; d['kind'] = 'loss'
     return d
 
-def _hyper_frame(con, stats=None)->pd.DataFrame:
-    "Long rows of the hyper-parameters `stats` (default: all) of each parameter group, whose `layer` is `group 0`, …"
+def _hyper_frame(con, stats=None, span=(None, None))->pd.DataFrame:
+    "Long rows of the hyper-parameters `stats` (default: all) of each parameter group, whose `layer` is `group 0`, …, at the steps in `span`"
     w,args = _in('h.name', stats)
+    w2,a2 = _span('h.step', span); w,args = w + w2,[*args, *a2]
     d = pd.read_sql_query('SELECT h.step, b.epoch, b.fit, h.split, h.grp, h.name AS stat, h.value FROM hypers h '
                           f'JOIN batches b ON b.id = h.batch WHERE 1{w} ORDER BY h.grp, h.batch', con, params=args)
     d['layer'] = 'group ' + d.pop('grp').astype(str); d['kind'] = 'hyper'
     return d
 
+
 # %% ../nbs/02a_stepdb.ipynb #05808fde
 MAX_STEP_VALUES = 20_000_000   # the most values `read_steps` puts in one long DataFrame (about 2 GB)
 
-def _guard(con, layers, cols:dict, hint:str):
-    "Refuse at once a read of more than `MAX_STEP_VALUES` values: every batch × the names asked for × the columns of their table (`cols`)"
-    n_batches, = con.execute('SELECT coalesce(max(id) + 1, 0) FROM batches').fetchone()
+def _guard(con, layers, cols:dict, hint:str, span=(None, None)):
+    "Refuse at once a read of more than `MAX_STEP_VALUES` values: every batch (in `span`) × the names asked for × the columns of their table (`cols`)"
+    if span == (None, None): n_batches, = con.execute('SELECT coalesce(max(id) + 1, 0) FROM batches').fetchone()   # a seek
+    else: n_batches, = con.execute('SELECT count(*) FROM batches WHERE 1' + (w := _span('step', span))[0], w[1]).fetchone()
     per = 0
     for kind,k in (('layer', cols.get('act', 0)), ('param', cols.get('grad', 0))):
         names = {p for p, in con.execute('SELECT path FROM names WHERE kind = ?', (kind,))}
@@ -249,13 +263,15 @@ def read_steps(
     layers=None,        # a layer or parameter path, or a list of them (default: all)
     stats=None,         # a statistic, or a list of them (default: all)
     kinds=None,         # `act`, `valid_act`, `grad`, `weight` (the update ratio), `loss`, `hyper`, or a list of them (default: all)
+    start:int|None=None,# the first step to read (default: the run's first)
+    stop:int|None=None, # the last step to read (default: the run's last)
 )->pd.DataFrame:
-    "The step series of run folder `path` as a long DataFrame (`STEP_COLUMNS`), reading only the layers, statistics and kinds asked for (the model's root: `output`)"
+    "The step series of run folder `path` as a long DataFrame (`STEP_COLUMNS`), reading only the layers, statistics, kinds and steps asked for (the model's root: `output`)"
     fname = Path(path)/'steps.sqlite'
     if not fname.exists(): return pd.DataFrame(columns=STEP_COLUMNS)
     want = lambda k: kinds is None or k in ([kinds] if isinstance(kinds, str) else kinds)
     pick = lambda cols: [c for c in cols if stats is None or c in ([stats] if isinstance(stats, str) else stats)]
-    frames = []
+    frames,span = [],(start, stop)
     con = _connect(fname, readonly=True)
     try:
         root = _root(con)
@@ -264,15 +280,15 @@ def read_steps(
         names = lambda kind: [d['name'] for d in held if d['kind'] == kind]
         _guard(con, layers, {'act': len(pick(names('act'))) * (want('act') or want('valid_act')),
                              'grad': len(pick(names('grad'))) * want('grad') + len(pick(names('weight'))) * want('weight')},
-               "ask for a part: `query_steps(layers=..., stats=..., kinds=...)`, or `step_series` for a chart's points")
+               "ask for a part: `query_steps(layers=..., stats=..., kinds=..., start=..., stop=...)`, or `step_series` for a chart's points", span)
         if want('act') or want('valid_act'):
             split = None if want('act') and want('valid_act') else 'train' if want('act') else 'valid'
-            if cols := pick(names('act')): frames.append(_layer_frame(con, 'act', cols, lambda d: np.where(d.split == 'train', 'act', 'valid_act'), layers, split))
-        if want('grad') and (cols := pick(names('grad'))): frames.append(_layer_frame(con, 'grad', cols, lambda d: 'grad', layers))
-        if want('weight') and (cols := pick(names('weight'))): frames.append(_layer_frame(con, 'grad', cols, lambda d: 'weight', layers))
+            if cols := pick(names('act')): frames.append(_layer_frame(con, 'act', cols, lambda d: np.where(d.split == 'train', 'act', 'valid_act'), layers, split, span))
+        if want('grad') and (cols := pick(names('grad'))): frames.append(_layer_frame(con, 'grad', cols, lambda d: 'grad', layers, span=span))
+        if want('weight') and (cols := pick(names('weight'))): frames.append(_layer_frame(con, 'grad', cols, lambda d: 'weight', layers, span=span))
         if layers is None:
-            if want('loss') and (cols := pick(['loss', 'smooth_loss'])): frames.append(_loss_frame(con, cols))
-            if want('hyper'): frames.append(_hyper_frame(con, stats))
+            if want('loss') and (cols := pick(['loss', 'smooth_loss'])): frames.append(_loss_frame(con, cols, span))
+            if want('hyper'): frames.append(_hyper_frame(con, stats, span))
     finally: con.close()
     frames = [f for f in frames if len(f)]
     if not frames: return pd.DataFrame(columns=STEP_COLUMNS)
