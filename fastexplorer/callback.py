@@ -215,7 +215,7 @@ def _close_writer(self:ExplorerCallback, status:str|None=None, e:BaseException|N
     w = self.writer
     if w is None or w.lock is None: return
     try:
-        if status is not None: w.write_manifest(status=status, **({} if e is None else {'error': f"{type(e).__name__}: {e}"}))
+        if status is not None: w.write_manifest(final=True, status=status, **({} if e is None else {'error': f"{type(e).__name__}: {e}"}))
     except Exception as x: warnings.warn(f"fastexplorer could not record the end of the run in {self.path}: {x}")
     finally: w.close()
 

@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/export.html.md"""
 
 # %% ../nbs/02_export.ipynb #5c8d5a0c
 from __future__ import annotations
-import contextlib, datetime, json, os, re, socket, sqlite3, tempfile, warnings
+import contextlib, datetime, errno, json, os, re, socket, sqlite3, tempfile, warnings
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
@@ -18,8 +18,8 @@ try: import fcntl
 except ImportError: fcntl = None      # Windows: run folders are not locked
 
 # %% auto #0
-__all__ = ['LOCK', 'append_line', 'RunLockedError', 'lock_run', 'unlock_run', 'foreign_files', 'is_run_file', 'repair_run',
-           'RunWriter', 'epoch_doc']
+__all__ = ['LOCK', 'RESERVE', 'append_line', 'RunLockedError', 'lock_run', 'free_reserve', 'unlock_run', 'foreign_files',
+           'is_run_file', 'repair_run', 'RunWriter', 'epoch_doc']
 
 # %% ../nbs/02_export.ipynb #df32d152
 def _versions()->dict:
@@ -44,6 +44,8 @@ def append_line(fname, d:dict):
         f.flush(); os.fsync(f.fileno())
 
 # %% ../nbs/02_export.ipynb #91689d98
+RESERVE = 256 * 1024   # bytes the lock file holds while the run is open: room for `run.json` on a full disk
+
 class RunLockedError(RuntimeError):
     "The run folder is being written by another writer: another process, or another `RunWriter` in this one"
 
@@ -62,7 +64,15 @@ def lock_run(p:Path):
         warnings.warn(f"fastexplorer cannot lock run folder {str(p)!r} ({e.strerror or e}): a second writer would not be detected")
         return f
     f.seek(0); f.truncate(); f.write(f"{os.getpid()}@{socket.gethostname()}"); f.flush()
+    try: f.write('\n' + ' ' * RESERVE); f.flush()   # room kept for the run's last word (`free_reserve`)
+    except OSError: pass
     return f
+
+def free_reserve(f):
+    "Give back the room lock file `f` keeps, keeping the lock and `pid@host`: a full disk then takes the run's final status"
+    if f is None or f.closed: return
+    try: f.seek(0); f.truncate(); f.write(f"{os.getpid()}@{socket.gethostname()}"); f.flush()
+    except OSError: pass
 
 def unlock_run(f):
     "Release the lock `lock_run` returned"
@@ -214,10 +224,15 @@ def claim(self:RunWriter, *names):
     if new: self.write_manifest()
 
 @patch
-def write_manifest(self:RunWriter, **updates):
-    "Update the manifest with `updates` and write `run.json`"
+def write_manifest(self:RunWriter, final:bool=False, **updates):
+    "Update the manifest with `updates` and write `run.json`; the `final` status of a run may use the room its lock kept"
     self.manifest.update(updates, updated=_now())
-    with _naming(self.path/'run.json'): save_json(self.manifest, self.path/'run.json', indent=1)
+    with _naming(self.path/'run.json'):
+        try: save_json(self.manifest, self.path/'run.json', indent=1)
+        except OSError as e:
+            if not final or e.errno != errno.ENOSPC or self.lock is None: raise
+            free_reserve(self.lock)   # a full disk: the room the lock kept, for this write
+            save_json(self.manifest, self.path/'run.json', indent=1)
 
 @patch
 def write_representation(self:RunWriter, doc:dict):

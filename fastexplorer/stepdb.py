@@ -96,8 +96,10 @@ class StepWriter:
     ):
         lo,hi = ('fit', 'fit') if hist_range is None else map(float, hist_range)
         self.fname,self.hist = Path(path)/'steps.sqlite',(int(hist_bins), lo, hi)
-        if not self.fname.exists(): _create(self.fname, self.hist, _held(self.fname, {}, self.hist, stats))
-        self.con = _connect(self.fname)
+        try:   # a full disk or a damaged file: the error names it
+            if not self.fname.exists(): _create(self.fname, self.hist, _held(self.fname, {}, self.hist, stats))
+            self.con = _connect(self.fname)
+        except sqlite3.Error as e: raise type(e)(f"cannot write {str(self.fname)!r}: {e}") from e
         try:
             # check what is there before writing anything: a database of another version or layout is left as it is
             has_meta = self.con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
