@@ -223,6 +223,19 @@ def query_steps(self:Run,
     return read_steps(self.path, layers, stats, kinds, start, stop)
 
 @patch
+def step_series(self:Run,
+    layer=None,        # a layer or parameter path (the root: `output`; for `hyper`, `group 0`…; none for `loss`)
+    kind:str='act',    # `act`, `valid_act`, `grad`, `weight`, `loss` or `hyper`
+    stats=None,        # the statistics (default: all of `kind`'s)
+    start:int|None=None, stop:int|None=None, # the range of steps (inclusive)
+    points:int=1000,   # at most this many buckets of consecutive steps
+)->pd.DataFrame:
+    "A series as a chart draws it, however long the run: each bucket of steps (its first, the index) with each statistic's min, max and mean over it"
+    d = stepdb.step_series(self.path, layer, kind, stats, start, stop, points)
+    cols = {s: pd.DataFrame(v, index=pd.Index(d['steps'], name='step')) for s,v in d.items() if isinstance(v, dict)}
+    return pd.concat(cols, axis=1) if cols else pd.DataFrame(index=pd.Index([], name='step'))
+
+@patch
 def step_hist(self:Run, layer:str, split:str='train')->tuple:
     "`(steps, counts)` of `layer`'s activation histogram at each sampled batch (`hist_bins` + 2 columns: below, bins, above)"
     return read_step_hist(self.path, layer, split)

@@ -340,6 +340,7 @@ def _stats_of(con, kind, stats):
     return stats
 
 def _name_id(con, layer, kind):
+    if kind in ('act', 'valid_act') and layer == _root(con): layer = ''   # the root, as users name it
     r = con.execute('SELECT id FROM names WHERE path = ? AND kind = ?', (layer, 'layer' if kind in ('act', 'valid_act') else 'param')).fetchone()
     if r is None: raise KeyError(f"no {'layer' if kind in ('act', 'valid_act') else 'parameter'} {layer!r} in the step database")
     return r[0]
