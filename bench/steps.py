@@ -45,6 +45,7 @@ def main():
     print(f"one flush (10 batches, {10 * (a.layers + a.params):,} rows): median {statistics.median(first) * 1e3:.1f} ms, mean {statistics.mean(first) * 1e3:.1f} ms "
           f"in the first tenth of the run; median {statistics.median(last) * 1e3:.1f} ms, mean {statistics.mean(last) * 1e3:.1f} ms in the last")
     for what,f in [('query_steps of one layer, 10 statistics, every step', lambda: read_steps(d, layers=layers[a.layers // 2], kinds='act')),
+                   ('query_steps of one layer, 10 statistics, wide', lambda: read_steps(d, layers=layers[a.layers // 2], kinds='act', wide=True)),
                    ('query_steps of one layer, one statistic, every step', lambda: read_steps(d, layers=layers[a.layers // 2], stats='mean', kinds='act')),
                    ('step_series of one layer, 10 statistics, 1,000 buckets', lambda: step_series(d, layers[a.layers // 2], points=1000)),
                    ('step_series of one layer, mean, 1,000 buckets', lambda: step_series(d, layers[a.layers // 2], stats='mean', points=1000)),

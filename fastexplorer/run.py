@@ -218,9 +218,10 @@ def query_steps(self:Run,
     kinds=None,  # `act`, `valid_act`, `grad`, `weight`, `loss`, `hyper`, or a list of them (default: all)
     start:int|None=None, # the first step (default: the run's first)
     stop:int|None=None,  # the last step (default: the run's last)
+    wide:bool=False,     # a row per step, layer and kind with a column per statistic (about 10 times fewer rows)
 )->pd.DataFrame:
     "The part of `steps` asked for, without reading the rest"
-    return read_steps(self.path, layers, stats, kinds, start, stop)
+    return read_steps(self.path, layers, stats, kinds, start, stop, wide)
 
 @patch
 def step_series(self:Run,

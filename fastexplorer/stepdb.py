@@ -195,6 +195,7 @@ def close(self:StepWriter):
 
 # %% ../nbs/02a_stepdb.ipynb #f1e4c294
 STEP_COLUMNS = ['step', 'epoch', 'fit', 'split', 'layer', 'kind', 'stat', 'value']
+_KEYS = STEP_COLUMNS[:6]   # what a row of the wide form is about
 
 def _in(col:str, vals)->tuple:
     if vals is None: return '', []
@@ -212,30 +213,33 @@ def _span(col:str, span:tuple=(None, None))->tuple:
         if v is not None: w,args = w + f' AND {col} {op} ?',[*args, int(v)]
     return w,args
 
-def _layer_frame(con, t:str, cols:list, kind_of, layers=None, split=None, span=(None, None))->pd.DataFrame:
-    "Long rows of statistics `cols` of table `t` (`act` or `grad`) for `layers` (default: all), `split` and the steps in `span`; `kind_of(rows)` gives their `kind`"
+def _layer_frame(con, t:str, cols:list, kind_of, layers=None, split=None, span=(None, None), wide:bool=False)->pd.DataFrame:
+    "Long rows (`wide`: a column each) of statistics `cols` of table `t` (`act` or `grad`) for `layers` (default: all), `split` and the steps in `span`; `kind_of(rows)` gives their `kind`"
     w,args = _in('n.path', layers)
     if split: w,args = w + ' AND x.split = ?',[*args, split]
     w2,a2 = _span('x.step', span); w,args = w + w2,[*args, *a2]
     d = pd.read_sql_query(_LAYER_ROWS.format(cols=', '.join(f'x.{c}' for c in cols), t=t) + w + ' ORDER BY x.name, x.batch', con, params=args)
-    d = d.rename(columns={'path': 'layer'}).melt(['step', 'epoch', 'fit', 'split', 'layer'], var_name='stat')
+    d = d.rename(columns={'path': 'layer'})
+    if not wide: d = d.melt(['step', 'epoch', 'fit', 'split', 'layer'], var_name='stat')
     d['kind'] = kind_of(d)
     return d
 
-def _loss_frame(con, cols:list, span=(None, None))->pd.DataFrame:
+def _loss_frame(con, cols:list, span=(None, None), wide:bool=False)->pd.DataFrame:
     "Long rows of the losses `cols` (`loss`, `smooth_loss`) of the training batches whose steps lie in `span`"
     w,args = _span('step', span)
     d = pd.read_sql_query(f"SELECT step, epoch, fit, split, {', '.join(cols)} FROM batches WHERE split = 'train'{w} ORDER BY id", con, params=args)
-    d = d.melt(['step', 'epoch', 'fit', 'split'], var_name='stat'); d['layer'] = None; d['kind'] = 'loss'
+    if not wide: d = d.melt(['step', 'epoch', 'fit', 'split'], var_name='stat')
+    d['layer'] = None; d['kind'] = 'loss'
     return d
 
-def _hyper_frame(con, stats=None, span=(None, None))->pd.DataFrame:
+def _hyper_frame(con, stats=None, span=(None, None), wide:bool=False)->pd.DataFrame:
     "Long rows of the hyper-parameters `stats` (default: all) of each parameter group, whose `layer` is `group 0`, …, at the steps in `span`"
     w,args = _in('h.name', stats)
     w2,a2 = _span('h.step', span); w,args = w + w2,[*args, *a2]
     d = pd.read_sql_query('SELECT h.step, b.epoch, b.fit, h.split, h.grp, h.name AS stat, h.value FROM hypers h '
                           f'JOIN batches b ON b.id = h.batch WHERE 1{w} ORDER BY h.grp, h.batch', con, params=args)
     d['layer'] = 'group ' + d.pop('grp').astype(str); d['kind'] = 'hyper'
+    if wide and len(d): d = d.pivot_table(index=[*_KEYS], columns='stat', values='value', sort=False).reset_index().rename_axis(columns=None)
     return d
 
 
@@ -254,12 +258,12 @@ def _guard(con, layers, cols:dict, hint:str, span=(None, None)):
         raise ValueError(f"the step database holds about {n:,} values of what was asked: more than {MAX_STEP_VALUES:,} "
                          f"(a long DataFrame of about {n * 100 / 2**30:.0f} GB); {hint}")
 
-
-# %% ../nbs/02a_stepdb.ipynb #41f2a803
 def _root(con)->str:
     "How the tables name the root module of the step database `con` (`root_label` of its layers)"
     return root_label(r[0] for r in con.execute("SELECT path FROM names WHERE kind = 'layer'"))
 
+
+# %% ../nbs/02a_stepdb.ipynb #41f2a803
 def read_steps(
     path,               # a run folder
     layers=None,        # a layer or parameter path, or a list of them (default: all)
@@ -267,8 +271,9 @@ def read_steps(
     kinds=None,         # `act`, `valid_act`, `grad`, `weight` (the update ratio), `loss`, `hyper`, or a list of them (default: all)
     start:int|None=None,# the first step to read (default: the run's first)
     stop:int|None=None, # the last step to read (default: the run's last)
+    wide:bool=False,    # a row per step, layer and kind with a column per statistic (about 10 times fewer rows), not a row per value
 )->pd.DataFrame:
-    "The step series of run folder `path` as a long DataFrame (`STEP_COLUMNS`), reading only the layers, statistics, kinds and steps asked for (the model's root: `output`)"
+    "The step series of run folder `path` as a long DataFrame (`STEP_COLUMNS`; `wide`: a column per statistic), reading only the layers, statistics, kinds and steps asked for (the model's root: `output`)"
     fname = Path(path)/'steps.sqlite'
     if not fname.exists(): return pd.DataFrame(columns=STEP_COLUMNS)
     want = lambda k: kinds is None or k in ([kinds] if isinstance(kinds, str) else kinds)
@@ -285,16 +290,18 @@ def read_steps(
                "ask for a part: `query_steps(layers=..., stats=..., kinds=..., start=..., stop=...)`, or `step_series` for a chart's points", span)
         if want('act') or want('valid_act'):
             split = None if want('act') and want('valid_act') else 'train' if want('act') else 'valid'
-            if cols := pick(names('act')): frames.append(_layer_frame(con, 'act', cols, lambda d: np.where(d.split == 'train', 'act', 'valid_act'), layers, split, span))
-        if want('grad') and (cols := pick(names('grad'))): frames.append(_layer_frame(con, 'grad', cols, lambda d: 'grad', layers, span=span))
-        if want('weight') and (cols := pick(names('weight'))): frames.append(_layer_frame(con, 'grad', cols, lambda d: 'weight', layers, span=span))
+            if cols := pick(names('act')): frames.append(_layer_frame(con, 'act', cols, lambda d: np.where(d.split == 'train', 'act', 'valid_act'), layers, split, span, wide))
+        if want('grad') and (cols := pick(names('grad'))): frames.append(_layer_frame(con, 'grad', cols, lambda d: 'grad', layers, span=span, wide=wide))
+        if want('weight') and (cols := pick(names('weight'))): frames.append(_layer_frame(con, 'grad', cols, lambda d: 'weight', layers, span=span, wide=wide))
         if layers is None:
-            if want('loss') and (cols := pick(['loss', 'smooth_loss'])): frames.append(_loss_frame(con, cols, span))
-            if want('hyper'): frames.append(_hyper_frame(con, stats, span))
+            if want('loss') and (cols := pick(['loss', 'smooth_loss'])): frames.append(_loss_frame(con, cols, span, wide))
+            if want('hyper'): frames.append(_hyper_frame(con, stats, span, wide))
     finally: con.close()
     frames = [f for f in frames if len(f)]
-    if not frames: return pd.DataFrame(columns=STEP_COLUMNS)
-    return root_last(pd.concat(frames, ignore_index=True)[STEP_COLUMNS].astype({'value': float}), root)   # the root: `output`, after the layers
+    if not frames: return pd.DataFrame(columns=_KEYS if wide else STEP_COLUMNS)
+    d = pd.concat(frames, ignore_index=True)
+    d = d[[*_KEYS, *(c for c in d.columns if c not in _KEYS)]] if wide else d[STEP_COLUMNS].astype({'value': float})
+    return root_last(d, root)   # the root: `output`, after the layers
 
 # %% ../nbs/02a_stepdb.ipynb #8ef77a16
 def read_step_hist(
