@@ -13,7 +13,7 @@ def small_disk(p:Path, size:str):
     if os.geteuid() != 0 or subprocess.run(['mount', '-t', 'tmpfs', '-o', f'size={size}', 'tmpfs', str(p)], capture_output=True).returncode:
         pytest.skip('a small file system needs root and a machine that allows mounting one')
     try: yield p
-    finally: subprocess.run(['umount', str(p)], check=True)
+    finally: subprocess.run(['umount', '-l', str(p)], check=True)   # lazily: a failed test's traceback may hold a file open
 
 @pytest.mark.parametrize('size', ['200k', '300k', '400k', '500k'])
 def test_full_disk_fails_the_run_and_says_where(tmp_path, size):

@@ -25,7 +25,7 @@ def read_only(src:Path):
         subprocess.run(['umount', str(dst)]); ok = False
     if not ok: pytest.skip('root ignores file permissions, and this machine does not allow a read-only bind mount')
     try: yield dst
-    finally: subprocess.run(['umount', str(dst)], check=True)
+    finally: subprocess.run(['umount', '-l', str(dst)], check=True)   # lazily: a failed test's traceback may hold a file open
 
 @pytest.fixture(scope='module')
 def finished(tmp_path_factory):
