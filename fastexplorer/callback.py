@@ -480,7 +480,7 @@ def after_cancel_fit(self:ExplorerCallback):
     if not self.active: return
     self._close_steps()
     if self.epoch_started: self._write_epoch(partial=True)
-    if self.writer is not None: self.writer.write_manifest(status='cancelled')
+    if self.writer is not None: self.writer.write_manifest(final=True, status='cancelled')
     self.cancelled = True
 
 @patch
