@@ -173,8 +173,8 @@ def _open_run(self:ExplorerCallback, model):
 def _fit_ranges(self:ExplorerCallback, model):
     "This fit's histogram ranges: those the run fixed before kept (a resumed run's read back), under DDP agreed by the ranks"
     if self.hist_ranges is None:
-        db = self.writer.path/'steps.sqlite' if self.writer is not None and self.resume else None
-        self.hist_ranges = read_hist_ranges(db.parent) if db is not None and db.exists() else {}
+        p = self.writer.path if self.writer is not None and self.resume else None
+        self.hist_ranges = read_hist_ranges(p) if p is not None and (p/'steps.sqlite').exists() else {}
     agree = agree_ranges(len(self.keys), model_device(model)) if is_distributed() else None
     held = {i: self.hist_ranges[k] for i,k in enumerate(self.keys) if k in self.hist_ranges}
     self.ranges,self._new_ranges = HistRanges(self.hist_range, agree, held),{}

@@ -63,15 +63,19 @@ def lock_run(p:Path):
     except OSError as e:                   # a file system without locks (some network ones): go on, unlocked
         warnings.warn(f"fastexplorer cannot lock run folder {str(p)!r} ({e.strerror or e}): a second writer would not be detected")
         return f
-    f.seek(0); f.truncate(); f.write(f"{os.getpid()}@{socket.gethostname()}"); f.flush()
+    _write_owner(f)
     try: f.write('\n' + ' ' * RESERVE); f.flush()   # room kept for the run's last word (`free_reserve`)
     except OSError: pass
     return f
 
+def _write_owner(f):
+    "Lock file `f` holding only `pid@host` of this process"
+    f.seek(0); f.truncate(); f.write(f"{os.getpid()}@{socket.gethostname()}"); f.flush()
+
 def free_reserve(f):
     "Give back the room lock file `f` keeps, keeping the lock and `pid@host`: a full disk then takes the run's final status"
     if f is None or f.closed: return
-    try: f.seek(0); f.truncate(); f.write(f"{os.getpid()}@{socket.gethostname()}"); f.flush()
+    try: _write_owner(f)
     except OSError: pass
 
 def unlock_run(f):

@@ -35,6 +35,9 @@ def steps_ddl(stats:list)->str:
             raise ValueError(f"a statistic's name is a column of the step database: {bad[0]!r} is not one (lower-case letters, digits and `_`, once)")
     return files('fastexplorer').joinpath('schemas', 'steps.sql').read_text().format(**{t: ''.join(f'{n} REAL, ' for n in ns) for t,ns in cols.items()})
 
+def _has_table(con, name:str)->bool:
+    return con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+
 def _connect(fname, readonly:bool=False)->sqlite3.Connection:
     if readonly: return sqlite_reader(fname, 'step database', STEPS_SCHEMA_VERSION, ': record the run again')
     con = sqlite3.connect(fname, timeout=10, check_same_thread=False)
@@ -102,8 +105,7 @@ class StepWriter:
         except sqlite3.Error as e: raise type(e)(f"cannot write {str(self.fname)!r}: {e}") from e
         try:
             # check what is there before writing anything: a database of another version or layout is left as it is
-            has_meta = self.con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
-            meta = dict(self.con.execute('SELECT key, value FROM meta')) if has_meta else {}
+            meta = dict(self.con.execute('SELECT key, value FROM meta')) if _has_table(self.con, 'meta') else {}
             stats = _held(self.fname, meta, self.hist, stats)
             self.con.executescript(steps_ddl(stats))
         except BaseException: self.con.close(); raise
@@ -353,9 +355,6 @@ def _name_id(con, layer, kind):
     return r[0]
 
 # %% ../nbs/02a_stepdb.ipynb #fcd33f00
-def _has_table(con, name:str)->bool:
-    return con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
-
 def read_hist_ranges(path)->dict:
     "`{layer: (lo, hi)}`: the bins fitted to each layer in the step database of run folder `path` (or an open connection)"
     con,own = _reader(path)
