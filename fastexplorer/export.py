@@ -68,9 +68,7 @@ def lock_run(p:Path):
     except OSError: pass
     return f
 
-def _write_owner(f):
-    "Lock file `f` holding only `pid@host` of this process"
-    f.seek(0); f.truncate(); f.write(f"{os.getpid()}@{socket.gethostname()}"); f.flush()
+def _write_owner(f): f.seek(0); f.truncate(); f.write(f"{os.getpid()}@{socket.gethostname()}"); f.flush()   # `pid@host` only
 
 def free_reserve(f):
     "Give back the room lock file `f` keeps, keeping the lock and `pid@host`: a full disk then takes the run's final status"
