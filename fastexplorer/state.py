@@ -10,7 +10,7 @@ import copy, gc, operator, random
 from contextlib import contextmanager
 import numpy as np, torch
 from torch import nn
-from fastcore.basics import patch
+from fastcore.basics import patch, ifnone
 from .core import *
 
 # %% auto #0

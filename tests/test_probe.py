@@ -273,3 +273,17 @@ def test_torchscript_body_trains_with_the_callback(tmp_path):
     run = load_run(tmp_path/'run')
     assert run.stats('head.2')[0]['calls'] == len(learn.dls.train) and run.stats('body.0')[0] is None
     assert run.meta['status'] == 'finished'
+
+@pytest.mark.parametrize('index,expect', [(None, 3), (1, 1)])
+def test_preserved_rng_forks_the_cuda_device_it_is_given(monkeypatch, index, expect):
+    "The CUDA branch of `preserved_rng`, run on any machine: it forks the random state of the model's device (the current one when the device has no index)"
+    import fastexplorer.state as S
+    seen = []
+    class Fork:
+        def __init__(self, devices, device_type): seen.append((devices, device_type))
+        def __enter__(self): return self
+        def __exit__(self, *a): return False
+    monkeypatch.setattr(torch.cuda, 'current_device', lambda: 3)
+    monkeypatch.setattr(S.torch.random, 'fork_rng', Fork)
+    with S.preserved_rng(torch.device('cuda', index) if index is not None else torch.device('cuda')): pass
+    assert seen == [([expect], 'cuda')]
