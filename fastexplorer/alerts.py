@@ -17,7 +17,7 @@ from .nonfinite import find_nonfinite, find_loss_nonfinite
 # %% auto #0
 __all__ = ['BY_INPUT', 'SQUASHING', 'HINTS', 'SEVERITY', 'RANK', 'ALERT_ARGS', 'DEAD_AFTER', 'execution_order', 'output_order',
            'classes_of', 'constant_by_input', 'group_alerts', 'find_alerts', 'rank_alerts', 'bad_threshold',
-           'LiveAlerts', 'stale_grad_alert', 'origin_alert', 'loss_op', 'loss_alert', 'trace_origin']
+           'LiveAlerts', 'stale_grad_flag', 'stale_grad_alert', 'origin_alert', 'loss_op', 'loss_alert', 'trace_origin']
 
 # %% ../nbs/03h_alerts.ipynb #d102e683
 def execution_order(tree:dict)->dict:
@@ -311,12 +311,22 @@ def check(self:LiveAlerts,
     return len(self.alerts) > n0
 
 # %% ../nbs/03h_alerts.ipynb #1c1fca81
-def stale_grad_alert(ps:list, names:list, step:int, epoch:int)->dict|None:
-    "The `grads_not_zeroed` alert if the first trainable parameter of `ps` (named `names`) still holds a gradient before a backward that follows a step"
-    i = next((i for i,p in enumerate(ps) if p.requires_grad and p.grad is not None), None)
-    if i is None or not bool(ps[i].grad.any()): return None
+def _first_grad(ps:list)->int|None: return next((i for i,p in enumerate(ps) if p.requires_grad and p.grad is not None), None)
+
+def stale_grad_flag(ps:list)->tuple|None:
+    "`(i, held)`: the first trainable parameter of `ps` with a gradient, and whether it is not all zero, on its device (`None`: no gradient)"
+    i = _first_grad(ps)
+    return None if i is None else (i, ps[i].grad.any())
+
+def stale_grad_alert(ps:list, names:list, step:int, epoch:int, held:tuple|None=None)->dict|None:
+    """The `grads_not_zeroed` alert if the first trainable parameter of `ps` (named `names`) still holds a gradient before a
+    backward that follows a step; `held`: `(i, held)` as `stale_grad_flag` found it before the backward, read since"""
+    if held is None: held = (i := _first_grad(ps)),i is not None and bool(ps[i].grad.any())
+    i,h = held
+    if i is None or not h: return None
     return {'kind': 'grads_not_zeroed', 'layer': '', 'stat': 'grad', 'step': step, 'epoch': epoch,
             'message': f"at step {step}, before its backward, `{names[i]}` still held the gradient of earlier steps: the gradients are never zeroed"}
+
 
 # %% ../nbs/03h_alerts.ipynb #562f95e2
 def _origin_message(found:dict)->str:

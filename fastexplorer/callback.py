@@ -290,7 +290,9 @@ def after_pred(self:ExplorerCallback):
     if new := self.ranges.take_new():   # the layers binned for the first time: noted with the batch
         new = {self.keys[i]: r for i,r in new.items()}
         self.hist_ranges.update(new); self._new_ranges.update(new)
-    if not self.traced and st.nonfinite is not None and bool(st.nonfinite): self._trace_nonfinite()
+    # NaN or Inf in the activations: read here in validation; in training with the batch's other flags (`_read_flags`)
+    if not self.training and not self.traced and st.nonfinite is not None and bool(st.nonfinite): self._trace_nonfinite()
+    self._unread = self.training
     self._out_grad_ok = None
     if self.training and not self.traced and isinstance(o := first_tensor(self.learn.pred), torch.Tensor) and o.requires_grad:
         # whether the loss's gradient reaching the model's output is finite: kept on the device, read only if gradients break
@@ -305,28 +307,48 @@ def after_cancel_batch(self:ExplorerCallback):
     for st in (getattr(self, 'act', None), getattr(self, 'valid_act', None)):
         if isinstance(st, ActStats): st.drop()
 
+# %% ../nbs/03f_callback.ipynb #f58c4ec8
+@patch
+def _read_flags(self:ExplorerCallback, grad_bad=None, scaled:bool=False):
+    """Read a sampled training batch's flags in one transfer, the one read of its step: NaN or Inf in its activations and
+    in its gradients, gradients left from before its backward; then act on them"""
+    self._unread = False
+    act_bad = self.act.nonfinite if not self.traced else None
+    (i,stale),self._stale = getattr(self, '_stale', None) or (None, None),None
+    ts = [t for t in (act_bad, grad_bad, stale) if t is not None]
+    same = lambda t: (t if t.device == ts[0].device else t.to(ts[0].device)).reshape(()).bool()   # a model on several devices
+    got = iter(torch.stack([same(t) for t in ts]).tolist() if ts else ())
+    a,g,s = (next(got) if t is not None else False for t in (act_bad, grad_bad, stale))
+    if s and (a_ := stale_grad_alert(self.ps, self.pkeys, self.n_steps, self.n_epochs + 1, held=(i, s))) is not None:
+        self.live.add(('grads_not_zeroed',), **group_alerts([a_])[0])
+        if self.writer is not None: self.writer.write_manifest(live_alerts=self.live.alerts)
+    if a: self._trace_nonfinite()
+    if grad_bad is None: return
+    self.pstats.commit(g)
+    # gradients broke with finite activations: the backward is traced, once; not under a loss scaler, whose
+    # overflowing steps are skipped by design
+    if not self.traced and not scaled and self.pstats.nonfinite: self._trace_nonfinite(backward=True)
+
+
 # %% ../nbs/03f_callback.ipynb #624e081d
 @patch
 def before_backward(self:ExplorerCallback):
-    "On a sampled training batch after a step: gradients still there from before it (a `zero_grad` that never ran) are an alert"
-    expected,self._zeroed = getattr(self, '_zeroed', False),False
+    "On a sampled training batch after a step: whether gradients are still there from before it (a `zero_grad` that never ran), kept on the device"
+    expected,self._zeroed,self._stale = getattr(self, '_zeroed', False),False,None
     if not (expected and self.sampled and self.training and self.live is not None) or ('grads_not_zeroed',) in self.live.seen: return
-    if (a := stale_grad_alert(self.ps, self.pkeys, self.n_steps, self.n_epochs + 1)) is not None:
-        self.live.add(('grads_not_zeroed',), **group_alerts([a])[0])
-        if self.writer is not None: self.writer.write_manifest(live_alerts=self.live.alerts)
+    self._stale = stale_grad_flag(self.ps)
 
 @patch
 def after_backward(self:ExplorerCallback):
     "On a sampled training batch: gradient statistics (unscaled), custom parameter statistics, the weights before the step"
     if not (self.sampled and self.training): return
-    sc = grad_scale(self.learn) if self.grads or self.custom else 1.   # one read of the loss scale (a device sync)
+    sc = loss_scale(self.learn) if self.grads else None   # a tensor on the device: unscaling reads nothing back
+    bad = None
     if self.grads:
-        self._grads_before = self.pstats.state() if sc != 1. else None   # taken back if the loss scaler skips the step
-        self.pstats.grads(sc)
-        # gradients broke with finite activations (NaN in these was traced in `after_pred`): the backward is traced, once;
-        # not under a loss scaler, whose overflowing steps are skipped by design
-        if not self.traced and sc == 1. and self.pstats.nonfinite: self._trace_nonfinite(backward=True)
-    if self.custom: custom_params(self.cstats, self.custom, self.pkeys, self.ps, sc)
+        self._grads_before = self.pstats.state() if sc is not None else None   # taken back if the loss scaler skips the step
+        bad = self.pstats.grads(1. if sc is None else sc, read=False)
+    self._read_flags(bad, scaled=sc is not None)
+    if self.custom: custom_params(self.cstats, self.custom, self.pkeys, self.ps, grad_scale(self.learn))
     if self.updates: self.pstats.snapshot()
     self.step_cancelled = False
 
@@ -343,6 +365,7 @@ def after_step(self:ExplorerCallback):
     if not (self.sampled and self.training) or self.pstats.w0 is None: return
     if self.step_cancelled: self.pstats.w0 = None
     else: self.pstats.updates()
+
 
 # %% ../nbs/03f_callback.ipynb #2cdf98ec
 @patch
@@ -434,6 +457,7 @@ def _all_reduce(self:ExplorerCallback):
 def after_batch(self:ExplorerCallback):
     "Count the step, and queue a sampled batch's statistics for the step database"
     if not self.active: return
+    if getattr(self, '_unread', False): self._read_flags()   # a sampled training batch whose backward never ran
     step = self.n_steps
     if self.training:
         self.n_steps += 1
@@ -459,7 +483,7 @@ def _watch_loss(self:ExplorerCallback):
 @patch
 def _flush_steps(self:ExplorerCallback):
     "Hand the queued batches to the step database"
-    if self.queue is not None: self.queue.flush()
+    if self.queue is not None: self.queue.flush(wait=True)
 
 @patch
 def _close_steps(self:ExplorerCallback):

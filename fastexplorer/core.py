@@ -17,10 +17,11 @@ from fastcore.basics import patch, ifnone
 from .formats import *
 
 # %% auto #0
-__all__ = ['DTYPE_NAMES', 'LazyTensor', 'Node', 'is_lazy', 'depth_idx_labels', 'Representation', 'select_modules', 'Statistic',
-           'named_columns', 'SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json',
-           'sqlite_reader', 'sqlite_create', 'sqlite_delete', 'load_schema', 'validate', 'missing_message', 'is_int',
-           'is_real', 'site_key', 'site_of', 'temp_beside', 'ROOT', 'root_label', 'root_last', 'FALLBACK_RANGE']
+__all__ = ['DTYPE_NAMES', 'LazyTensor', 'DEVICE_TENSORS', 'Node', 'is_lazy', 'depth_idx_labels', 'Representation',
+           'select_modules', 'Statistic', 'named_columns', 'device_tensor', 'SCHEMA_VERSION', 'dtype_name',
+           'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_create', 'sqlite_delete',
+           'load_schema', 'validate', 'missing_message', 'is_int', 'is_real', 'site_key', 'site_of', 'temp_beside',
+           'ROOT', 'root_label', 'root_last', 'FALLBACK_RANGE']
 
 # %% ../nbs/00_core.ipynb #635a251a
 _all_ = ['SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_create', 'sqlite_delete',
@@ -338,3 +339,16 @@ class Statistic(NamedTuple):
 def named_columns(t, names)->dict:
     "`{name: column}` of the first columns of `t` (along its last dimension), named by `names` in order"
     return dict(zip(names, t[..., :len(names)].unbind(-1)))
+
+# %% ../nbs/00_core.ipynb #397b79a5
+_DEVICE_TENSORS,DEVICE_TENSORS = {},256   # the tensors `device_tensor` keeps, and how many at most
+
+def device_tensor(values:tuple, device, dtype=torch.long)->torch.Tensor:
+    "`torch.tensor(values)` on `device`, made once and kept: asked for again, it costs no copy from the host (a synchronisation on a GPU)"
+    k = (tuple(values), str(device), dtype)
+    t = _DEVICE_TENSORS.get(k)
+    if t is None:
+        if len(_DEVICE_TENSORS) >= DEVICE_TENSORS: _DEVICE_TENSORS.clear()
+        t = _DEVICE_TENSORS[k] = torch.tensor(k[0], dtype=dtype, device=device)
+    return t
+

@@ -46,7 +46,7 @@ def target_sums(kind:str, axis:int, pred:torch.Tensor, y:torch.Tensor)->dict|Non
         return {'n': ok.sum(), 'counts': torch.zeros(c, device=v.device).scatter_add_(0, v.clamp(0, c - 1), ok)}
     if kind in ('bce', 'bce_logits', 'mse') and y.is_floating_point() and y.shape == pred.shape and y.ndim:
         f = y.float().reshape(len(y), -1)
-        return {'n': f.new_tensor(float(len(y))), 'sum': f.sum(0), 'sq': (f * f).sum(0)}
+        return {'n': f.new_full((), float(len(y))), 'sum': f.sum(0), 'sq': (f * f).sum(0)}
     return None
 
 # %% ../nbs/03hb_losswatch.ipynb #a275c804

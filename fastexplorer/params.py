@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 import torch
 from fastcore.basics import patch, store_attr, val2idx
-from .core import Statistic, named_columns
+from .core import Statistic, named_columns, device_tensor
 
 # %% auto #0
-__all__ = ['PARAM_STEP_STATS', 'grad_rows', 'weight_stats', 'ParamStats']
+__all__ = ['FOREACH', 'PARAM_STEP_STATS', 'norms', 'grad_rows', 'weight_stats', 'ParamStats']
 
 # %% ../nbs/03a_params.ipynb #1ee0af68
 def _norm(t): return torch.dot(t, t).sqrt()   # `vector_norm` is several times slower on some CPU builds
@@ -22,17 +22,29 @@ def _flat32(t:torch.Tensor)->torch.Tensor:
     return t if t.dtype == torch.float32 else t.float()
 
 _GRAD_ROW = val2idx(('sum', 'norm', 'max_abs', 'zeros'))   # the columns of a gradient's row, by name
+_COUNTED = [k == 'zeros' for k in _GRAD_ROW]                # a count, which no loss scale multiplies
+
+FOREACH = ('cuda',)   # devices whose multi-tensor (`_foreach`) kernels reduce a list of tensors in a few launches
+
+def norms(ts:list, ord:float=2)->torch.Tensor:
+    "The `ord`-norm of each flat tensor of `ts` (0: its count of nonzeros), stacked; in multi-tensor kernels where the device has them"
+    if ts and ts[0].device.type in FOREACH: return torch.stack(torch._foreach_norm(ts, ord))
+    if ord == 2: return torch.stack([_norm(t) for t in ts])
+    return torch.stack([torch.linalg.vector_norm(t, ord) for t in ts])
 
 def _grad_rows(gs:list)->torch.Tensor:
     "`(len(gs), 4)` rows of sum, norm, max |g| and zero count (`_GRAD_ROW`) of the flat float32 gradients `gs`"
     # four reductions a gradient, then one `stack` a statistic: the arithmetic runs once over all parameters
     s = torch.stack([g.sum() for g in gs])
-    q = torch.stack([torch.dot(g, g) for g in gs])
-    mn,mx = (torch.stack(e) for e in zip(*(torch.aminmax(g) for g in gs)))   # max |g| from the extrema: `vector_norm(g, inf)` is 20× slower on CPU
-    nz = torch.stack([torch.count_nonzero(g) for g in gs])
-    numel = torch.tensor([g.numel() for g in gs], device=s.device)
-    v = dict(sum=s, norm=q.sqrt(), max_abs=torch.maximum(mn.abs(), mx.abs()), zeros=(numel - nz).to(s.dtype))
-    return torch.stack([v[k] for k in _GRAD_ROW], 1)
+    numel = device_tensor([g.numel() for g in gs], s.device)
+    if gs[0].device.type in FOREACH:    # a launch a statistic, not one a parameter: on a GPU, launches cost more than the work
+        v = dict(norm=norms(gs), max_abs=norms(gs, math.inf), zeros=numel - norms(gs, 0))
+    else:
+        mn,mx = (torch.stack(e) for e in zip(*(torch.aminmax(g) for g in gs)))   # `vector_norm(g, inf)` is 20× slower on CPU
+        nz = torch.stack([torch.count_nonzero(g) for g in gs])
+        v = dict(norm=norms(gs), max_abs=torch.maximum(mn.abs(), mx.abs()), zeros=numel - nz)
+    v['sum'] = s
+    return torch.stack([v[k].to(s.dtype) for k in _GRAD_ROW], 1)
 
 def grad_rows(ps:list)->torch.Tensor:
     "`(len(ps), 4)` float32 rows of sum, norm, max |g| and zero count of each parameter's gradient"
@@ -82,30 +94,46 @@ class ParamStats:
         self.ucount = torch.zeros(n, dtype=self.dt, device=dev)   # steps with a ratio, per parameter
         self.umoved = torch.zeros(n, dtype=self.dt, device=dev)   # steps that changed it at all, with a ratio or not (a weight at 0)
         self.w0,self.nonfinite = None,False   # `nonfinite`: whether the last `grads` saw NaN or Inf
+        self.pending = None                   # gradients `grads` reduced that `commit` has not added yet
         self.kept = None                      # the copies `snapshot` writes over, on the CPU
 
 # %% ../nbs/03a_params.ipynb #c7711d52
 @patch
-def grads(self:ParamStats, scale:float=1.):
-    "Add the statistics of the current gradients (divided by `scale`, the loss scale under mixed precision)"
+def grads(self:ParamStats, scale=1., read:bool=True)->torch.Tensor|None:
+    """Reduce the current gradients (divided by `scale`, the loss scale under mixed precision: a float, or a tensor on their
+    device); with `read`, add them at once. Returns whether they held NaN or Inf, a tensor on their device (`None` without
+    gradients): without `read`, the caller reads it, with its other flags in one transfer, and hands it to `commit`"""
     # a parameter frozen after it was trained keeps its last (zeroed) `.grad`: that is no gradient of this step
     live = [i for i,p in enumerate(self.ps) if p.requires_grad and p.grad is not None and not p.grad.is_sparse]
-    if not live: return
-    nan0,inf0 = list(self.nan),list(self.inf)
+    self.pending = None
+    if not live: return None
     G = grad_rows([self.ps[i] for i in live]).to(self.dt)
-    counts = [self.ps[i].numel() for i in live]
-    self.nonfinite = not bool(torch.isfinite(G).all())   # the one synchronisation of a sampled batch
-    if self.nonfinite:
+    bad = ~torch.isfinite(G).all()
+    self.pending = (live, G, scale)
+    if read: self.commit(bool(bad))
+    return bad
+
+
+# %% ../nbs/03a_params.ipynb #bfa8c873
+@patch
+def commit(self:ParamStats, nonfinite:bool):
+    "Add the gradients `grads` reduced, told whether they held NaN or Inf (each such parameter's row is then made again without them)"
+    if self.pending is None: return
+    (live,G,scale),self.pending = self.pending,None
+    nan0,inf0,counts = list(self.nan),list(self.inf),[self.ps[i].numel() for i in live]
+    self.nonfinite = nonfinite
+    if nonfinite:
         for j,i in enumerate(live):
             if torch.isfinite(G[j]).all(): continue
             nan,inf,row,nf = _finite_grad(self.ps[i])
             self.nan[i] += nan; self.inf[i] += inf; G[j] = row.to(self.dt); counts[j] = max(nf, 1)
-    n = torch.tensor(counts, dtype=self.dt, device=G.device)
-    unscale = torch.tensor([1. if k == 'zeros' else scale for k in _GRAD_ROW], dtype=self.dt, device=G.device)
-    g = named_columns(G / unscale, _GRAD_ROW)
+    n = device_tensor(counts, G.device, self.dt)    # tensors of the host's numbers: made once, not copied each step
+    if isinstance(scale, torch.Tensor): G = G / torch.where(device_tensor(_COUNTED, G.device, torch.bool), 1., scale.to(self.dt))
+    elif scale != 1: G = G / device_tensor([1. if c else scale for c in _COUNTED], G.device, self.dt)
+    g = named_columns(G, _GRAD_ROW)
     s,norm,amax = g['sum'],g['norm'],g['max_abs']
     std = ((norm * norm - s * s / n).clamp(min=0) / (n - 1).clamp(min=1)).sqrt()
-    idx = torch.tensor(live, device=G.device)
+    idx = device_tensor(live, G.device)
     v = dict(mean=s / n, norm=norm, std=std, frac_zero=g['zeros'] / n)
     self.gsum.index_add_(0, idx, torch.stack([v[k] for k in _GSUM], 1))
     self.gmax.scatter_reduce_(0, idx, amax, 'amax')
@@ -113,9 +141,12 @@ def grads(self:ParamStats, scale:float=1.):
     if self.steps:                                     # the step's `PARAM_STEP_STATS` (its update ratio comes after the step)
         step = torch.full((len(self.ps), len(_GRAD_STEP)), math.nan, dtype=self.dt, device=G.device)
         step[idx, _GRAD_STEP['norm']],step[idx, _GRAD_STEP['max_abs']] = norm,amax
-        step[idx, _GRAD_STEP['nan']] = torch.tensor([self.nan[i] - nan0[i] for i in live], dtype=self.dt).to(G.device)
-        step[idx, _GRAD_STEP['inf']] = torch.tensor([self.inf[i] - inf0[i] for i in live], dtype=self.dt).to(G.device)
+        step[idx, _GRAD_STEP['nan']] = step[idx, _GRAD_STEP['inf']] = 0
+        if nonfinite:
+            step[idx, _GRAD_STEP['nan']] = torch.tensor([self.nan[i] - nan0[i] for i in live], dtype=self.dt).to(G.device)
+            step[idx, _GRAD_STEP['inf']] = torch.tensor([self.inf[i] - inf0[i] for i in live], dtype=self.dt).to(G.device)
         self.step = step
+
 
 # %% ../nbs/03a_params.ipynb #94120343
 @patch
@@ -132,9 +163,9 @@ def snapshot(self:ParamStats):
 def updates(self:ParamStats):
     "Add `|Δw| / |w|` of the step just taken; a weight that is exactly zero before the step (a bias initialised to 0) has no ratio for it"
     if self.w0 is None: return
-    n = torch.stack([torch.dot(w, w) for w in self.w0]).sqrt().to(self.dt)
+    n = norms(self.w0).to(self.dt)
     torch._foreach_sub_(self.w0, [p.detach().reshape(-1) for p in self.ps])   # w0 - w: minus the step, no new tensor
-    d = torch.stack([torch.dot(w, w) for w in self.w0]).sqrt().to(self.dt)
+    d = norms(self.w0).to(self.dt)
     ok = n > 0
     r = torch.where(ok, d / torch.where(ok, n, 1), 0)
     self.usum += r; self.ucount += ok; torch.maximum(self.umax, r, out=self.umax); self.umoved += d > 0

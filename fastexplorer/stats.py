@@ -17,10 +17,10 @@ from .hooks import *
 from .state import *
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'CALL_SITES', 'ACT_STATS', 'SILENT_FRAC', 'SAT_EPS',
-           'has_own_params', 'maybe_elementwise', 'select_layers', 'ElementSampler', 'fit_range', 'HistRanges',
-           'flat_sample', 'act_row', 'unit_dim', 'unit_extreme', 'dead_mask', 'CallSites', 'ActStats', 'act_step_stats',
-           'step_row_columns', 'dead_fraction', 'step_row', 'combine_raw']
+__all__ = ['ACTIVATIONS', 'READS_FREE', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'CALL_SITES', 'ACT_STATS', 'SILENT_FRAC',
+           'SAT_EPS', 'has_own_params', 'maybe_elementwise', 'select_layers', 'ElementSampler', 'fit_range',
+           'HistRanges', 'reads_free', 'flat_sample', 'act_row', 'unit_dim', 'unit_extreme', 'dead_mask', 'CallSites',
+           'ActStats', 'act_step_stats', 'step_row_columns', 'dead_fraction', 'step_row', 'combine_raw']
 
 # %% ../nbs/03_stats.ipynb #158a8ec1
 # activation modules, recorded by default like every module that holds parameters
@@ -185,6 +185,12 @@ def _row_masked(xf, xs, buckets, buf)->torch.Tensor:
     return _as_row(row, ('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))
 
 # %% ../nbs/03_stats.ipynb #d87aa0b2
+READS_FREE = ('cpu',)   # devices whose values Python reads as they are: elsewhere (CUDA, MPS) a read waits for the device
+
+def reads_free(device:torch.device)->bool:
+    "Whether reading a value on `device` back into Python is free, rather than a synchronisation with the device"
+    return torch.device(device).type in READS_FREE
+
 def flat_sample(x:torch.Tensor, sampler:ElementSampler)->tuple:
     "`x` flattened as float32, and the `sampler`'s elements of it (itself when small)"
     xf = x.detach().reshape(-1)
@@ -197,7 +203,7 @@ def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., 
     xf,xs = flat_sample(x, sampler)
     buf = _scratch(scratch, xf)
     buckets = _buckets(bins, lo, hi, near_zero, xf.device, torch.float32 if xf.device.type == 'mps' else torch.float64)
-    if xf.device.type == 'cpu':
+    if reads_free(xf.device):
         # reading a scalar costs no device synchronisation here: NaN or Inf make the sum or an extremum non-finite
         seen = torch.stack([xf.sum(), *torch.aminmax(xf)]).tolist()
         if all(map(math.isfinite, seen)): return _row_finite(xf, xs, seen, buckets, buf)
@@ -338,7 +344,7 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
         x = x.detach() if x.dtype == torch.float32 else x.detach().float()
         rect = isinstance(m, RECTIFIERS)
         if not rect: x = x.narrow(0, 0, min(UNIT_SAMPLES, x.shape[0]))   # extrema of the first samples: does a unit vary?
-        if x.device.type != 'cpu' or float(row[_ROW['finite']]) != row_n:   # NaN and Inf never reach a unit's extrema (a read only on the CPU)
+        if not reads_free(x.device) or float(row[_ROW['finite']]) != row_n:   # NaN and Inf never reach a unit's extrema
             fin = torch.isfinite(x)
             hi,lo = torch.where(fin, x, -math.inf),torch.where(fin, x, math.inf)
         else: hi = lo = x
@@ -361,8 +367,7 @@ def flush(self:ActStats):
     if self.pending or self.ranges.waiting: self._settle()
     if not self.rows: return None
     R = torch.stack(self.rows)
-    idx = torch.tensor(self.idx, device=R.device)
-    n = torch.tensor(self.sizes, dtype=self.dt, device=R.device)
+    idx,n = device_tensor(self.idx, R.device),device_tensor(self.sizes, R.device, self.dt)   # the same each batch: made once
     r = named_columns(R, _ROW)
     nf,m,mn,mx = r['finite'],r['mean_b'],r['min'],r['max']
     m2 = r['m2'] - (n - nf) * m * m                # take off the m² each masked element added
@@ -516,7 +521,7 @@ def step_row(raw:torch.Tensor, units:dict)->torch.Tensor:
     c = named_columns(raw, _RAW)
     silent = torch.full_like(c['min'], math.nan)
     if units:
-        k = torch.tensor(list(units), device=silent.device)
+        k = device_tensor(units, silent.device)
         silent[k] = torch.stack([dead_fraction(u, v).to(silent.dtype) for u,v in units.values()])
     cols = [c['calls'], *(st.f(c).to(raw.dtype) for st in ACT_STATS), silent]
     return torch.cat([torch.stack(cols, 1), raw[:, len(_RAW):]], 1)

@@ -17,22 +17,51 @@ from .params import PARAM_STEP_STATS
 from .distributed import *
 
 # %% auto #0
-__all__ = ['FLUSH_BATCHES', 'FLUSH_SECONDS', 'StepQueue', 'step_layout']
+__all__ = ['FLUSH_BATCHES', 'FLUSH_SECONDS', 'HostCopy', 'StepQueue', 'step_layout']
 
 # %% ../nbs/03e_steps.ipynb #d23e3e54
 FLUSH_BATCHES,FLUSH_SECONDS = 10,1.
 
 def _scalar_of(t): return t.detach().reshape(-1)[:1].float() if isinstance(t, torch.Tensor) and t.numel() else None
 
+def _host(t)->np.ndarray:
+    "`t`, a tensor, an array or a number, as a float64 array on the host"
+    return np.asarray(t.detach().cpu() if isinstance(t, torch.Tensor) else t, dtype=np.float64)
+
 def _rows(pend:list, k:int, keep)->tuple:
     "Stack item `k` of the queued batches that have one: an array of rows (batch index, row index, values…) where `keep`"
-    have = [(i, torch.as_tensor(p[k])) for i,p in enumerate(pend) if p[k] is not None]
+    have = [(i, _host(p[k])) for i,p in enumerate(pend) if p[k] is not None]
     if not have: return None
     n = max(len(t) for _,t in have)        # a call site first seen in a later batch adds a row: earlier batches' is NaN
-    A = torch.stack([t if len(t) == n else torch.cat([t, t.new_full((n - len(t), *t.shape[1:]), math.nan)]) for _,t in have])
-    A = A.cpu().numpy()                                                      # one device-to-host copy
+    A = np.stack([t if len(t) == n else np.concatenate([t, np.full((n - len(t), *t.shape[1:]), np.nan)]) for _,t in have])
     bi,ri = np.nonzero(keep(A))
     return np.column_stack([np.array([i for i,_ in have])[bi], ri, A[bi, ri]])
+
+
+# %% ../nbs/03e_steps.ipynb #26b46210
+class HostCopy:
+    "Tensors on their way to the host in one transfer: packed on their device and copied without blocking (into pinned memory, from CUDA)"
+    def __init__(self, ts:list):
+        have = [t.detach() for t in ts if t is not None]
+        self.shapes,self.event = [None if t is None else tuple(t.shape) for t in ts],None
+        dev = have[0].device if have else torch.device('cpu')
+        dt = torch.float32 if dev.type == 'mps' else torch.float64
+        flat = torch.cat([(t if t.device == dev else t.to(dev)).reshape(-1).to(dt) for t in have]) if have else torch.zeros(0, dtype=dt)
+        if dev.type == 'cuda':   # pinned: the copy runs while training goes on, and `get` waits for it
+            self.host = torch.empty(flat.shape, dtype=dt, pin_memory=True)
+            self.host.copy_(flat, non_blocking=True)
+            self.event = torch.cuda.Event(); self.event.record()
+        else: self.host = flat.cpu()
+
+    def get(self)->list:
+        "The tensors as float64 arrays (`None` where there was none), once the copy is done"
+        if self.event is not None: self.event.synchronize()
+        a,out,k = self.host.numpy().astype(np.float64, copy=False),[],0
+        for s in self.shapes:
+            if s is None: out.append(None); continue
+            n = math.prod(s); out.append(a[k:k + n].reshape(s)); k += n
+        return out
+
 
 # %% ../nbs/03e_steps.ipynb #e3a5c003
 class StepQueue:
@@ -44,20 +73,32 @@ class StepQueue:
         on_write=None,          # `f(metas, act, grad)`, called with what each write submitted (the callback's live alerts)
     ):
         self.writer,self.keys,self.pkeys,self.on_write = writer,keys,pkeys,on_write
-        self.pending,self.epoch_steps,self.last_flush = [],[],time.monotonic()
+        self.pending,self.epoch_steps,self.last_flush,self.inflight = [],[],time.monotonic(),None
 
     def add(self, meta:dict, act, grad, loss, smooth):
         "Queue one sampled batch: `meta`, what `ActStats.flush` and `ParamStats.take_step` returned, its loss and smooth loss (tensors or `None`)"
         self.pending.append((meta, act, grad, _scalar_of(loss), _scalar_of(smooth)))
         if len(self.pending) >= FLUSH_BATCHES or time.monotonic() - self.last_flush >= FLUSH_SECONDS: self.flush()
 
-    def flush(self):
-        "Hand the queued batches to the step database (under DDP, keep them on the host until the ranks combine them at the epoch's end)"
+    def flush(self, wait:bool=False):
+        """Start the copy to the host of the queued batches and write those whose copy the last flush started; with `wait`,
+        or where the copy was done at once (from the CPU), write all. Under DDP, keep them on the host until the ranks
+        combine them at the epoch's end"""
         self.last_flush = time.monotonic()
-        if not self.pending: return
-        pend,self.pending = self.pending,[]
-        if is_distributed(): self.epoch_steps += [on_host(p) for p in pend]; return
-        self.write([(m, None if a is None else step_row(*a), g, l, s) for m,a,g,l,s in pend])
+        (done,self.inflight),(pend,self.pending) = (self.inflight, None),(self.pending, [])
+        if pend and is_distributed(): self.epoch_steps += [on_host(p) for p in pend]
+        elif pend:
+            rows = [None if a is None else step_row(*a) for _,a,_,_,_ in pend]
+            self.inflight = [p[0] for p in pend],HostCopy([t for (_,_,g,l,s),r in zip(pend, rows) for t in (r, g, l, s)])
+        if done is not None: self._write_copied(*done)
+        if self.inflight is not None and (wait or self.inflight[1].event is None):
+            self._write_copied(*self.inflight); self.inflight = None
+
+    def _write_copied(self, metas:list, copy:HostCopy):
+        "Write batches `metas` once their `copy` has reached the host"
+        v = copy.get()
+        self.write([(m, *v[4 * i:4 * i + 4]) for i,m in enumerate(metas)])
+
 
 # %% ../nbs/03e_steps.ipynb #c0a3e162
 def step_layout()->list:
@@ -69,15 +110,10 @@ _NORM = [s.name for s in PARAM_STEP_STATS].index('norm')
 
 @patch
 def write(self:StepQueue, pend:list):
-    "Copy the statistics of batches `pend` (meta, `step_row`, `ParamStats.take_step`, loss, smooth loss) to the host and submit them"
+    "Submit the statistics of batches `pend` (meta, `step_row`, `ParamStats.take_step`, loss, smooth loss: arrays, or tensors copied here)"
     if self.writer is None: return
-    losses = [[p[3], p[4]] for p in pend]
-    flat = [torch.as_tensor(t, dtype=torch.float32).reshape(1).cpu() for l in losses for t in l if t is not None]
-    vals = iter(torch.cat(flat).tolist() if flat else [])
-    metas = []
-    for (meta,*_),l in zip(pend, losses):
-        loss,smooth = [next(vals) if t is not None else None for t in l]
-        metas.append({**meta, 'loss': loss, 'smooth_loss': smooth})
+    first = lambda t: None if t is None else float(_host(t).reshape(-1)[0])
+    metas = [{**meta, 'loss': first(loss), 'smooth_loss': first(smooth)} for meta,_,_,loss,smooth in pend]
     act = _rows(pend, 1, lambda A: A[:, :, 0] > 0)               # layers that ran on the batch (`step_row`'s first column: its calls)
     if act is not None: act = np.delete(act, 2, axis=1)           # batch, layer, the `act_step_stats`, the histogram
     grad = _rows(pend, 2, lambda A: ~np.isnan(A[:, :, _NORM]))    # parameters with a gradient: batch, parameter, the `PARAM_STEP_STATS`
@@ -97,7 +133,7 @@ def gather(self:StepQueue):
 def close(self:StepQueue):
     "Write what is queued, wait for the writer and close the step database"
     try:
-        self.flush()
+        self.flush(wait=True)
         if self.epoch_steps: self.write(combine_steps([self.epoch_steps]))   # an epoch cut short under DDP: this rank's own
     finally:
         w,self.writer,self.pending,self.epoch_steps = self.writer,None,[],[]

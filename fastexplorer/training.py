@@ -12,7 +12,7 @@ from .core import *
 from .probe import model_device
 
 # %% auto #0
-__all__ = ['recorder_row', 'grad_scale', 'amp_skipped', 'amp_info', 'rng_states', 'loss_of', 'Eager']
+__all__ = ['recorder_row', 'grad_scale', 'loss_scale', 'amp_skipped', 'amp_info', 'rng_states', 'loss_of', 'Eager']
 
 # %% ../nbs/03ea_training.ipynb #756908cd
 def recorder_row(learn)->dict:
@@ -31,6 +31,14 @@ def grad_scale(learn)->float:
     mp = getattr(learn, 'mixed_precision', None)
     scaler = getattr(mp, 'scaler', None)
     return float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else 1.
+
+def loss_scale(learn)->torch.Tensor|None:
+    "The loss scale the gradients carry as the scaler holds it, a tensor on the device: no read, no synchronisation (`None` without a scaler)"
+    scaler = getattr(getattr(learn, 'mixed_precision', None), 'scaler', None)
+    if scaler is None or not scaler.is_enabled(): return None
+    get = getattr(scaler, '_get_scale_async', None)   # PyTorch's own, the scale before `get_scale` reads it
+    sc = get() if get is not None else None
+    return sc if isinstance(sc, torch.Tensor) else torch.tensor(grad_scale(learn))
 
 def amp_skipped(learn)->bool:
     "Whether fastai's `MixedPrecision` cancelled this step because the scaled gradients overflowed"
