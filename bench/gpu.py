@@ -16,7 +16,7 @@ On the first CUDA device, in well under eight minutes:
 `--device cpu --quick` runs every section on tiny models (resnet18 at 32 px, a two-layer ViT) on any machine: a dry run
 that `tests/test_gpu_script.py` makes, so that the script cannot rot while no GPU is at hand.
 """
-import argparse, contextlib, io, os, re, statistics, subprocess, sys, tempfile, time, warnings
+import argparse, contextlib, faulthandler, io, os, re, statistics, subprocess, sys, tempfile, time, warnings
 from pathlib import Path
 import torch, torchvision
 from torch import nn
@@ -43,8 +43,7 @@ def row(section:str, what:str, figure:str, note:str=''):
     if OUT is not None: Path(OUT).write_text(table())
 
 class Batches(DataLoader):
-    """The same batch `n` times, already on the device: the data pipeline costs nothing, the model and the callbacks all.
-    No worker processes: fastai's default starts one per core, and a worker forked with CUDA tensors hangs"""
+    "The same batch `n` times, already on the device: the data pipeline costs nothing, the model and the callbacks all"
     def __init__(self, x, y, n, **kw): self.x,self.y = x,y; super().__init__(list(range(n * len(x))), bs=len(x), num_workers=0, **kw)
     def create_item(self, s): return s
     def create_batch(self, b): return (self.x, self.y)
@@ -85,7 +84,9 @@ def overhead(a, tmp):
                'fastai ActivationStats(with_hist=True)': lambda: ActivationStats(with_hist=True)}
     learners = {k: make_learner(a, a.arch, f()) for k,f in configs.items()}
     times,peak = {k: [] for k in learners},{}
-    for k,l in learners.items(): fit(l)                 # warm up: cuDNN's algorithms, the explorer's probe
+    for k,l in learners.items():                         # warm up: cuDNN's algorithms, the explorer's probe
+        t = time.perf_counter(); fit(l); sync(a)
+        print(f"[{time.monotonic() - T0:6.1f} s] overhead: {k} warmed up in {time.perf_counter() - t:.1f} s", flush=True)
     for _ in range(a.rounds):
         for k,l in learners.items():
             sync(a)
@@ -198,6 +199,7 @@ def main(argv=None):
     p.add_argument('--out', default=None, help='also write the table (markdown) to this file')
     p.add_argument('--skip-tests', action='store_true', help='leave out the cuda-marked tests')
     p.add_argument('--only', default=None, help='these sections only: tests,overhead,syncs,probe,landscape,compile')
+    p.add_argument('--stall', type=float, default=150, help="print every thread's stack if a section runs this many seconds")
     a = p.parse_args(argv)
     a.cuda = a.device.startswith('cuda')
     if a.cuda:
@@ -224,9 +226,11 @@ def main(argv=None):
     failed = []
     for s,f in sections:
         if s not in only: continue
+        faulthandler.dump_traceback_later(a.stall)   # a section that stalls shows where, even if the run is then killed
         try: f()
         except Exception as e:
             failed.append(s); row(s, 'failed', f"{type(e).__name__}", str(e).splitlines()[0][:100] if str(e) else '')
+        finally: faulthandler.cancel_dump_traceback_later()
     print(table(), flush=True)
     return 1 if failed else 0
 
