@@ -16,7 +16,7 @@ On the first CUDA device, in well under eight minutes:
 `--device cpu --quick` runs every section on tiny models (resnet18 at 32 px, a two-layer ViT) on any machine: a dry run
 that `tests/test_gpu_script.py` makes, so that the script cannot rot while no GPU is at hand.
 """
-import argparse, contextlib, faulthandler, io, os, re, statistics, subprocess, sys, tempfile, time, warnings
+import argparse, contextlib, faulthandler, re, statistics, subprocess, sys, tempfile, time, warnings
 from pathlib import Path
 import torch, torchvision
 from torch import nn

@@ -311,19 +311,17 @@ def check(self:LiveAlerts,
     return len(self.alerts) > n0
 
 # %% ../nbs/03h_alerts.ipynb #1c1fca81
-def _first_grad(ps:list)->int|None: return next((i for i,p in enumerate(ps) if p.requires_grad and p.grad is not None), None)
-
 def stale_grad_flag(ps:list)->tuple|None:
     "`(i, held)`: the first trainable parameter of `ps` with a gradient, and whether it is not all zero, on its device (`None`: no gradient)"
-    i = _first_grad(ps)
+    i = next((i for i,p in enumerate(ps) if p.requires_grad and p.grad is not None), None)
     return None if i is None else (i, ps[i].grad.any())
 
 def stale_grad_alert(ps:list, names:list, step:int, epoch:int, held:tuple|None=None)->dict|None:
     """The `grads_not_zeroed` alert if the first trainable parameter of `ps` (named `names`) still holds a gradient before a
     backward that follows a step; `held`: `(i, held)` as `stale_grad_flag` found it before the backward, read since"""
-    if held is None: held = (i := _first_grad(ps)),i is not None and bool(ps[i].grad.any())
-    i,h = held
-    if i is None or not h: return None
+    if held is None and (f := stale_grad_flag(ps)) is not None: held = f[0],bool(f[1])
+    if held is None or not held[1]: return None
+    i = held[0]
     return {'kind': 'grads_not_zeroed', 'layer': '', 'stat': 'grad', 'step': step, 'epoch': epoch,
             'message': f"at step {step}, before its backward, `{names[i]}` still held the gradient of earlier steps: the gradients are never zeroed"}
 

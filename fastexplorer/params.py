@@ -37,13 +37,12 @@ def _grad_rows(gs:list)->torch.Tensor:
     # four reductions a gradient, then one `stack` a statistic: the arithmetic runs once over all parameters
     s = torch.stack([g.sum() for g in gs])
     numel = device_tensor([g.numel() for g in gs], s.device)
+    v = dict(sum=s, norm=norms(gs))
     if gs[0].device.type in FOREACH:    # a launch a statistic, not one a parameter: on a GPU, launches cost more than the work
-        v = dict(norm=norms(gs), max_abs=norms(gs, math.inf), zeros=numel - norms(gs, 0))
+        v.update(max_abs=norms(gs, math.inf), zeros=numel - norms(gs, 0))
     else:
         mn,mx = (torch.stack(e) for e in zip(*(torch.aminmax(g) for g in gs)))   # `vector_norm(g, inf)` is 20× slower on CPU
-        nz = torch.stack([torch.count_nonzero(g) for g in gs])
-        v = dict(norm=norms(gs), max_abs=torch.maximum(mn.abs(), mx.abs()), zeros=numel - nz)
-    v['sum'] = s
+        v.update(max_abs=torch.maximum(mn.abs(), mx.abs()), zeros=numel - torch.stack([torch.count_nonzero(g) for g in gs]))
     return torch.stack([v[k].to(s.dtype) for k in _GRAD_ROW], 1)
 
 def grad_rows(ps:list)->torch.Tensor:

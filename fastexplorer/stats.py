@@ -189,7 +189,7 @@ READS_FREE = ('cpu',)   # devices whose values Python reads as they are: elsewhe
 
 def reads_free(device:torch.device)->bool:
     "Whether reading a value on `device` back into Python is free, rather than a synchronisation with the device"
-    return torch.device(device).type in READS_FREE
+    return (device if isinstance(device, torch.device) else torch.device(device)).type in READS_FREE   # called per layer
 
 def flat_sample(x:torch.Tensor, sampler:ElementSampler)->tuple:
     "`x` flattened as float32, and the `sampler`'s elements of it (itself when small)"

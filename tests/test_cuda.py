@@ -1,9 +1,8 @@
 """The explorer on the model's own device (issue 35): each test runs on the CPU everywhere and on CUDA where a GPU is,
 so that the CUDA paths (the device's random state, channels-last, the landscape's restore, NCCL) run as users run them."""
-import os, socket, subprocess, sys
+import socket, subprocess, sys
 from pathlib import Path
 import pytest, torch, torchvision
-from torch import nn
 from fastai.callback.progress import *   # noqa: F401,F403  (Learner.no_bar)
 from fastexplorer.all import *
 from zoo import learner, images
@@ -12,13 +11,6 @@ CUDA = pytest.param('cuda', marks=[pytest.mark.cuda, pytest.mark.skipif(not torc
 DEVICES = ['cpu', CUDA]
 
 def _rng(dev:str): return torch.cuda.get_rng_state() if dev == 'cuda' else torch.get_rng_state()
-
-def _stats(node:dict, res=None)->dict:
-    "`{path: stats}` of an epoch document's tree"
-    res = {} if res is None else res
-    if 'stats' in node.get('xtra', {}): res[node['path']] = node['xtra']['stats']
-    for c in node.get('nodes', []): _stats(c, res)
-    return res
 
 def _on(learn, dev:str, channels_last:bool=False):
     learn.dls.to(dev); learn.model.to(dev)
@@ -45,7 +37,7 @@ def test_channels_last_fit(tmp_path, dev):
     learn.add_cb(ExplorerCallback(tmp_path/'run', every=1, valid=True))
     with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3)
     assert learn.model.conv1.weight.is_contiguous(memory_format=torch.channels_last)
-    st = _stats(load_run(tmp_path/'run').epochs[0]['tree'])
+    st = node_stats(load_run(tmp_path/'run').epochs[0])
     acts = {k: v['act'] for k,v in st.items() if v.get('act')}
     assert len(acts) > 40 and all(a['nan'] == 0 and a['inf'] == 0 for a in acts.values())
     assert st['conv1.weight']['grad']['steps'] == 4
@@ -75,4 +67,4 @@ def test_ddp_nccl(tmp_path):
     run = load_run(tmp_path/'run')
     e = run.epochs[0]
     assert run.meta['status'] == 'finished' and e['ranks'] == 2, (run.meta['status'], e.get('ranks'))
-    assert all(v['act']['nan'] == 0 for v in _stats(e['tree']).values() if v.get('act'))
+    assert all(v['act']['nan'] == 0 for v in node_stats(e).values() if v.get('act'))

@@ -30,17 +30,18 @@ class HostReads(TorchFunctionMode):
         return func(*args, **kwargs)
 
 class Start(Callback):
+    "Notes the count before any other callback's `before_batch`"
     order = -1000
     def __init__(self, mode): self.mode,self.rows = mode,[]
     def before_batch(self): self.n0,self.w0 = self.mode.n,len(self.mode.what)
 
 class End(Callback):
+    "After every other callback's `after_batch`: the batch's `(training, iter, reads, what was read)`"
     order = 1000
     def __init__(self, start): self.start = start
     def after_batch(self):
         s = self.start
-        s.rows.append((self.training, self.iter, self.mode_n() - s.n0, s.mode.what[s.w0:]))
-    def mode_n(self): return self.start.mode.n
+        s.rows.append((self.training, self.iter, s.mode.n - s.n0, s.mode.what[s.w0:]))
 
 def mlp(depth:int)->nn.Module:
     return nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(8, 8), nn.ReLU())], nn.Linear(8, 1))
