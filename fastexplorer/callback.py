@@ -196,7 +196,9 @@ def _prepare_fit(self:ExplorerCallback, model, mods:dict):
     self.ps = ps
     if self.writer is not None and self.steps: self.writer.claim('steps.sqlite')
     self._fit_ranges(model)
-    sw = StepWriter(self.writer.path, self.hist_bins, self.hist_range, step_layout()) if self.writer is not None and self.steps else None
+    try: sampled = getattr(self.learn, 'n_epoch', 1) * -(-len(self.dls.train) // self.every)   # the training batches this fit samples
+    except TypeError: sampled = 0                                                             # a loader without a length
+    sw = StepWriter(self.writer.path, self.hist_bins, self.hist_range, step_layout(), hist_every_for(sampled)) if self.writer is not None and self.steps else None
     if sw is not None: self.writer.manifest['steps'] = sw.fname.name
     self.record_steps = self.steps and (sw is not None or is_distributed())   # every rank records, rank 0 writes
     self.queue = StepQueue(sw, self.sites.keys, self.pkeys, on_write=self._live_alerts) if self.record_steps else None

@@ -11,29 +11,38 @@ from importlib.resources import files
 from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
+from .chunks import *
 from .formats import sqlite_reader, sqlite_create, sqlite_delete, root_label, root_last
 
 # %% auto #0
-__all__ = ['STEPS_SCHEMA_VERSION', 'STEP_COLUMNS', 'MAX_STEP_VALUES', 'table_stats', 'steps_ddl', 'step_stats', 'StepWriter',
-           'read_steps', 'read_step_hist', 'forget_steps_after', 'open_steps', 'read_hist_ranges', 'layer_range',
-           'step_series', 'step_hist_series', 'step_info']
+__all__ = ['STEPS_SCHEMA_VERSION', 'STEP_COLUMNS', 'MAX_STEP_VALUES', 'HIST_STEPS', 'table_stats', 'table_wide', 'steps_ddl',
+           'step_stats', 'StepWriter', 'read_steps', 'read_step_hist', 'forget_steps_after', 'open_steps',
+           'read_hist_ranges', 'layer_range', 'step_series', 'step_hist_series', 'hist_every_for', 'step_info']
 
 # %% ../nbs/02a_stepdb.ipynb #ee152e74
-STEPS_SCHEMA_VERSION = 2
-_NAME = re.compile(r'^[a-z_][a-z0-9_]*$')   # a statistic's name, which is a column's
+STEPS_SCHEMA_VERSION = 3
+_NAME = re.compile(r'^[a-z_][a-z0-9_]*$')   # a statistic's name: a column of the DataFrames read from the database
+
+def _table_decls(stats:list, table:str)->list:
+    kinds = ('act',) if table == 'act' else ('grad', 'weight')
+    return [d for k in kinds for d in stats if d['kind'] == k]
 
 def table_stats(stats:list, table:str)->list:
-    "The names of the statistics `stats` (declarations as plain data) that table `table` holds: `act`, or `grad` (gradients, then updates)"
-    kinds = ('act',) if table == 'act' else ('grad', 'weight')
-    return [d['name'] for k in kinds for d in stats if d['kind'] == k]
+    "The names of the statistics `stats` (declarations) that `table` holds, in its chunks' order: `act`, or `grad` (then updates)"
+    return [d['name'] for d in _table_decls(stats, table)]
+
+def table_wide(stats:list, table:str)->np.ndarray:
+    "Which of `table_stats(stats, table)` are counts, kept as float64 (the others as float32)"
+    return np.array([bool(d.get('count')) for d in _table_decls(stats, table)], dtype=bool)
 
 def steps_ddl(stats:list)->str:
-    "The schema of a step database holding the statistics `stats`: `schemas/steps.sql`, shipped with the package, with a column for each"
-    cols = {t: table_stats(stats, t) for t in ('act', 'grad')}
-    for ns in cols.values():
+    "The schema of a step database holding `stats`, `schemas/steps.sql` (shipped); `ValueError` if a name is not fit for a column"
+    for t in ('act', 'grad'):
+        ns = table_stats(stats, t)
         if bad := [n for n in ns if not isinstance(n, str) or not _NAME.match(n) or ns.count(n) > 1]:
-            raise ValueError(f"a statistic's name is a column of the step database: {bad[0]!r} is not one (lower-case letters, digits and `_`, once)")
-    return files('fastexplorer').joinpath('schemas', 'steps.sql').read_text().format(**{t: ''.join(f'{n} REAL, ' for n in ns) for t,ns in cols.items()})
+            raise ValueError(f"a statistic's name is a column of the step database's DataFrames: {bad[0]!r} is not one "
+                             "(lower-case letters, digits and `_`, once)")
+    return files('fastexplorer').joinpath('schemas', 'steps.sql').read_text()
 
 def _has_table(con, name:str)->bool:
     return con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
@@ -48,17 +57,9 @@ def _connect(fname, readonly:bool=False)->sqlite3.Connection:
     return con
 
 # %% ../nbs/02a_stepdb.ipynb #13c2da36
-_UNRECORDED = [{'name': n, 'kind': k, 'charted': n in ('mean', 'std', 'silent_frac', 'near_zero', 'norm', 'update_ratio')}
-               for k,ns in (('act', ('n', 'nan', 'inf', 'mean', 'std', 'min', 'max', 'abs_mean', 'near_zero', 'silent_frac')),
-                            ('grad', ('norm', 'max_abs', 'nan', 'inf')), ('weight', ('update_ratio',))) for n in ns]
-
-def _layout(meta:dict)->list:
-    "The statistics a step database holds, from its `meta` table"
-    return json.loads(meta['stats']) if 'stats' in meta else _UNRECORDED
-
 def step_stats(con:sqlite3.Connection)->list:
-    "The declarations of the statistics the step database open on `con` holds"
-    return _layout(dict(con.execute('SELECT key, value FROM meta')))
+    "The declarations of the statistics the step database open on `con` holds, from its `meta` table"
+    return json.loads(con.execute("SELECT value FROM meta WHERE key = 'stats'").fetchone()[0])
 
 # %% ../nbs/02a_stepdb.ipynb #8a41c0d2
 def _meta_rows(hist:tuple, stats:list)->list:
@@ -71,18 +72,24 @@ def _create(fname:Path, hist:tuple, stats:list):
     sqlite_create(fname, steps_ddl(stats), _meta_rows(hist, stats))
 
 # %% ../nbs/02a_stepdb.ipynb #f80ae307
+def _writable(fname, meta:dict):
+    "`ValueError` unless step database `fname`, whose `meta` table holds `meta`, has this version: it is left as it is"
+    if meta.get('version') != str(STEPS_SCHEMA_VERSION):
+        raise ValueError(f"{fname} has version {meta.get('version')!r}; "
+                         f"this fastexplorer writes version {STEPS_SCHEMA_VERSION}: "
+                         "record the run in a new folder")
+
 def _held(fname, meta:dict, hist:tuple, stats:list|None)->list:
     "The statistics to write into step database `fname`, whose `meta` table holds `meta`: `stats`, or those it holds; `ValueError` if they do not fit"
     if not meta:
         if stats is None: raise ValueError(f"a new step database needs `stats`, the statistics it holds (`fastexplorer.steps.step_layout()`): {fname}")
         return stats
-    if meta.get('version') != str(STEPS_SCHEMA_VERSION):
-        raise ValueError(f"{fname} has version {meta.get('version')!r}; this fastexplorer writes version {STEPS_SCHEMA_VERSION}")
+    _writable(fname, meta)
     if (meta['hist_bins'], meta['hist_lo'], meta['hist_hi']) != tuple(map(str, hist)):
         rng = 'fitted to each layer' if meta['hist_lo'] == 'fit' else f"over [{meta['hist_lo']}, {meta['hist_hi']}]"
         raise ValueError(f"{fname} holds histograms of {meta['hist_bins']} bins {rng}: "
                          f"a run keeps one histogram layout (`hist_bins`, `hist_range`)")
-    held = _layout(meta)
+    held = json.loads(meta['stats'])
     if stats is not None and [(d['name'], d['kind']) for d in held] != [(d['name'], d['kind']) for d in stats]:
         raise ValueError(f"{fname} holds the statistics {', '.join(d['name'] for d in held)}; this run records "
                          f"{', '.join(d['name'] for d in stats)}: a run keeps one set of statistics")
@@ -96,6 +103,7 @@ class StepWriter:
         hist_bins:int=40,       # histogram bins of the activations (each row holds 2 more: below and above the range)
         hist_range=(-10., 10.), # histogram range; `None`: each layer's own (written with its batches, `hist_ranges`)
         stats:list|None=None,   # the statistics it holds, declared as plain data (`fastexplorer.steps.step_layout()`); those of the database there by default
+        hist_every:int=1,       # keep the histograms of one training batch in `hist_every` (`hist_every_for`), all validation's
     ):
         lo,hi = ('fit', 'fit') if hist_range is None else map(float, hist_range)
         self.fname,self.hist = Path(path)/'steps.sqlite',(int(hist_bins), lo, hi)
@@ -111,10 +119,12 @@ class StepWriter:
         except BaseException: self.con.close(); raise
         if not meta:   # an empty database someone made there
             with self.con: self.con.executemany('INSERT INTO meta VALUES (?, ?)', _meta_rows(self.hist, stats))
-        self.stats,self.act_n,self.grad_n = stats,len(table_stats(stats, 'act')),len(table_stats(stats, 'grad'))
+        self.stats,self.act_n = stats,len(table_stats(stats, 'act'))
+        self.wide = {t: table_wide(stats, t) for t in ('act', 'grad')}   # the counts among each table's statistics
         self.ids = {(p, k): i for i,p,k in self.con.execute('SELECT id, path, kind FROM names')}
         self.batches = self.con.execute('SELECT coalesce(max(id) + 1, 0) FROM batches').fetchone()[0]
         self.queue,self.error,self.thread = queue.Queue(),None,None
+        self.hist_every,self.trained = max(1, int(hist_every)),0   # the training batches written, over appends
 
     def _name_ids(self, paths:list, kind:str)->list:
         new = [(p, kind) for p in dict.fromkeys(paths) if (p, kind) not in self.ids]
@@ -122,6 +132,25 @@ class StepWriter:
             self.con.executemany('INSERT INTO names(path, kind) VALUES (?, ?)', new)
             self.ids.update({(p, k): i for i,p,k in self.con.execute('SELECT id, path, kind FROM names')})
         return [self.ids[(p, kind)] for p in paths]
+
+# %% ../nbs/02a_stepdb.ipynb #2b24a16d
+def _chunk_row(name:int, split:str, batch, step, values, wide, kept=None, hist=None)->tuple:
+    "A row of `act` (given `hist`: the rows `kept`'s) or `grad`: a series' rows `batch`, `step` and statistics `values`, packed"
+    return (name, split, int(step[0]), int(batch[0]), int(step[-1]), int(batch[-1]), len(batch),
+            pack_rows(batch, step, kept), pack_stats(values, wide), *(() if hist is None else (pack_hist(hist),)))
+
+@patch
+def _chunks(self:StepWriter, t:str, ids:list, key:list, idx, values, hist=None, keep=None):
+    """Insert into table `t` the rows `idx` (batch index into `key`, name index into `ids`) of `values` (and `hist`, kept
+    where the batch's `keep`): a chunk per series, cut every `CHUNK_ROWS`"""
+    bi,ni = idx[:, 0].astype(np.int64),idx[:, 1].astype(np.int64)
+    name,(split,step,batch) = np.asarray(ids, dtype=np.int64)[ni],(np.array(k)[bi] for k in zip(*key))
+    step,batch = step.astype(np.int64),batch.astype(np.int64)
+    kept = np.asarray(keep if keep is not None else [True] * len(key), dtype=bool)[bi]
+    rows = [_chunk_row(int(name[s[0]]), str(split[s[0]]), batch[s], step[s], values[s], self.wide[t],
+                       *((None, None) if hist is None else (kept[s], hist[s][kept[s]])))
+            for s in chunk_slices(name, split, batch)]
+    self.con.executemany(f"INSERT INTO {t} VALUES ({', '.join('?' * len(rows[0]))})", rows)
 
 # %% ../nbs/02a_stepdb.ipynb #b3cc55cb
 @patch
@@ -136,6 +165,8 @@ def append(self:StepWriter,
     k0,nb,ns = self.batches,len(batches),self.act_n
     bid = list(range(k0, k0 + nb))
     key = [(b.get('split', 'train'), int(b['step']), i) for i,b in zip(bid, batches)]   # what each statistics row starts with
+    nth = self.trained + np.cumsum([k[0] == 'train' for k in key]) - 1   # each training batch's number in the writer
+    keep = [sp != 'train' or t % self.hist_every == 0 for (sp,_,_),t in zip(key, nth.tolist())]   # histograms kept
     with self.con:
         self.con.executemany('INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
             [(i, st, b.get('fit'), b.get('epoch'), sp, b.get('iter'), b.get('loss'), b.get('smooth_loss'), b.get('time'))
@@ -147,20 +178,16 @@ def append(self:StepWriter,
              for k,v in h.items() if isinstance(v, (int, float)) and not isinstance(v, bool)])
         if act is not None and len(act):
             act = np.asarray(act, dtype=np.float64)
-            ids,hist = self._name_ids(list(layers), 'layer'),act[:, 2 + ns:].astype('<i4')
-            rows = act[:, 2:2 + ns].tolist()
-            self.con.executemany(f"INSERT INTO act VALUES ({', '.join('?' * (ns + 5))})",
-                [(ids[int(a[1])], *key[int(a[0])], *r, h.tobytes()) for a,r,h in zip(act[:, :2].tolist(), rows, hist)])
+            ids = self._name_ids(list(layers), 'layer')
+            self._chunks('act', ids, key, act[:, :2], act[:, 2:2 + ns], act[:, 2 + ns:], keep)
         if grad is not None and len(grad):
             grad = np.asarray(grad, dtype=np.float64)
-            ids = self._name_ids(list(params), 'param')
-            self.con.executemany(f"INSERT INTO grad VALUES ({', '.join('?' * (self.grad_n + 4))})",
-                [(ids[int(g[1])], *key[int(g[0])], *g[2:]) for g in grad.tolist()])
+            self._chunks('grad', self._name_ids(list(params), 'param'), key, grad[:, :2], grad[:, 2:])
         # after the rows: a layer's name gets its id in the order the layers run
         if rs := {p: r for b in batches[::-1] for p,r in (b.get('hist_ranges') or {}).items()}:   # the first batch's, if two
             self.con.executemany('INSERT OR IGNORE INTO hist_ranges VALUES (?, ?, ?)',
                                  [(i, *map(float, r)) for i,r in zip(self._name_ids(list(rs), 'layer'), rs.values())])
-    self.batches += nb
+    self.batches,self.trained = self.batches + nb,self.trained + sum(k[0] == 'train' for k in key)
 
 # %% ../nbs/02a_stepdb.ipynb #5f2b2f72
 @patch
@@ -205,9 +232,32 @@ def _in(col:str, vals)->tuple:
     return f" AND {col} IN ({', '.join('?' * len(vals))})", vals
 
 
-# %% ../nbs/02a_stepdb.ipynb #f66ba199
-_LAYER_ROWS = 'SELECT x.step, b.epoch, b.fit, x.split, n.path, {cols} FROM {t} x JOIN names n ON n.id = x.name JOIN batches b ON b.id = x.batch WHERE 1'
+# %% ../nbs/02a_stepdb.ipynb #bc949e83
+def _unpack_chunks(rows:list, wide=None, bins:int|None=None)->dict:
+    """Chunk rows `(name, split, step, batch, n, rows, [stats], [hist])` as arrays of a row per batch, in their order:
+    `name`, `split`, `batch`, `step`, `kept` (a histogram), `values` (given `wide`), `hist` (given `bins`: the rows `kept`)"""
+    ns = np.array([r[4] for r in rows], dtype=np.int64)
+    at,N = np.concatenate([[0], np.cumsum(ns)]),int(ns.sum())
+    out = {'name': np.repeat(np.array([r[0] for r in rows], dtype=np.int64), ns),
+           'split': np.repeat(np.array([r[1] for r in rows], dtype=object), ns),
+           'batch': np.empty(N, dtype=np.int64), 'step': np.empty(N, dtype=np.int64), 'kept': np.empty(N, dtype=bool)}
+    if wide is not None: out['values'] = np.empty((N, len(wide)))
+    for n in np.unique(ns):
+        i = np.flatnonzero(ns == n)
+        pos,g = (at[i][:, None] + np.arange(n)).reshape(-1),[rows[j] for j in i]
+        b,s,k = unpack_rows([r[5] for r in g], int(n), [r[3] for r in g], [r[2] for r in g])
+        out['batch'][pos],out['step'][pos],out['kept'][pos] = b.reshape(-1),s.reshape(-1),k.reshape(-1)
+        if wide is not None: out['values'][pos] = unpack_stats([r[6] for r in g], int(n), wide).reshape(-1, len(wide))
+    if bins is not None:   # chunks of the same number of histograms unpacked together, in the order of their rows
+        ms = np.add.reduceat(out['kept'].astype(np.int64), at[:-1]) if N else ns
+        hat,out['hist'] = np.concatenate([[0], np.cumsum(ms)]),np.empty((int(ms.sum()), bins), dtype=np.int32)
+        for m in np.unique(ms):
+            i = np.flatnonzero(ms == m)
+            h = unpack_hist([rows[j][-1] for j in i], int(m), bins)
+            out['hist'][(hat[i][:, None] + np.arange(m)).reshape(-1)] = h.reshape(-1, bins)
+    return out
 
+# %% ../nbs/02a_stepdb.ipynb #0e4e92e7
 def _span(col:str, span:tuple=(None, None))->tuple:
     "The filter keeping the rows whose `col` lies in `span`, `(start, stop)` (either `None`: open), and its arguments"
     w,args = '',[]
@@ -215,17 +265,47 @@ def _span(col:str, span:tuple=(None, None))->tuple:
         if v is not None: w,args = w + f' AND {col} {op} ?',[*args, int(v)]
     return w,args
 
-def _layer_frame(con, t:str, cols:list, kind_of, layers=None, split=None, span=(None, None), wide:bool=False)->pd.DataFrame:
-    "Long rows (`wide`: a column each) of statistics `cols` of table `t` (`act` or `grad`) for `layers` (default: all), `split` and the steps in `span`; `kind_of(rows)` gives their `kind`"
+def _chunk_span(span:tuple=(None, None))->tuple:
+    "The filter keeping the chunks (`x`) that hold a step in `span`, and its arguments"
+    (w1,a1),(w2,a2) = _span('x.last_step', (span[0], None)),_span('x.step', (None, span[1]))
+    return w1 + w2,[*a1, *a2]
+
+# %% ../nbs/02a_stepdb.ipynb #f66ba199
+def _batch_cols(con, ids)->dict:
+    "`{'epoch', 'fit'}` of the batches `ids` (an array): arrays, an item each (int; float, with NaN, where one is missing)"
+    lo,hi = (int(ids.min()),int(ids.max())) if len(ids) else (0, -1)
+    rows = con.execute('SELECT id, epoch, fit FROM batches WHERE id BETWEEN ? AND ?', (lo, hi)).fetchall()
+    at = np.zeros(hi - lo + 1, dtype=np.int64)   # where each batch id's row is
+    at[np.array([r[0] for r in rows], dtype=np.int64) - lo] = np.arange(len(rows))
+    col = lambda j: pd.Series([r[j] for r in rows], dtype=None if rows else np.int64).to_numpy()[at[ids - lo]]
+    return {'epoch': col(1), 'fit': col(2)}
+
+def _layer_frame(con, t:str, cols:list, kind:str, layers=None, split=None, span=(None, None), wide:bool=False)->pd.DataFrame:
+    """Long rows (`wide`: a column each) of statistics `cols` of table `t` (`act` or `grad`) for `layers` (default: all),
+    `split` and the steps in `span`, of `kind` (`act`: `valid_act` for validation rows)"""
     w,args = _in('n.path', layers)
     if split: w,args = w + ' AND x.split = ?',[*args, split]
-    w2,a2 = _span('x.step', span); w,args = w + w2,[*args, *a2]
-    d = pd.read_sql_query(_LAYER_ROWS.format(cols=', '.join(f'x.{c}' for c in cols), t=t) + w + ' ORDER BY x.name, x.batch', con, params=args)
-    d = d.rename(columns={'path': 'layer'})
-    if not wide: d = d.melt(['step', 'epoch', 'fit', 'split', 'layer'], var_name='stat')
-    d['kind'] = kind_of(d)
+    w2,a2 = _chunk_span(span); w,args = w + w2,[*args, *a2]
+    rows = con.execute(f'SELECT x.name, x.split, x.step, x.batch, x.n, x.rows, x.stats FROM {t} x '
+                       f'JOIN names n ON n.id = x.name WHERE 1{w}', args).fetchall()
+    held = step_stats(con)
+    u = _unpack_chunks(rows, table_wide(held, t))
+    o = np.lexsort((u['batch'], u['name']))
+    lo,hi = [-np.inf if s is None else s for s in span[:1]] + [np.inf if s is None else s for s in span[1:]]
+    o = o[(u['step'][o] >= lo) & (u['step'][o] <= hi)]
+    w,args = _in('path', layers)
+    names = dict(con.execute(f'SELECT id, path FROM names WHERE 1{w}', args))
+    b,ix,sp = _batch_cols(con, u['batch'][o]),[table_stats(held, t).index(c) for c in cols],u['split'][o]
+    layer = np.array([names[i] for i in u['name'][o].tolist()], dtype=object)
+    d = pd.DataFrame({'step': u['step'][o], **b, 'split': sp, 'layer': layer,
+                      'kind': np.where(sp == 'train', 'act', 'valid_act') if kind == 'act' else np.full(len(sp), kind)})
+    if wide: return d.assign(**{c: u['values'][o, i] for c,i in zip(cols, ix)})
+    d = d.take(np.tile(np.arange(len(d)), len(cols))).reset_index(drop=True)   # a row per value, statistic by statistic
+    d['stat'] = pd.Series(cols, dtype=d.split.dtype).take(np.repeat(np.arange(len(cols)), len(o))).array
+    d['value'] = u['values'][o][:, ix].T.reshape(-1)
     return d
 
+# %% ../nbs/02a_stepdb.ipynb #7ed0bdc4
 def _loss_frame(con, cols:list, span=(None, None), wide:bool=False)->pd.DataFrame:
     "Long rows of the losses `cols` (`loss`, `smooth_loss`) of the training batches whose steps lie in `span`"
     w,args = _span('step', span)
@@ -243,7 +323,6 @@ def _hyper_frame(con, stats=None, span=(None, None), wide:bool=False)->pd.DataFr
     d['layer'] = 'group ' + d.pop('grp').astype(str); d['kind'] = 'hyper'
     if wide and len(d): d = d.pivot_table(index=[*_KEYS], columns='stat', values='value', sort=False).reset_index().rename_axis(columns=None)
     return d
-
 
 # %% ../nbs/02a_stepdb.ipynb #05808fde
 MAX_STEP_VALUES = 20_000_000   # the most values `read_steps` puts in one long DataFrame (about 2 GB)
@@ -292,16 +371,16 @@ def read_steps(
                "ask for a part: `query_steps(layers=..., stats=..., kinds=..., start=..., stop=...)`, or `step_series` for a chart's points", span)
         if want('act') or want('valid_act'):
             split = None if want('act') and want('valid_act') else 'train' if want('act') else 'valid'
-            if cols := pick(names('act')): frames.append(_layer_frame(con, 'act', cols, lambda d: np.where(d.split == 'train', 'act', 'valid_act'), layers, split, span, wide))
-        if want('grad') and (cols := pick(names('grad'))): frames.append(_layer_frame(con, 'grad', cols, lambda d: 'grad', layers, span=span, wide=wide))
-        if want('weight') and (cols := pick(names('weight'))): frames.append(_layer_frame(con, 'grad', cols, lambda d: 'weight', layers, span=span, wide=wide))
+            if cols := pick(names('act')): frames.append(_layer_frame(con, 'act', cols, 'act', layers, split, span, wide))
+        for k in ('grad', 'weight'):
+            if want(k) and (cols := pick(names(k))): frames.append(_layer_frame(con, 'grad', cols, k, layers, span=span, wide=wide))
         if layers is None:
             if want('loss') and (cols := pick(['loss', 'smooth_loss'])): frames.append(_loss_frame(con, cols, span, wide))
             if want('hyper'): frames.append(_hyper_frame(con, stats, span, wide))
     finally: con.close()
     frames = [f for f in frames if len(f)]
     if not frames: return pd.DataFrame(columns=_KEYS if wide else STEP_COLUMNS)
-    d = pd.concat(frames, ignore_index=True)
+    d = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     d = d[[*_KEYS, *(c for c in d.columns if c not in _KEYS)]] if wide else d[STEP_COLUMNS].astype({'value': float})
     return root_last(d, root)   # the root: `output`, after the layers
 
@@ -311,23 +390,45 @@ def read_step_hist(
     layer:str,           # the layer's path (the root: `''` or `output`)
     split:str='train',   # `train` or `valid`
 )->tuple:
-    "`(steps, counts)` of `layer`'s activation histograms: one row of `hist_bins` + 2 counts (below the range, the bins, above) per sampled batch"
+    """`(steps, counts)` of `layer`'s activation histograms: a row of `hist_bins` + 2 counts (below the range, the bins,
+    above) for each sampled batch that kept one"""
     con = _connect(Path(path)/'steps.sqlite', readonly=True)
     try:
-        meta = dict(con.execute('SELECT key, value FROM meta'))
+        k = int(dict(con.execute('SELECT key, value FROM meta'))['hist_bins']) + 2
         if layer == _root(con): layer = ''   # the root, as tables name it
-        rows = con.execute('SELECT x.step, x.hist FROM act x JOIN names n ON n.id = x.name '
-                           "WHERE n.path = ? AND n.kind = 'layer' AND x.split = ? ORDER BY x.step, x.batch", (layer, split)).fetchall()
+        rows = con.execute('SELECT x.name, x.split, x.step, x.batch, x.n, x.rows, x.hist FROM act x '
+                           "JOIN names n ON n.id = x.name WHERE n.path = ? AND n.kind = 'layer' AND x.split = ? "
+                           'ORDER BY x.step, x.batch', (layer, split)).fetchall()
     finally: con.close()
-    k = int(meta['hist_bins']) + 2
-    return (np.array([s for s,_ in rows], dtype=np.int64),
-            np.stack([np.frombuffer(h, dtype='<i4') for _,h in rows]) if rows else np.zeros((0, k), dtype=np.int32))
+    u = _unpack_chunks(rows, bins=k)
+    return u['step'][u['kept']],u['hist']
 
 # %% ../nbs/02a_stepdb.ipynb #1ac7ca5d
 def forget_steps_after(path, epoch:int):
-    "Remove the batches of epochs after `epoch` from the step database of run folder `path`, with their statistics"
-    stmts = [(t, f'DELETE FROM {t} WHERE batch IN (SELECT id FROM batches WHERE epoch > ?)') for t in ('act', 'grad', 'hypers')]
-    sqlite_delete(Path(path)/'steps.sqlite', stmts + [(t, f'DELETE FROM {t} WHERE epoch > ?') for t in ('epochs', 'batches')], epoch)
+    """Remove the batches of epochs after `epoch` from the step database of run folder `path`, with their statistics
+    (a chunk that holds some is packed again without them)"""
+    fname = Path(path)/'steps.sqlite'
+    if not fname.exists(): return
+    con = _connect(fname)
+    try:
+        meta = dict(con.execute('SELECT key, value FROM meta')); _writable(fname, meta)
+        gone = np.array([i for i, in con.execute('SELECT id FROM batches WHERE epoch > ?', (epoch,))], dtype=np.int64)
+        if not len(gone): return
+        held,bins = json.loads(meta['stats']),int(meta['hist_bins']) + 2
+        with con:
+            for t in ('act', 'grad'):
+                wide,hist = table_wide(held, t),t == 'act'
+                cols = f"name, split, step, batch, n, rows, stats{', hist' if hist else ''}"
+                for r in con.execute(f"SELECT {cols} FROM {t} WHERE last_batch >= ?", (int(gone.min()),)).fetchall():
+                    u = _unpack_chunks([r], wide, bins if hist else None)
+                    con.execute(f'DELETE FROM {t} WHERE name = ? AND split = ? AND step = ? AND batch = ?', r[:4])
+                    if (k := ~np.isin(u['batch'], gone)).any():
+                        h = u['hist'][k[u['kept']]] if hist else None   # the histograms of the rows that stay
+                        row = _chunk_row(r[0], r[1], u['batch'][k], u['step'][k], u['values'][k], wide, u['kept'][k], h)
+                        con.execute(f"INSERT INTO {t} VALUES ({', '.join('?' * len(row))})", row)
+            con.execute('DELETE FROM hypers WHERE batch IN (SELECT id FROM batches WHERE epoch > ?)', (epoch,))
+            for t in ('epochs', 'batches'): con.execute(f'DELETE FROM {t} WHERE epoch > ?', (epoch,))
+    finally: con.close()
 
 # %% ../nbs/02a_stepdb.ipynb #2e6166d1
 def open_steps(path)->sqlite3.Connection:
@@ -377,21 +478,44 @@ def layer_range(con, layer:str)->list|None:
 
 # %% ../nbs/02a_stepdb.ipynb #93c938f7
 _SPLIT = {'act': 'train', 'valid_act': 'valid', 'grad': 'train', 'weight': 'train', 'loss': 'train', 'hyper': 'train'}
+_CHUNKED = {'act': 'act', 'valid_act': 'act', 'grad': 'grad', 'weight': 'grad'}   # the kinds kept in chunks: their table
 
 def _series_query(kind:str, stats:list)->tuple:
-    "The table, the columns and the filter of `kind`'s rows (each table has `split` and `step` columns)"
-    if kind in ('act', 'valid_act'): return 'act', [f'x.{s}' for s in stats], 'x.name = ?'
-    if kind in ('grad', 'weight'): return 'grad', [f'x.{s}' for s in stats], 'x.name = ?'
+    "The table, the columns and the filter of the rows of kind `loss` or `hyper` (each table has `split` and `step`)"
     if kind == 'loss': return 'batches', [f'x.{s}' for s in stats], None
     if kind == 'hyper': return 'hypers', ['x.value'], 'x.grp = ? AND x.name = ?'
     raise ValueError(f"`kind` must be one of {', '.join(map(repr, _SPLIT))}, not {kind!r}")
 
 def _step_range(con, table:str, cond:str, args:list, start, stop)->tuple:
-    "The first and last step of the rows that `cond` selects, within [`start`, `stop`]: two seeks of the table's key"
+    "The first and last step of the rows (or chunks) that `cond` selects, within [`start`, `stop`]: two seeks of the key"
     lo, = con.execute(f"SELECT min(x.step) FROM {table} x WHERE {cond}", args).fetchone()
     if lo is None: return None,None
-    hi, = con.execute(f"SELECT max(x.step) FROM {table} x WHERE {cond}", args).fetchone()
+    last = ('x.last_step', ', x.batch DESC') if table in ('act', 'grad') else ('x.step', '')
+    hi, = con.execute(f"SELECT {last[0]} FROM {table} x WHERE {cond} ORDER BY x.step DESC{last[1]} LIMIT 1",
+                      args).fetchone()
     return max(lo, start) if start is not None else lo,min(hi, stop) if stop is not None else hi
+
+def _series_chunks(con, t:str, nid:int, split:str, lo:int, hi:int, blob:str='stats')->list:
+    "The chunks of `nid`'s `split` in table `t` that hold steps in [`lo`, `hi`]: `(name, split, step, batch, n, rows, blob)`"
+    s0, = con.execute(f'SELECT max(step) FROM {t} WHERE name = ? AND split = ? AND step <= ?', (nid, split, lo)).fetchone()
+    return con.execute(f'SELECT name, split, step, batch, n, rows, {blob} FROM {t} WHERE name = ? AND split = ? '
+                       'AND step BETWEEN ? AND ? AND last_step >= ? ORDER BY step, batch',
+                       (nid, split, lo if s0 is None else s0, hi, lo)).fetchall()
+
+# %% ../nbs/02a_stepdb.ipynb #08663122
+def _buckets(step, cols:dict, lo:int, width:int)->dict:
+    """`{'steps', 'n', name: {'min', 'max', 'mean'}}` of the series `cols` (`{name: values}`) at `step` (not decreasing),
+    in buckets of `width` steps from `lo`"""
+    b = (step - lo) // width
+    first = np.flatnonzero(np.r_[True, b[1:] != b[:-1]]) if len(b) else np.zeros(0, dtype=np.int64)
+    res,none = {'steps': step[first].tolist(), 'n': len(step)},lambda a: [None if v != v else v for v in a.tolist()]
+    for k,v in cols.items():
+        if not len(first): res[k] = {'min': [], 'max': [], 'mean': []}; continue
+        ok = ~np.isnan(v)
+        m,s = np.add.reduceat(ok.astype(np.int64), first),np.add.reduceat(np.where(ok, v, 0.), first)
+        res[k] = {'min': none(np.fmin.reduceat(v, first)), 'max': none(np.fmax.reduceat(v, first)),
+                  'mean': none(np.divide(s, m, out=np.full(len(m), np.nan), where=m > 0))}
+    return res
 
 # %% ../nbs/02a_stepdb.ipynb #d060830f
 def step_series(
@@ -402,34 +526,37 @@ def step_series(
     start:int|None=None, stop:int|None=None, # the range of steps (inclusive)
     points:int=1000,   # at most this many buckets of consecutive steps
 )->dict:
-    "`{'steps', 'n', 'width', stat: {'min', 'max', 'mean'}}`: a series downsampled in SQLite, `width` steps a bucket (`steps` holds each bucket's first)"
+    "`{'steps', 'n', 'width', stat: {'min', 'max', 'mean'}}`: a series, `width` steps a bucket (`steps`: each one's first)"
     con,own = _reader(path)
     try:
         if kind == 'hyper':
             grp,name = int(str(layer).split()[-1]) if layer is not None else 0,stats if isinstance(stats, str) else 'lr'
-            stats,args = ['value'],[grp, name]
+            table,cols,cond = _series_query(kind, [name])
+            names,args,cond = [name],[grp, name, 'train'],cond + ' AND x.split = ?'
         else:
-            stats = _stats_of(con, kind, stats)
-            args = [] if kind == 'loss' else [_name_id(con, layer, kind)]
-        table,cols,where = _series_query(kind, stats)
-        cond = ' AND '.join([w for w in (where, 'x.split = ?') if w])
-        args.append(_SPLIT[kind])
+            names = _stats_of(con, kind, stats)
+            if kind in _CHUNKED:
+                table,cond,args = _CHUNKED[kind],'x.name = ? AND x.split = ?',[_name_id(con, layer, kind), _SPLIT[kind]]
+            else: table,cols,_ = _series_query(kind, names); cond,args = 'x.split = ?',['train']
         lo,hi = _step_range(con, table, cond, args, start, stop)
-        if lo is None: return {'steps': [], 'n': 0, 'width': 1, **{s: {'min': [], 'max': [], 'mean': []} for s in (stats if kind != 'hyper' else [name])}}
+        if lo is None: return {'steps': [], 'n': 0, 'width': 1, **{s: {'min': [], 'max': [], 'mean': []} for s in names}}
         width = max(1, -(-(hi - lo + 1) // max(1, points)))
-        aggs = ', '.join(f'min({c}), max({c}), avg({c})' for c in cols)
-        rows = con.execute(f"SELECT min(x.step), count(*), {aggs} FROM {table} x WHERE {cond} AND x.step BETWEEN ? AND ? "
-                           f"GROUP BY (x.step - ?) / ? ORDER BY 1", [*args, lo, hi, lo, width]).fetchall()
+        if kind in _CHUNKED:
+            held = step_stats(con)
+            u = _unpack_chunks(_series_chunks(con, table, *args, lo, hi), table_wide(held, table))
+            k,ix = (u['step'] >= lo) & (u['step'] <= hi),[table_stats(held, table).index(s) for s in names]
+            return {**_buckets(u['step'][k], {s: u['values'][k, i] for s,i in zip(names, ix)}, lo, width), 'width': width}
+        rows = con.execute(f"SELECT x.step, {', '.join(cols)} FROM {table} x WHERE {cond} AND x.step BETWEEN ? AND ? "
+                           "ORDER BY x.step", [*args, lo, hi]).fetchall()
     finally:
         if own: con.close()
-    names = stats if kind != 'hyper' else [name]
-    res = {'steps': [r[0] for r in rows], 'n': sum(r[1] for r in rows), 'width': width}
-    for j,s in enumerate(names): res[s] = {k: [r[2 + 3*j + i] for r in rows] for i,k in enumerate(('min', 'max', 'mean'))}
-    return res
+    a = np.array(rows, dtype=np.float64).reshape(len(rows), len(names) + 1)
+    return {**_buckets(a[:, 0].astype(np.int64), {s: a[:, 1 + j] for j,s in enumerate(names)}, lo, width), 'width': width}
 
 # %% ../nbs/02a_stepdb.ipynb #9337bba3
 def step_hist_series(path, layer:str, split:str='train', start:int|None=None, stop:int|None=None, points:int=400)->dict:
-    "`{'steps', 'width', 'counts', 'range'}`: one sampled batch's histogram (`hist_bins` + 2 counts) for each bucket of at most `points`, and where the bins lie"
+    """`{'steps', 'width', 'counts', 'range'}`: one sampled batch's histogram (`hist_bins` + 2 counts) for each bucket of at
+    most `points` (its first kept), and where the bins lie"""
     con,own = _reader(path)
     try:
         nid = _name_id(con, layer, 'act')
@@ -437,13 +564,29 @@ def step_hist_series(path, layer:str, split:str='train', start:int|None=None, st
         rng = layer_range(con, layer)
         if lo is None: return {'steps': [], 'width': 1, 'counts': [], 'range': rng}
         width = max(1, -(-(hi - lo + 1) // max(1, points)))
-        # SQLite returns the other columns of the row where min() is reached: each bucket's first batch
-        rows = con.execute('SELECT min(x.step), x.hist FROM act x WHERE x.name = ? AND x.split = ? '
-                           'AND x.step BETWEEN ? AND ? GROUP BY (x.step - ?) / ? ORDER BY 1', (nid, split, lo, hi, lo, width)).fetchall()
+        chunks = _series_chunks(con, 'act', nid, split, lo, hi, 'hist')
+        bins, = con.execute("SELECT value FROM meta WHERE key = 'hist_bins'").fetchone()
     finally:
         if own: con.close()
-    return {'steps': [r[0] for r in rows], 'width': width, 'counts': [np.frombuffer(r[1], dtype='<i4').tolist() for r in rows],
-            'range': rng}
+    u = _unpack_chunks(chunks)                                       # the rows' steps: no histogram unpacked yet
+    k = np.flatnonzero(u['kept'] & (u['step'] >= lo) & (u['step'] <= hi))
+    b = (u['step'][k] - lo) // width
+    first = k[np.flatnonzero(np.r_[True, b[1:] != b[:-1]])] if len(k) else k
+    of = np.repeat(np.arange(len(chunks)), [c[4] for c in chunks])   # the chunk of each row
+    need = np.unique(of[first])                                      # the chunks that hold a bucket's first histogram
+    h = _unpack_chunks([chunks[i] for i in need], bins=int(bins) + 2)['hist']
+    m,nth = np.bincount(of[u['kept']], minlength=len(chunks)),np.cumsum(u['kept']) - 1   # a chunk's histograms; a row's number
+    G,H = np.cumsum(m) - m,np.cumsum(m[need]) - m[need]              # where each chunk's start: among all, among those unpacked
+    c = of[first]
+    counts = h[H[np.searchsorted(need, c)] + nth[first] - G[c]]
+    return {'steps': u['step'][first].tolist(), 'width': width, 'counts': counts.tolist(), 'range': rng}
+
+# %% ../nbs/02a_stepdb.ipynb #4fb76788
+HIST_STEPS = 2_000   # the training histograms a fit keeps of a layer, about: a chart of 400 buckets, zoomed 5 times
+
+def hist_every_for(sampled:int)->int:
+    "The `hist_every` of a fit that samples `sampled` training batches: one in as many as keep `HIST_STEPS` at most"
+    return max(1, -(-int(sampled) // HIST_STEPS))
 
 # %% ../nbs/02a_stepdb.ipynb #0f040ba6
 def step_info(path)->dict:

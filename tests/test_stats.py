@@ -390,10 +390,10 @@ def _layout_results(path, monkeypatch)->dict:
     _fit(learn, 1)
     run = load_run(path)
     res['epoch'] = run.epochs[0]['tree'],run.epochs[0]['alerts'],run.meta.get('live_alerts')
-    con = sqlite3.connect(path/'steps.sqlite')
-    res['steps'] = [con.execute(f'SELECT * FROM {t} ORDER BY 1, 2, 3, 4').fetchall() for t in ('act', 'grad')]
-    con.close()
-    assert len(res['steps'][0]) and len(res['steps'][1]) and any(a['stat'] == 'valid_act' for a in res['epoch'][1])
+    res['step hists'] = {(l, sp): [a.tolist() for a in run.step_hist(l, sp)] for l in step_info(path)['layers'] for sp in ('train', 'valid')}
+    res['step values'] = [(d := run.query_steps(kinds=k, wide=True)).astype(object).where(d.notna(), None).to_dict('records')
+                          for k in ('act', 'valid_act', 'grad')]   # NaN as None: equal to itself
+    assert all(res['step values']) and any(a['stat'] == 'valid_act' for a in res['epoch'][1])
     # two ranks that recorded the same batches: the sums double, the calls (a maximum over ranks) stay
     st,cs = stats.ActStats(2, 'cpu', bins=8, hist_range=(-4, 4)),CustomStats()
     for _ in range(2):

@@ -42,6 +42,22 @@ def test_steps_equal_activation_stats_and_hand_grad_norms(tmp_path):
     lr = run.query_steps(stats='lr', kinds='hyper')
     assert len(lr) == n and (lr.value == 1e-2).all()
 
+def test_long_fit_keeps_one_histogram_in_a_few(tmp_path, monkeypatch):
+    "A fit that samples more training batches than `HIST_STEPS` keeps the histograms of one in `hist_every_for(sampled)`, and every batch's statistics"
+    import fastexplorer.stepdb as stepdb
+    monkeypatch.setattr(stepdb, 'HIST_STEPS', 8)
+    learn = digits_learner(bs=32, cbs=ExplorerCallback(tmp_path/'run', every=1, valid=True))
+    with learn.no_logging(): learn.fit(1, 1e-2)
+    n,nv = len(learn.dls.train),len(learn.dls.valid)
+    k = -(-n // 8)
+    assert k >= 4
+    run = load_run(tmp_path/'run')
+    for layer in ('0.0', 'output'):
+        steps,counts = run.step_hist(layer)
+        assert steps.tolist() == list(range(0, n, k)) and counts.sum(1).tolist() == [counts[0].sum()] * len(steps)
+        assert len(run.step_hist(layer, 'valid')[0]) == nv                   # every validation batch's
+        assert len(run.query_steps(layer, 'mean', 'act')) == n               # every training batch's statistics
+
 def test_epoch_files_unchanged_by_steps(tmp_path):
     "The epoch files hold the same statistics with and without the step series"
     docs = []
@@ -138,7 +154,7 @@ def test_kill_9_leaves_every_flushed_step(tmp_path):
         con = sqlite3.connect(path/'steps.sqlite')
         assert con.execute('PRAGMA integrity_check').fetchone() == ('ok',)
         nb, = con.execute('SELECT count(*) FROM batches').fetchone()
-        na, = con.execute('SELECT count(*) FROM act').fetchone()
+        na, = con.execute('SELECT coalesce(sum(n), 0) FROM act').fetchone()
         con.close()
         assert nb >= committed and nb % 10 == 0 and na == nb * 50, (i, committed, nb, na)
         assert len(read_steps(path, layers='layer7', stats='mean')) == nb
