@@ -7,6 +7,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/stats.html.md"""
 # %% ../nbs/03_stats.ipynb #eb1e9549
 from __future__ import annotations
 import math
+import numpy as np
 import torch
 from torch import nn
 from fastcore.basics import patch, store_attr, val2idx
@@ -466,16 +467,29 @@ def _plain(v:float, count:bool):
 # %% ../nbs/03_stats.ipynb #79ddc3c6
 SAT_EPS = 1e-3   # a unit whose every value lies this close to a limit of its activation is pinned there
 
-def _unit_stats(umax:torch.Tensor, umin, dim:int, max_units:int=1024)->dict:
-    "Dead units of one layer, from its units' extrema, and how they were counted"
-    seen = int((umax > -math.inf).sum())
-    dead = dead_mask(umax, umin).nonzero().flatten().tolist()
-    res = dict(units=umax.numel(), unit_dim=dim, dead_rule='never positive' if umin is None else 'constant',
-               dead=len(dead), dead_frac=len(dead) / seen if seen else None, dead_units=dead[:max_units])
-    if seen < umax.numel(): res['units_nonfinite'] = umax.numel() - seen    # never held a finite value: neither dead nor alive
-    if umin is not None:   # units whose whole range lies within SAT_EPS of a squashing activation's limit: 0 or 1, -1 or 1
-        near = lambda c: (umin >= c - SAT_EPS) & (umax <= c + SAT_EPS)
-        res.update(pinned_01=int((near(0.) | near(1.)).sum()), pinned_pm1=int((near(-1.) | near(1.)).sum()))
+def _units_stats(units:list, max_units:int=1024)->list:
+    """Dead units of layers `units`, `(umax, umin, dim)` each (`umin` `None` after a rectifier), and how they were counted:
+    a dict each, from one host copy and array operations over every layer at once (a deep net has thousands)"""
+    if not units: return []
+    ns = np.array([u.numel() for u,_,_ in units]); at = np.cumsum(ns) - ns
+    U = torch.cat([u.reshape(-1).float() for u,_,_ in units]).cpu().numpy()
+    V = torch.cat([(u if v is None else v).reshape(-1).float() for u,v,_ in units]).cpu().numpy()   # a rectifier's: unused
+    per = lambda m: np.add.reduceat(m.astype(np.int64), at)   # a count per layer
+    seen = U > -np.inf
+    with np.errstate(invalid='ignore'): r = np.where(seen, U - V, 0)
+    rule = np.repeat([v is None for _,v,_ in units], ns)
+    dead = seen & np.where(rule, U <= 0, r <= np.repeat(DEAD_TOL * np.maximum.reduceat(r, at), ns))   # as `dead_mask`
+    near = lambda c: (V >= c - SAT_EPS) & (U <= c + SAT_EPS)   # pinned within SAT_EPS of a squashing limit: 0 or 1, -1 or 1
+    n_seen,n_dead,p01,pm1 = per(seen),per(dead),per(near(0.) | near(1.)),per(near(-1.) | near(1.))
+    idx = np.flatnonzero(dead)
+    res = []
+    for k,((u,v,dim),n,a,ix) in enumerate(zip(units, ns.tolist(), at.tolist(), np.split(idx, np.searchsorted(idx, at[1:])))):
+        s,d = int(n_seen[k]),int(n_dead[k])
+        st = dict(units=n, unit_dim=dim, dead_rule='never positive' if v is None else 'constant', dead=d,
+                  dead_frac=d / s if s else None, dead_units=(ix[:max_units] - a).tolist())
+        if s < n: st['units_nonfinite'] = n - s   # never held a finite value: neither dead nor alive
+        if v is not None: st.update(pinned_01=int(p01[k]), pinned_pm1=int(pm1[k]))
+        res.append(st)
     return res
 
 # %% ../nbs/03_stats.ipynb #5a3a33d7
@@ -489,6 +503,8 @@ def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
     keys = list(i_to_key)[:self.sites.n]
     keys += [site_key(keys[i], c + 1) for i,c in self.sites.extra]   # in row order: rows are numbered as sites are found
     layer = {r: i for (i,_),r in self.sites.extra.items()}   # the layer of each row past the first calls'
+    us = [i for i in range(len(keys)) if self.units[i] is not None]
+    units = dict(zip(us, _units_stats([(self.units[i], self.umins[i], self.dims[i]) for i in us], max_units)))
     res = {}
     for i,key in enumerate(keys):
         c = dict(zip(_ACC, acc[i]))
@@ -502,9 +518,7 @@ def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
         st['hist'][0] += st['hist_out'][0]; st['hist'][-1] += st['hist_out'][1]   # values outside count in the edge bins
         if nf < n and math.isfinite(bad[i]):   # the epoch's sampled batch (from 0) where it first held one, and its output's rank in it
             st.update(nonfinite_batch=int(bad[i]), out_order=self.seq.get(i))
-        if (u := self.units[i]) is not None:
-            v = self.umins[i]
-            st.update(_unit_stats(u.cpu(), None if v is None else v.cpu(), self.dims[i], max_units))
+        if i in units: st.update(units[i])
         if i in self.errors: st['unsupported'] = self.errors[i]
         if (c := self.sites.call(i)) is not None: st['call'] = c   # a layer called several times: which call this row is
         res[key] = st

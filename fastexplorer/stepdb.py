@@ -134,23 +134,29 @@ class StepWriter:
         return [self.ids[(p, kind)] for p in paths]
 
 # %% ../nbs/02a_stepdb.ipynb #2b24a16d
-def _chunk_row(name:int, split:str, batch, step, values, wide, kept=None, hist=None)->tuple:
-    "A row of `act` (given `hist`: the rows `kept`'s) or `grad`: a series' rows `batch`, `step` and statistics `values`, packed"
-    return (name, split, int(step[0]), int(batch[0]), int(step[-1]), int(batch[-1]), len(batch),
-            pack_rows(batch, step, kept), pack_stats(values, wide), *(() if hist is None else (pack_hist(hist),)))
+def _chunk_rows(name, split, batch, step, values, wide, kept=None, hist=None)->list:
+    """Rows of table `act` (given `hist`: the histograms of the rows `kept`, as many in each) or `grad`, packed: chunks of
+    as many rows (`batch`, `step`: chunks × rows; `values`: chunks × rows × statistics) of series `name` and `split`"""
+    rows,stats,hists = pack_rows(batch, step, kept),pack_stats(values, wide),None if hist is None else pack_hist(hist)
+    return [(int(name[j]), str(split[j]), int(step[j, 0]), int(batch[j, 0]), int(step[j, -1]), int(batch[j, -1]), batch.shape[1],
+             rows[j], stats[j], *(() if hists is None else (hists[j],))) for j in range(len(batch))]
 
 @patch
 def _chunks(self:StepWriter, t:str, ids:list, key:list, idx, values, hist=None, keep=None):
     """Insert into table `t` the rows `idx` (batch index into `key`, name index into `ids`) of `values` (and `hist`, kept
-    where the batch's `keep`): a chunk per series, cut every `CHUNK_ROWS`"""
+    where the batch's `keep`): a chunk per series, cut every `CHUNK_ROWS`, chunks of as many rows and histograms packed together"""
     bi,ni = idx[:, 0].astype(np.int64),idx[:, 1].astype(np.int64)
     name,(split,step,batch) = np.asarray(ids, dtype=np.int64)[ni],(np.array(k)[bi] for k in zip(*key))
     step,batch = step.astype(np.int64),batch.astype(np.int64)
     kept = np.asarray(keep if keep is not None else [True] * len(key), dtype=bool)[bi]
-    rows = [_chunk_row(int(name[s[0]]), str(split[s[0]]), batch[s], step[s], values[s], self.wide[t],
-                       *((None, None) if hist is None else (kept[s], hist[s][kept[s]])))
-            for s in chunk_slices(name, split, batch)]
-    self.con.executemany(f"INSERT INTO {t} VALUES ({', '.join('?' * len(rows[0]))})", rows)
+    groups = {}
+    for s in chunk_slices(name, split, batch): groups.setdefault((len(s), int(kept[s].sum()) if hist is not None else 0), []).append(s)
+    rows = []
+    for (n,m),g in groups.items():
+        S = np.stack(g)   # chunks × rows: indexes into `idx`
+        h = None if hist is None else hist[S][kept[S]].reshape(len(S), m, -1)
+        rows += _chunk_rows(name[S[:, 0]], split[S[:, 0]], batch[S], step[S], values[S], self.wide[t], kept[S], h)
+    self.con.executemany(f"INSERT INTO {t} VALUES ({', '.join('?' * len(rows[0]))})", sorted(rows, key=lambda r: r[:4]))
 
 # %% ../nbs/02a_stepdb.ipynb #b3cc55cb
 @patch
@@ -427,7 +433,8 @@ def forget_steps_after(path, epoch:int):
                     con.execute(f'DELETE FROM {t} WHERE name = ? AND split = ? AND step = ? AND batch = ?', r[:4])
                     if (k := ~np.isin(u['batch'], gone)).any():
                         h = u['hist'][k[u['kept']]] if hist else None   # the histograms of the rows that stay
-                        row = _chunk_row(r[0], r[1], u['batch'][k], u['step'][k], u['values'][k], wide, u['kept'][k], h)
+                        row, = _chunk_rows([r[0]], [r[1]], u['batch'][k][None], u['step'][k][None], u['values'][k][None], wide,
+                                           u['kept'][k][None], None if h is None else h[None])
                         con.execute(f"INSERT INTO {t} VALUES ({', '.join('?' * len(row))})", row)
             con.execute('DELETE FROM hypers WHERE batch IN (SELECT id FROM batches WHERE epoch > ?)', (epoch,))
             for t in ('epochs', 'batches'): con.execute(f'DELETE FROM {t} WHERE epoch > ?', (epoch,))
