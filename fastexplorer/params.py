@@ -12,7 +12,7 @@ from fastcore.basics import patch, store_attr, val2idx
 from .core import Statistic, named_columns, device_tensor
 
 # %% auto #0
-__all__ = ['FOREACH', 'PARAM_STEP_STATS', 'norms', 'grad_rows', 'weight_stats', 'ParamStats']
+__all__ = ['FOREACH', 'PARAM_STEP_STATS', 'norms', 'grad_rows', 'weights_stats', 'weight_stats', 'ParamStats']
 
 # %% ../nbs/03a_params.ipynb #1ee0af68
 def _norm(t): return torch.dot(t, t).sqrt()   # `vector_norm` is several times slower on some CPU builds
@@ -59,12 +59,24 @@ def _finite_grad(p)->tuple:
     row[_GRAD_ROW['zeros']] -= g.numel() - nf   # masked values are not zeros of the gradient
     return nan, g.numel() - nf - nan, row, nf
 
+def weights_stats(ps:list, max_values:int=2**24)->list:
+    """Norm, mean, std, min and max of each weight of `ps` (`{}` if empty): weights of as many values stacked (at most
+    `max_values` at once) and reduced together, read in a host copy per device and size (a deep net has thousands)"""
+    res,done = [{} for _ in ps],{}
+    for i,p in enumerate(ps):
+        if p.numel(): done.setdefault((p.device, p.numel()), []).append(i)
+    for (_,n),ix in done.items():
+        for a in range(0, len(ix), max(1, max_values // n)):
+            j = ix[a:a + max(1, max_values // n)]
+            W = torch.stack([_flat32(ps[k]) for k in j])
+            sd = W.std(1) if n > 1 else W.new_full((len(j),), float('nan'))
+            rows = torch.stack([(W * W).sum(1).sqrt(), W.mean(1), sd, W.amin(1), W.amax(1)], 1).tolist()
+            for k,r in zip(j, rows): res[k] = dict(zip(('norm', 'mean', 'std', 'min', 'max'), r))
+    return res
+
 def weight_stats(p:torch.Tensor)->dict:
-    "Norm, mean, std, min and max of a weight"
-    w = _flat32(p)
-    if w.numel() == 0: return {}
-    r = torch.stack([_norm(w), w.mean(), w.std() if w.numel() > 1 else w.new_tensor(float('nan')), w.min(), w.max()]).tolist()
-    return dict(zip(('norm', 'mean', 'std', 'min', 'max'), r))
+    "Norm, mean, std, min and max of a weight (`weights_stats` of one)"
+    return weights_stats([p])[0]
 
 # %% ../nbs/03a_params.ipynb #34c41058
 _GSUM = val2idx(('mean', 'norm', 'std', 'frac_zero'))   # the gradient statistics summed over steps, by name
@@ -185,14 +197,14 @@ def finish(self:ParamStats, keys:list)->dict:
     self.kept = None
     gsum,gmax,usum,umax = self.gsum.cpu().tolist(),self.gmax.cpu().tolist(),self.usum.cpu().tolist(),self.umax.cpu().tolist()
     ucount,moved = self.ucount.cpu().tolist(),self.umoved.cpu().tolist()
-    res = {}
+    res,ws = {},weights_stats(self.ps)
     for i,(key,p) in enumerate(zip(keys, self.ps)):
         k = self.gsteps[i]
         g = dict(zip(_GSUM, gsum[i]))
         grad = None if not k else {'steps': k, 'mean': g['mean']/k, 'norm': g['norm']/k, 'std': g['std']/k,
                                    'max_abs': gmax[i], 'frac_zero': g['frac_zero']/k, 'nan': self.nan[i], 'inf': self.inf[i],
                                    'ndim': p.ndim}
-        w = {**weight_stats(p), 'requires_grad': p.requires_grad, 'update_steps': self.usteps,
+        w = {**ws[i], 'requires_grad': p.requires_grad, 'update_steps': self.usteps,
              'update_ratio': usum[i]/ucount[i] if ucount[i] else None, 'update_max': umax[i] if ucount[i] else None,
              'update_moved': int(moved[i])}
         res[key] = {'weight': w, 'grad': grad}

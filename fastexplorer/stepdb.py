@@ -154,7 +154,7 @@ def _chunks(self:StepWriter, t:str, ids:list, key:list, idx, values, hist=None, 
     rows = []
     for (n,m),g in groups.items():
         S = np.stack(g)   # chunks × rows: indexes into `idx`
-        h = None if hist is None else hist[S][kept[S]].reshape(len(S), m, -1)
+        h = None if hist is None else hist[S][kept[S]].reshape(len(S), m, hist.shape[1])
         rows += _chunk_rows(name[S[:, 0]], split[S[:, 0]], batch[S], step[S], values[S], self.wide[t], kept[S], h)
     self.con.executemany(f"INSERT INTO {t} VALUES ({', '.join('?' * len(rows[0]))})", sorted(rows, key=lambda r: r[:4]))
 
