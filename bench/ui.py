@@ -179,7 +179,8 @@ def history_case(root:Path, a):
 
 def write_steps(path, n_steps:int, n_layers:int, n_params:int)->tuple:
     "Replace the run's steps.sqlite by `n_steps` synthetic sampled batches of its first `n_layers` layers and `n_params` parameters"
-    from fastexplorer.stepdb import StepWriter, table_stats, step_info
+    from fastexplorer.stepdb import StepWriter, table_stats
+    from fastexplorer.stepseries import step_info
     from fastexplorer.steps import step_layout
     ACT_STATS,GRAD_STATS = table_stats(step_layout(), 'act'),table_stats(step_layout(), 'grad')
     info = step_info(path)

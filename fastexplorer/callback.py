@@ -21,6 +21,7 @@ from .probe import *
 from .hooks import *
 from .export import *
 from .stepdb import *
+from .stepseries import read_hist_ranges
 from .alerts import *
 from .stats import *
 from .params import *

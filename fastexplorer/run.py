@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
 from .formats import *
-from . import stepdb, history
-from .stepdb import read_steps, read_step_hist, open_steps, layer_range
+from . import stepdb, stepseries, history
+from .stepdb import read_steps, read_step_hist
+from .stepseries import open_steps, layer_range
 
 # %% auto #0
 __all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'DF_COLUMNS', 'ALERT_COLUMNS', 'LAYER_KINDS', 'ROOT_RUN', 'read_epoch_index',
@@ -232,7 +233,7 @@ def step_series(self:Run,
     points:int=1000,   # at most this many buckets of consecutive steps
 )->pd.DataFrame:
     "A series as a chart draws it, however long the run: each bucket of steps (its first, the index) with each statistic's min, max and mean over it"
-    d = stepdb.step_series(self.path, layer, kind, stats, start, stop, points)
+    d = stepseries.step_series(self.path, layer, kind, stats, start, stop, points)
     cols = {s: pd.DataFrame(v, index=pd.Index(d['steps'], name='step')) for s,v in d.items() if isinstance(v, dict)}
     return pd.concat(cols, axis=1) if cols else pd.DataFrame(index=pd.Index([], name='step'))
 
@@ -353,10 +354,10 @@ class RunStore:
     def epoch_file(self, p, n:int)->Path|None: "The file of epoch `n` of run folder `p`, or `None`"; return epoch_path(p, n)
     def epoch_files(self, p)->list: "The files of the epochs run folder `p` lists, in order"; return [f for e in read_manifest(p)['epochs'] if (f := entry_path(p, e)) is not None]
     def load(self, f): "The JSON in file `f` of a run"; return _load_json(f)
-    def steps(self, p)->sqlite3.Connection: "A read-only connection to `p`'s step database, for many reads"; return stepdb.open_steps(p)
-    def step_info(self, src)->dict: "`stepdb.step_info` of a run folder or connection"; return stepdb.step_info(src)
-    def step_series(self, src, *args, **kwargs)->dict: "`stepdb.step_series`"; return stepdb.step_series(src, *args, **kwargs)
-    def step_hist_series(self, src, *args, **kwargs)->dict: "`stepdb.step_hist_series`"; return stepdb.step_hist_series(src, *args, **kwargs)
+    def steps(self, p)->sqlite3.Connection: "A read-only connection to `p`'s step database, for many reads"; return stepseries.open_steps(p)
+    def step_info(self, src)->dict: "`stepseries.step_info` of a run folder or connection"; return stepseries.step_info(src)
+    def step_series(self, src, *args, **kwargs)->dict: "`stepseries.step_series`"; return stepseries.step_series(src, *args, **kwargs)
+    def step_hist_series(self, src, *args, **kwargs)->dict: "`stepseries.step_hist_series`"; return stepseries.step_hist_series(src, *args, **kwargs)
     def history(self, p, paths:list)->str: "The epoch history of nodes `paths` as JSON"; return history.history_json(p, paths)
     def summaries(self, p)->str:
         "Every listed epoch's summary as JSON (the history may hold one more, written just before it is listed, or a cut run's)"

@@ -12,12 +12,11 @@ from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
 from .chunks import *
-from .formats import sqlite_reader, sqlite_create, sqlite_delete, root_label, root_last
+from .formats import sqlite_reader, sqlite_create, root_label, root_last
 
 # %% auto #0
 __all__ = ['STEPS_SCHEMA_VERSION', 'STEP_COLUMNS', 'MAX_STEP_VALUES', 'HIST_STEPS', 'table_stats', 'table_wide', 'steps_ddl',
-           'step_stats', 'StepWriter', 'read_steps', 'read_step_hist', 'forget_steps_after', 'open_steps',
-           'read_hist_ranges', 'layer_range', 'step_series', 'step_hist_series', 'hist_every_for', 'step_info']
+           'step_stats', 'StepWriter', 'read_steps', 'read_step_hist', 'forget_steps_after', 'hist_every_for']
 
 # %% ../nbs/02a_stepdb.ipynb #ee152e74
 STEPS_SCHEMA_VERSION = 3
@@ -440,192 +439,9 @@ def forget_steps_after(path, epoch:int):
             for t in ('epochs', 'batches'): con.execute(f'DELETE FROM {t} WHERE epoch > ?', (epoch,))
     finally: con.close()
 
-# %% ../nbs/02a_stepdb.ipynb #2e6166d1
-def open_steps(path)->sqlite3.Connection:
-    "A read-only connection to the step database of run folder `path`: pass it as `path` to `step_series`, `step_hist_series` and `step_info` to make many reads on one connection"
-    return _connect(Path(path)/'steps.sqlite', readonly=True)
-
-def _reader(path)->tuple:
-    "The connection to read with, and whether it is ours to close"
-    return (path, False) if isinstance(path, sqlite3.Connection) else (open_steps(path), True)
-
-def _stats_of(con, kind, stats):
-    "The statistics `stats` of `kind` to read (default: all it has), checked against those the database holds"
-    held = step_stats(con)
-    allowed = {**{k: [d['name'] for d in held if d['kind'] == k] for k in ('act', 'grad', 'weight')}, 'loss': ('loss', 'smooth_loss')}
-    allowed = {**allowed, 'valid_act': allowed['act']}.get(kind)
-    if allowed is None: return ['value']
-    stats = list(allowed) if stats is None else [stats] if isinstance(stats, str) else list(stats)
-    if bad := [s for s in stats if s not in allowed]: raise ValueError(f"no statistic {bad[0]!r} in `{kind}` steps: choose from {', '.join(allowed)}")
-    return stats
-
-def _name_id(con, layer, kind):
-    if kind in ('act', 'valid_act') and layer == _root(con): layer = ''   # the root, as users name it
-    r = con.execute('SELECT id FROM names WHERE path = ? AND kind = ?', (layer, 'layer' if kind in ('act', 'valid_act') else 'param')).fetchone()
-    if r is None: raise KeyError(f"no {'layer' if kind in ('act', 'valid_act') else 'parameter'} {layer!r} in the step database")
-    return r[0]
-
-# %% ../nbs/02a_stepdb.ipynb #fcd33f00
-def read_hist_ranges(path)->dict:
-    "`{layer: (lo, hi)}`: the bins fitted to each layer in the step database of run folder `path` (or an open connection)"
-    con,own = _reader(path)
-    try:
-        if not _has_table(con, 'hist_ranges'): return {}
-        return {p: (lo, hi) for p,lo,hi in con.execute('SELECT n.path, r.lo, r.hi FROM hist_ranges r JOIN names n ON n.id = r.name')}
-    finally:
-        if own: con.close()
-
-def layer_range(con, layer:str)->list|None:
-    "`[lo, hi]` of the bins of `layer` (the root: `''` or `output`) in the step database open on `con`; `None` if unknown"
-    if layer == _root(con): layer = ''
-    if _has_table(con, 'hist_ranges'):
-        for p in dict.fromkeys([layer, layer.rsplit('#', 1)[0]]):
-            r = con.execute("SELECT r.lo, r.hi FROM hist_ranges r JOIN names n ON n.id = r.name WHERE n.path = ? AND n.kind = 'layer'", (p,)).fetchone()
-            if r is not None: return list(r)
-    meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('hist_lo', 'hist_hi')"))
-    try: return [float(meta['hist_lo']), float(meta['hist_hi'])]
-    except (KeyError, ValueError): return None
-
-# %% ../nbs/02a_stepdb.ipynb #93c938f7
-_SPLIT = {'act': 'train', 'valid_act': 'valid', 'grad': 'train', 'weight': 'train', 'loss': 'train', 'hyper': 'train'}
-_CHUNKED = {'act': 'act', 'valid_act': 'act', 'grad': 'grad', 'weight': 'grad'}   # the kinds kept in chunks: their table
-
-def _series_query(kind:str, stats:list)->tuple:
-    "The table, the columns and the filter of the rows of kind `loss` or `hyper` (each table has `split` and `step`)"
-    if kind == 'loss': return 'batches', [f'x.{s}' for s in stats], None
-    if kind == 'hyper': return 'hypers', ['x.value'], 'x.grp = ? AND x.name = ?'
-    raise ValueError(f"`kind` must be one of {', '.join(map(repr, _SPLIT))}, not {kind!r}")
-
-def _step_range(con, table:str, cond:str, args:list, start, stop)->tuple:
-    "The first and last step of the rows (or chunks) that `cond` selects, within [`start`, `stop`]: two seeks of the key"
-    lo, = con.execute(f"SELECT min(x.step) FROM {table} x WHERE {cond}", args).fetchone()
-    if lo is None: return None,None
-    last = ('x.last_step', ', x.batch DESC') if table in ('act', 'grad') else ('x.step', '')
-    hi, = con.execute(f"SELECT {last[0]} FROM {table} x WHERE {cond} ORDER BY x.step DESC{last[1]} LIMIT 1",
-                      args).fetchone()
-    return max(lo, start) if start is not None else lo,min(hi, stop) if stop is not None else hi
-
-def _series_chunks(con, t:str, nid:int, split:str, lo:int, hi:int, blob:str='stats')->list:
-    "The chunks of `nid`'s `split` in table `t` that hold steps in [`lo`, `hi`]: `(name, split, step, batch, n, rows, blob)`"
-    s0, = con.execute(f'SELECT max(step) FROM {t} WHERE name = ? AND split = ? AND step <= ?', (nid, split, lo)).fetchone()
-    return con.execute(f'SELECT name, split, step, batch, n, rows, {blob} FROM {t} WHERE name = ? AND split = ? '
-                       'AND step BETWEEN ? AND ? AND last_step >= ? ORDER BY step, batch',
-                       (nid, split, lo if s0 is None else s0, hi, lo)).fetchall()
-
-# %% ../nbs/02a_stepdb.ipynb #08663122
-def _buckets(step, cols:dict, lo:int, width:int)->dict:
-    """`{'steps', 'n', name: {'min', 'max', 'mean'}}` of the series `cols` (`{name: values}`) at `step` (not decreasing),
-    in buckets of `width` steps from `lo`"""
-    b = (step - lo) // width
-    first = np.flatnonzero(np.r_[True, b[1:] != b[:-1]]) if len(b) else np.zeros(0, dtype=np.int64)
-    res,none = {'steps': step[first].tolist(), 'n': len(step)},lambda a: [None if v != v else v for v in a.tolist()]
-    for k,v in cols.items():
-        if not len(first): res[k] = {'min': [], 'max': [], 'mean': []}; continue
-        ok = ~np.isnan(v)
-        m,s = np.add.reduceat(ok.astype(np.int64), first),np.add.reduceat(np.where(ok, v, 0.), first)
-        res[k] = {'min': none(np.fmin.reduceat(v, first)), 'max': none(np.fmax.reduceat(v, first)),
-                  'mean': none(np.divide(s, m, out=np.full(len(m), np.nan), where=m > 0))}
-    return res
-
-# %% ../nbs/02a_stepdb.ipynb #d060830f
-def step_series(
-    path,              # a run folder
-    layer=None,        # the layer or parameter path (for `hyper`: `'group 0'`, … ; not for `loss`)
-    kind:str='act',    # `act`, `valid_act`, `grad`, `weight`, `loss` or `hyper`
-    stats=None,        # statistics to read (default: all of `kind`; for `hyper`, the hyper-parameter's name, e.g. `'lr'`)
-    start:int|None=None, stop:int|None=None, # the range of steps (inclusive)
-    points:int=1000,   # at most this many buckets of consecutive steps
-)->dict:
-    "`{'steps', 'n', 'width', stat: {'min', 'max', 'mean'}}`: a series, `width` steps a bucket (`steps`: each one's first)"
-    con,own = _reader(path)
-    try:
-        if kind == 'hyper':
-            grp,name = int(str(layer).split()[-1]) if layer is not None else 0,stats if isinstance(stats, str) else 'lr'
-            table,cols,cond = _series_query(kind, [name])
-            names,args,cond = [name],[grp, name, 'train'],cond + ' AND x.split = ?'
-        else:
-            names = _stats_of(con, kind, stats)
-            if kind in _CHUNKED:
-                table,cond,args = _CHUNKED[kind],'x.name = ? AND x.split = ?',[_name_id(con, layer, kind), _SPLIT[kind]]
-            else: table,cols,_ = _series_query(kind, names); cond,args = 'x.split = ?',['train']
-        lo,hi = _step_range(con, table, cond, args, start, stop)
-        if lo is None: return {'steps': [], 'n': 0, 'width': 1, **{s: {'min': [], 'max': [], 'mean': []} for s in names}}
-        width = max(1, -(-(hi - lo + 1) // max(1, points)))
-        if kind in _CHUNKED:
-            held = step_stats(con)
-            u = _unpack_chunks(_series_chunks(con, table, *args, lo, hi), table_wide(held, table))
-            k,ix = (u['step'] >= lo) & (u['step'] <= hi),[table_stats(held, table).index(s) for s in names]
-            return {**_buckets(u['step'][k], {s: u['values'][k, i] for s,i in zip(names, ix)}, lo, width), 'width': width}
-        rows = con.execute(f"SELECT x.step, {', '.join(cols)} FROM {table} x WHERE {cond} AND x.step BETWEEN ? AND ? "
-                           "ORDER BY x.step", [*args, lo, hi]).fetchall()
-    finally:
-        if own: con.close()
-    a = np.array(rows, dtype=np.float64).reshape(len(rows), len(names) + 1)
-    return {**_buckets(a[:, 0].astype(np.int64), {s: a[:, 1 + j] for j,s in enumerate(names)}, lo, width), 'width': width}
-
-# %% ../nbs/02a_stepdb.ipynb #9337bba3
-def step_hist_series(path, layer:str, split:str='train', start:int|None=None, stop:int|None=None, points:int=400)->dict:
-    """`{'steps', 'width', 'counts', 'range'}`: one sampled batch's histogram (`hist_bins` + 2 counts) for each bucket of at
-    most `points` (its first kept), and where the bins lie"""
-    con,own = _reader(path)
-    try:
-        nid = _name_id(con, layer, 'act')
-        lo,hi = _step_range(con, 'act', 'x.name = ? AND x.split = ?', [nid, split], start, stop)
-        rng = layer_range(con, layer)
-        if lo is None: return {'steps': [], 'width': 1, 'counts': [], 'range': rng}
-        width = max(1, -(-(hi - lo + 1) // max(1, points)))
-        chunks = _series_chunks(con, 'act', nid, split, lo, hi, 'hist')
-        bins, = con.execute("SELECT value FROM meta WHERE key = 'hist_bins'").fetchone()
-    finally:
-        if own: con.close()
-    u = _unpack_chunks(chunks)                                       # the rows' steps: no histogram unpacked yet
-    k = np.flatnonzero(u['kept'] & (u['step'] >= lo) & (u['step'] <= hi))
-    b = (u['step'][k] - lo) // width
-    first = k[np.flatnonzero(np.r_[True, b[1:] != b[:-1]])] if len(k) else k
-    of = np.repeat(np.arange(len(chunks)), [c[4] for c in chunks])   # the chunk of each row
-    need = np.unique(of[first])                                      # the chunks that hold a bucket's first histogram
-    h = _unpack_chunks([chunks[i] for i in need], bins=int(bins) + 2)['hist']
-    m,nth = np.bincount(of[u['kept']], minlength=len(chunks)),np.cumsum(u['kept']) - 1   # a chunk's histograms; a row's number
-    G,H = np.cumsum(m) - m,np.cumsum(m[need]) - m[need]              # where each chunk's start: among all, among those unpacked
-    c = of[first]
-    counts = h[H[np.searchsorted(need, c)] + nth[first] - G[c]]
-    return {'steps': u['step'][first].tolist(), 'width': width, 'counts': counts.tolist(), 'range': rng}
-
 # %% ../nbs/02a_stepdb.ipynb #4fb76788
 HIST_STEPS = 2_000   # the training histograms a fit keeps of a layer, about: a chart of 400 buckets, zoomed 5 times
 
 def hist_every_for(sampled:int)->int:
     "The `hist_every` of a fit that samples `sampled` training batches: one in as many as keep `HIST_STEPS` at most"
     return max(1, -(-int(sampled) // HIST_STEPS))
-
-# %% ../nbs/02a_stepdb.ipynb #0f040ba6
-def step_info(path)->dict:
-    "What a reader needs first: the number of batches, the last step, where each epoch and fit starts, the names recorded and the statistics held"
-    con,own = _reader(path)
-    try:
-        # every query here is a seek or reads a table with a row per epoch or per name: cheap however long the run
-        n, = con.execute('SELECT coalesce(max(id) + 1, 0) FROM batches').fetchone()
-        last = con.execute('SELECT step FROM batches ORDER BY id DESC LIMIT 1').fetchone()
-        epochs = con.execute('SELECT epoch, min(step) FROM epochs GROUP BY epoch ORDER BY epoch').fetchall()
-        fits = con.execute('SELECT fit, min(step) FROM epochs GROUP BY fit ORDER BY fit').fetchall()
-        names = con.execute('SELECT path, kind FROM names ORDER BY id').fetchall()
-        # the distinct groups and names of `hypers`, one seek of its key each (a row-value comparison
-        # `(grp, name) > (?, ?)` would read every row of the pair it starts from)
-        groups,hypers,g = [],set(),con.execute('SELECT min(grp) FROM hypers').fetchone()[0]
-        while g is not None:
-            groups.append(g)
-            h = con.execute('SELECT min(name) FROM hypers WHERE grp = ?', (g,)).fetchone()[0]
-            while h is not None:
-                hypers.add(h)
-                h = con.execute('SELECT name FROM hypers WHERE grp = ? AND name > ? ORDER BY name LIMIT 1', (g, h)).fetchone()
-                h = h and h[0]
-            g = con.execute('SELECT grp FROM hypers WHERE grp > ? ORDER BY grp LIMIT 1', (g,)).fetchone()
-            g = g and g[0]
-        hypers,held = sorted(hypers),step_stats(con)
-        last = None if last is None else last[0]
-    finally:
-        if own: con.close()
-    return {'batches': n, 'last_step': last, 'epochs': [{'epoch': e, 'step': s} for e,s in epochs], 'fits': [{'fit': f, 'step': s} for f,s in fits],
-            'layers': [p for p,k in names if k == 'layer'], 'params': [p for p,k in names if k == 'param'],
-            'groups': [f'group {g}' for g in groups], 'hypers': hypers,
-            'stats': held}

@@ -4,7 +4,8 @@ from pathlib import Path
 import numpy as np
 from fastai.callback.progress import *   # noqa: F403
 from fastexplorer.all import *
-from fastexplorer.stepdb import StepWriter, table_stats, step_info, open_steps, layer_range
+from fastexplorer.stepdb import StepWriter, table_stats
+from fastexplorer.stepseries import step_info, open_steps, layer_range
 from fastexplorer.steps import step_layout
 ACT_STATS,GRAD_STATS = table_stats(step_layout(), 'act'),table_stats(step_layout(), 'grad')   # the step database's columns
 from playwright.sync_api import expect
