@@ -472,8 +472,9 @@ def _units_stats(units:list, max_units:int=1024)->list:
     a dict each, from one host copy and array operations over every layer at once (a deep net has thousands)"""
     if not units: return []
     ns = np.array([u.numel() for u,_,_ in units]); at = np.cumsum(ns) - ns
-    U = torch.cat([u.reshape(-1).float() for u,_,_ in units]).cpu().numpy()
-    V = torch.cat([(u if v is None else v).reshape(-1).float() for u,v,_ in units]).cpu().numpy()   # a rectifier's: unused
+    dev = units[0][0].device   # a model split over devices: its units gathered on the first layer's
+    U = torch.cat([u.reshape(-1).float().to(dev) for u,_,_ in units]).cpu().numpy()
+    V = torch.cat([(u if v is None else v).reshape(-1).float().to(dev) for u,v,_ in units]).cpu().numpy()   # a rectifier's: unused
     per = lambda m: np.add.reduceat(m.astype(np.int64), at)   # a count per layer
     seen = U > -np.inf
     with np.errstate(invalid='ignore'): r = np.where(seen, U - V, 0)
