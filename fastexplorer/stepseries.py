@@ -88,11 +88,19 @@ def _series_chunks(con, t:str, nid:int, split:str, lo:int, hi:int, blob:str='sta
                        (nid, split, lo if s0 is None else s0, hi, lo)).fetchall()
 
 # %% ../nbs/02ab_stepseries.ipynb #08663122
+def _width(lo:int, hi:int, points:int)->int:
+    "The steps a bucket spans, so that [`lo`, `hi`] makes at most `points` buckets"
+    return max(1, -(-(hi - lo + 1) // max(1, points)))
+
+def _bucket_starts(step, lo:int, width:int)->np.ndarray:
+    "The index of each bucket's first row, of rows at `step` (not decreasing) in buckets of `width` steps from `lo`"
+    b = (step - lo) // width
+    return np.flatnonzero(np.r_[True, b[1:] != b[:-1]]) if len(b) else np.zeros(0, dtype=np.int64)
+
 def _buckets(step, cols:dict, lo:int, width:int)->dict:
     """`{'steps', 'n', name: {'min', 'max', 'mean'}}` of the series `cols` (`{name: values}`) at `step` (not decreasing),
     in buckets of `width` steps from `lo`"""
-    b = (step - lo) // width
-    first = np.flatnonzero(np.r_[True, b[1:] != b[:-1]]) if len(b) else np.zeros(0, dtype=np.int64)
+    first = _bucket_starts(step, lo, width)
     res,none = {'steps': step[first].tolist(), 'n': len(step)},lambda a: [None if v != v else v for v in a.tolist()]
     for k,v in cols.items():
         if not len(first): res[k] = {'min': [], 'max': [], 'mean': []}; continue
@@ -125,7 +133,7 @@ def step_series(
             else: table,cols,_ = _series_query(kind, names); cond,args = 'x.split = ?',['train']
         lo,hi = _step_range(con, table, cond, args, start, stop)
         if lo is None: return {'steps': [], 'n': 0, 'width': 1, **{s: {'min': [], 'max': [], 'mean': []} for s in names}}
-        width = max(1, -(-(hi - lo + 1) // max(1, points)))
+        width = _width(lo, hi, points)
         if kind in _CHUNKED:
             held = step_stats(con)
             u = _unpack_chunks(_series_chunks(con, table, *args, lo, hi), table_wide(held, table))
@@ -148,15 +156,14 @@ def step_hist_series(path, layer:str, split:str='train', start:int|None=None, st
         lo,hi = _step_range(con, 'act', 'x.name = ? AND x.split = ?', [nid, split], start, stop)
         rng = layer_range(con, layer)
         if lo is None: return {'steps': [], 'width': 1, 'counts': [], 'range': rng}
-        width = max(1, -(-(hi - lo + 1) // max(1, points)))
+        width = _width(lo, hi, points)
         chunks = _series_chunks(con, 'act', nid, split, lo, hi, 'hist')
         bins, = con.execute("SELECT value FROM meta WHERE key = 'hist_bins'").fetchone()
     finally:
         if own: con.close()
     u = _unpack_chunks(chunks)                                       # the rows' steps: no histogram unpacked yet
     k = np.flatnonzero(u['kept'] & (u['step'] >= lo) & (u['step'] <= hi))
-    b = (u['step'][k] - lo) // width
-    first = k[np.flatnonzero(np.r_[True, b[1:] != b[:-1]])] if len(k) else k
+    first = k[_bucket_starts(u['step'][k], lo, width)]
     of = np.repeat(np.arange(len(chunks)), [c[4] for c in chunks])   # the chunk of each row
     need = np.unique(of[first])                                      # the chunks that hold a bucket's first histogram
     h = _unpack_chunks([chunks[i] for i in need], bins=int(bins) + 2)['hist']
