@@ -327,12 +327,22 @@ def stale_grad_alert(ps:list, names:list, step:int, epoch:int, held:tuple|None=N
 
 
 # %% ../nbs/03h_alerts.ipynb #562f95e2
+_CASTS = ('aten::_to_copy', 'aten::to', 'aten::copy_')   # how autocast's casts show in the dispatcher
+
+def _half_note(found:dict)->str:
+    "What to do when the operation that made the first Inf from finite inputs computed in float16"
+    if found.get('dtype') != 'float16' or not found['inputs_finite'] or found.get('phase') == 'backward': return ''
+    return (". It computed in float16 (mixed precision, `to_fp16`), which holds nothing past 65504: train in bfloat16 "
+            "(`to_bf16`), which has float32's range, or keep the activations smaller")
+
 def _origin_message(found:dict)->str:
     where = f"`{found['module']}`" if found['module'] else 'the model itself'
     if found.get('phase') == 'backward':
         src = 'from finite inputs' if found['inputs_finite'] else 'from gradients that were not finite'
         return f"the first non-finite gradient was made by `{found['op']}` in the backward of {where} (`{found['node']}`), {src}"
-    if found['inputs_finite']: return f"the first non-finite value was made by `{found['op']}` in {where}, from finite inputs"
+    if found['inputs_finite']:
+        cast = ', the cast to float16,' if found.get('dtype') == 'float16' and found['op'] in _CASTS else ''
+        return f"the first non-finite value was made by `{found['op']}`{cast} in {where}, from finite inputs"
     held = f": `{found['param']}` held NaN or Inf" if found['param'] else ''
     return f"the first non-finite value came into {where} from outside its operations{held} (first seen in `{found['op']}`)"
 
@@ -340,7 +350,7 @@ def origin_alert(found:dict, step:int, epoch:int)->dict:
     "The `nonfinite` alert (`stat: 'op'`) for what `find_nonfinite` `found` on the batch of `step`, in `epoch`"
     return {'kind': 'nonfinite', 'layer': found['module'], 'stat': 'op', 'op': found['op'], 'param': found['param'],
             'inputs_finite': found['inputs_finite'], 'phase': found['phase'], 'step': step, 'epoch': epoch,
-            'message': f"{_origin_message(found)}, at step {step}"}
+            'message': f"{_origin_message(found)}, at step {step}{_half_note(found)}"}
 
 def loss_op(found:dict|None)->str:
     "The operation of the loss that made the NaN, from what `find_loss_nonfinite` `found` (`''` if it found none)"

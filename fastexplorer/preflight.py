@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from fastcore.basics import patch
 from fastai.learner import Learner
+from fastai.torch_core import to_float
 from .core import *
 from .hooks import *
 from .state import *
@@ -22,7 +23,7 @@ from .probe import model_device, to_model_device, split_batch, kept_dl_rng, unwr
 __all__ = ['verdict', 'preflight_alerts', 'loss_name', 'loss_kind', 'final_op', 'check_output_activation', 'check_targets',
            'check_loss_contract', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'check_gradients',
            'find_cut', 'explain_cut', 'check_batch_independence', 'check_loss_gradient', 'name_loss_op',
-           'check_overfit']
+           'check_overfit', 'scaled_backward']
 
 # %% ../nbs/03i_preflight.ipynb #19db9e9f
 def verdict(check:str, severity:str, evidence:str, fix:str='', layer:str='', **numbers)->dict:
@@ -348,28 +349,57 @@ def _overfit(learn, model, xb:tuple, yb:tuple, lr:float)->list:
         with preserved_rng(model_device(model)): return check_overfit(copy.deepcopy(model), xb, yb, learn.loss_func, learn.opt_func, lr)
     except Exception as e: return [verdict('overfit_batch', 'skipped', f"could not train a copy of the model: {type(e).__name__}: {e}")]
 
+# %% ../nbs/03i_preflight.ipynb #e64a2393
+def scaled_backward(loss:torch.Tensor, params:list, scale:float|None=None, o:torch.Tensor|None=None):
+    "`loss.backward()`; with a float16 loss `scale`, of `loss` times a scale brought down until `params`' gradients are finite, then divided out (of `o.grad` too)"
+    if scale is None: return loss.backward()
+    held = lambda: [t.grad for t in (*params, o) if t is not None and t.grad is not None]
+    while True:
+        (loss * scale).backward(retain_graph=scale > 1)
+        gs = held()
+        if scale <= 1 or not gs or bool(torch.stack([torch.isfinite(g).all() for g in gs]).all()): break
+        for t in (*params, o):
+            if t is not None: t.grad = None
+        scale = max(scale / 16, 1.)
+    torch._foreach_div_(gs, scale)
+
 # %% ../nbs/03i_preflight.ipynb #4d0c4c49
 def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
     "The checks of one forward and backward in training mode: the loss and what feeds it, its gradient, the output, gradient flow"
     model.train()
-    fa = FirstActs(model)
-    try: out = model(*xb)         # the model itself: a DDP wrapper would wait for the other ranks
-    finally: fa.remove()
-    o = first_tensor(out)
-    if isinstance(o, torch.Tensor) and o.requires_grad: o.retain_grad()
+    fa,(dt,scale) = FirstActs(model),learner_amp(learn)
     y,kind,axis = yb[0] if yb else None,loss_kind(learn.loss_func),getattr(learn.loss_func, 'axis', 1)
-    try: loss = _loss(learn.loss_func, out, yb)
-    except Exception as e:   # what feeds the loss says why, often
-        return check_loss_contract(o, y, None, kind, axis, final_op(o)) + [verdict('loss', 'error', f"the loss cannot be computed on the first batch: {type(e).__name__}: {e}",
-                                                                  "check the output's shape and classes against the targets'")]
+    with learner_autocast(learn):
+        try: out = model(*xb)         # the model itself: a DDP wrapper would wait for the other ranks
+        finally: fa.remove()
+        if dt is not None: out = to_float(out)
+        o = first_tensor(out)
+        if isinstance(o, torch.Tensor) and o.requires_grad: o.retain_grad()
+        try: loss = _loss(learn.loss_func, out, yb)
+        except Exception as e:   # what feeds the loss says why, often
+            return check_loss_contract(o, y, None, kind, axis, final_op(o)) + [verdict('loss', 'error', f"the loss cannot be computed on the first batch: {type(e).__name__}: {e}",
+                                                                      "check the output's shape and classes against the targets'")]
     res = check_first_layers(fa.seen) + check_loss_contract(o, y, float(loss.detach().float()), kind, axis, final_op(o))
-    loss.backward()
+    scaled_backward(loss, [p for p in model.parameters() if p.requires_grad], scale, o if isinstance(o, torch.Tensor) else None)
     learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
     lg,gf = check_loss_gradient(o),check_gradients(model, _groups(learn, model))
     if any(v['check'] == 'nonfinite_loss' for v in res): lg = []   # the loss itself is not finite: said once
-    name_loss_op(res + lg, lambda o: _loss(learn.loss_func, o, yb), out)
-    if lg: gf = [v for v in gf if not v['evidence'].startswith('non-finite')]   # the loss's NaN, not the layers': said once
+    with learner_autocast(learn): name_loss_op(res + lg, lambda o: _loss(learn.loss_func, o, yb), out)
+    if lg or any(v['check'] == 'nonfinite' for v in res):   # the loss's NaN, or the output's, not the layers': said once
+        gf = [v for v in gf if not v['evidence'].startswith('non-finite')]
     return res + lg + check_output(o, learns) + gf
+
+# %% ../nbs/03i_preflight.ipynb #af023b95
+def _half_overflow(res:list, model:nn.Module, xb:tuple, dt)->list:
+    "`res` (changed in place), its `nonfinite` verdict saying so where float16 made the outputs' NaN or Inf, and float32 does not"
+    v = next((v for v in res if v['check'] == 'nonfinite'), None)
+    if v is None or dt != torch.float16: return res
+    with torch.no_grad(): o = first_tensor(model(*xb))
+    if isinstance(o, torch.Tensor) and bool(torch.isfinite(o).all()):
+        v.update(evidence=v['evidence'] + "; they are finite in float32: the activations overflow float16, whose largest value is 65504",
+                 fix="train in bfloat16 (`learn.to_bf16()`), which has float32's range, or keep the activations smaller "
+                     "(normalise the inputs, initialise smaller): `find_nonfinite` under the autocast names the operation")
+    return res
 
 # %% ../nbs/03i_preflight.ipynb #3464d70e
 @patch
@@ -391,8 +421,10 @@ def preflight(self:Learner,
         with preserved_rng(dev):
             for p in params: p.grad = None
             res += _train_checks(self, model, xb, yb)
-            if (v := next((v for v in res if v.get('params')), None)) is not None: explain_cut(v, model, xb)
-            if res[-1]['check'] != 'loss': model.eval(); res += check_batch_independence(model, xb)
+            with learner_autocast(self):
+                if (v := next((v for v in res if v.get('params')), None)) is not None: explain_cut(v, model, xb)
+                if res[-1]['check'] != 'loss': model.eval(); res += check_batch_independence(model, xb)
+            _half_overflow(res, model, xb, learner_amp(self)[0])
     finally:
         for p,g in zip(params, grads): p.grad = g
         state.restore()

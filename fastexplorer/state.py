@@ -1,4 +1,4 @@
-"""What a forward can change in a model, saved and put back: each module's attributes, registries and buffers (`ModelState`), and the random state (`preserved_rng`). The probe, the heatmaps, the loss landscape and the NaN tracer run the user's model through it.
+"""What a forward can change in a model, saved and put back: each module's attributes, registries and buffers (`ModelState`), and the random state (`preserved_rng`); the precision training computes in (`learner_autocast`). The probe, the heatmaps, the loss landscape and the NaN tracer run the user's model through it.
 
 Docs: https://fastexplorer.github.io/fastexplorer/state.html.md"""
 
@@ -6,15 +6,15 @@ Docs: https://fastexplorer.github.io/fastexplorer/state.html.md"""
 
 # %% ../nbs/00b_state.ipynb #2edc295b
 from __future__ import annotations
-import copy, gc, operator, random
-from contextlib import contextmanager
+import copy, gc, operator, random, sys, warnings
+from contextlib import contextmanager, nullcontext
 import numpy as np, torch
 from torch import nn
 from fastcore.basics import patch, ifnone
 from .core import *
 
 # %% auto #0
-__all__ = ['modules_of', 'scripted', 'ModelState', 'preserved_rng', 'gc_paused']
+__all__ = ['modules_of', 'scripted', 'ModelState', 'preserved_rng', 'gc_paused', 'learner_amp', 'learner_autocast']
 
 # %% ../nbs/00b_state.ipynb #a563284d
 def _same(a, b)->bool:
@@ -153,3 +153,22 @@ def gc_paused():
     try: yield
     finally:
         if on: gc.enable()
+
+# %% ../nbs/00b_state.ipynb #1677d418
+def learner_amp(learn)->tuple:
+    "`(dtype, loss_scale)` of fastai's `MixedPrecision` on `learn`: `(None, None)` without it; the scale (the scaler's, or the one it starts from) for float16 only"
+    mp = getattr(learn, 'mixed_precision', None)
+    F = sys.modules.get('fastai.callback.fp16')   # imported by whoever made the callback
+    if mp is None or F is None or not isinstance(mp, F.MixedPrecision): return None,None
+    if mp.amp_mode == F.AMPMode.BF16: return torch.bfloat16,None
+    scaler = getattr(learn, 'scaler', None)
+    on = scaler is not None and scaler.is_enabled()
+    return torch.float16,(float(scaler.get_scale()) if on else float(mp.kwargs.get('init_scale', 2.**16)))
+
+def learner_autocast(learn):
+    "The autocast fastai's `MixedPrecision` runs `learn`'s forward and loss in (a context doing nothing without one)"
+    dt,_ = learner_amp(learn)
+    if dt is None: return nullcontext()
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        return sys.modules['fastai.callback.fp16'].autocast('cuda', dtype=dt)

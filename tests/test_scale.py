@@ -274,3 +274,15 @@ def test_bf16(tmp_path, amp_learner):
     assert e['amp'] == {'dtype': 'bfloat16', 'skipped_steps': 0, 'loss_scale': None}
     a = _stats(e)['conv']['act']
     assert math.isfinite(a['mean']) and a['nan'] == a['inf'] == 0
+
+def test_fp16_overflow_is_traced_to_the_cast(tmp_path, amp_learner):
+    """Inputs a million times too large: float16's cast of them makes Inf in the first layer. The tracer runs the batch again
+    in the autocast it ran in, so it finds that cast (run in float32, the batch overflows nowhere) and says what to do"""
+    class Huge(Callback):
+        order = 0   # before `MixedPrecision` enters its autocast
+        def before_batch(self): self.learn.xb = (self.xb[0] * 1e6,)
+    learn = amp_learner(tmp_path/'r', cbs=[Huge()], every=1).to_fp16()
+    _fit(learn, 1, 1e-3)
+    origin = [a for a in load_run(tmp_path/'r').epochs[0]['alerts'] if a['kind'] == 'nonfinite' and a['stat'] == 'op']
+    assert len(origin) == 1 and origin[0]['op'] == 'aten::_to_copy' and origin[0]['layer'] == 'conv', origin
+    assert 'the cast to float16' in origin[0]['message'] and '`to_bf16`' in origin[0]['message'], origin[0]['message']
