@@ -83,10 +83,10 @@ def overhead(a, tmp):
                'explorer every batch': lambda: ExplorerCallback(f'{tmp}/every', every=1, valid=True, overwrite=True),
                'fastai ActivationStats(with_hist=True)': lambda: ActivationStats(with_hist=True)}
     learners = {k: make_learner(a, a.arch, f()) for k,f in configs.items()}
-    times,peak = {k: [] for k in learners},{}
-    for k,l in learners.items():                         # warm up: cuDNN's algorithms, the explorer's probe
-        t = time.perf_counter(); fit(l); sync(a)
-        print(f"[{time.monotonic() - T0:6.1f} s] overhead: {k} warmed up in {time.perf_counter() - t:.1f} s", flush=True)
+    times,peak,cold = {k: [] for k in learners},{},{}
+    for k,l in learners.items():                         # warm up: cuDNN's algorithms, the explorer's probe and preflight
+        t = time.perf_counter(); fit(l); sync(a); cold[k] = time.perf_counter() - t
+        print(f"[{time.monotonic() - T0:6.1f} s] overhead: {k} warmed up in {cold[k]:.1f} s", flush=True)
     for _ in range(a.rounds):
         for k,l in learners.items():
             sync(a)
@@ -96,7 +96,7 @@ def overhead(a, tmp):
     base = statistics.median(times['plain fit'])
     for k,v in times.items():
         mem = f", +{(peak[k] - peak['plain fit']) / 2**20:.0f} MiB peak" if a.cuda and k != 'plain fit' else ''
-        row('overhead', k, f"{statistics.median(v):.3f} s/epoch", f"ratio {statistics.median(v) / base:.3f}{mem}")
+        row('overhead', k, f"{statistics.median(v):.3f} s/epoch", f"ratio {statistics.median(v) / base:.3f}{mem}; first fit {cold[k]:.1f} s")
     return learners
 
 class SyncStart(Callback):
@@ -226,7 +226,7 @@ def main(argv=None):
     failed = []
     for s,f in sections:
         if s not in only: continue
-        faulthandler.dump_traceback_later(a.stall)   # a section that stalls shows where, even if the run is then killed
+        faulthandler.dump_traceback_later(a.stall, repeat=True)   # a section that stalls shows where, and whether it moves
         try: f()
         except Exception as e:
             failed.append(s); row(s, 'failed', f"{type(e).__name__}", str(e).splitlines()[0][:100] if str(e) else '')

@@ -53,6 +53,19 @@ def test_landscape_restores_bitwise(dev):
     assert [k for k in before if not torch.equal(before[k], after[k])] == []
     assert {p.device.type for p in learn.model.parameters()} == {dev} and torch.equal(rng, _rng(dev))
 
+@pytest.mark.parametrize('dev', DEVICES)
+def test_probe_and_preflight_compute_in_the_learners_precision(dev, monkeypatch):
+    "Under `to_bf16`, the probe and the preflight run the model in bfloat16, as its training steps do"
+    import fastai.callback.fp16 as F16
+    if dev == 'cpu': monkeypatch.setattr(F16, 'autocast', lambda _, dtype: torch.autocast('cpu', dtype=dtype))   # it names CUDA
+    learn = _on(learner(torchvision.models.resnet18(num_classes=10), images()), dev).to_bf16()
+    seen = []
+    h = learn.model.fc.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    try: v = learn.preflight(); learn.to_representation()
+    finally: h.remove()
+    assert len(seen) >= 3 and set(seen) == {torch.bfloat16}, seen
+    assert not [x for x in v if x['severity'] == 'error'], v
+
 def _free_port()->int:
     with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
 
