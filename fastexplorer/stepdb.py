@@ -16,7 +16,8 @@ from .formats import sqlite_reader, sqlite_create, root_label, root_last
 
 # %% auto #0
 __all__ = ['STEPS_SCHEMA_VERSION', 'STEP_COLUMNS', 'MAX_STEP_VALUES', 'HIST_STEPS', 'table_stats', 'table_wide', 'steps_ddl',
-           'step_stats', 'StepWriter', 'read_steps', 'read_step_hist', 'forget_steps_after', 'hist_every_for']
+           'has_table', 'connect_steps', 'step_stats', 'StepWriter', 'unpack_chunks', 'steps_root', 'read_steps',
+           'read_step_hist', 'forget_steps_after', 'hist_every_for']
 
 # %% ../nbs/02a_stepdb.ipynb #ee152e74
 STEPS_SCHEMA_VERSION = 3
@@ -43,10 +44,12 @@ def steps_ddl(stats:list)->str:
                              "(lower-case letters, digits and `_`, once)")
     return files('fastexplorer').joinpath('schemas', 'steps.sql').read_text()
 
-def _has_table(con, name:str)->bool:
+def has_table(con, name:str)->bool:
+    "Whether the SQLite database `con` has a table `name`"
     return con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
-def _connect(fname, readonly:bool=False)->sqlite3.Connection:
+def connect_steps(fname, readonly:bool=False)->sqlite3.Connection:
+    "A connection to the step database `fname`: read-only (its schema version checked), or to write, in WAL mode"
     if readonly: return sqlite_reader(fname, 'step database', STEPS_SCHEMA_VERSION, ': record the run again')
     con = sqlite3.connect(fname, timeout=10, check_same_thread=False)
     con.execute('PRAGMA journal_mode=WAL'); con.execute('PRAGMA synchronous=NORMAL')
@@ -108,11 +111,11 @@ class StepWriter:
         self.fname,self.hist = Path(path)/'steps.sqlite',(int(hist_bins), lo, hi)
         try:   # a full disk or a damaged file: the error names it
             if not self.fname.exists(): _create(self.fname, self.hist, _held(self.fname, {}, self.hist, stats))
-            self.con = _connect(self.fname)
+            self.con = connect_steps(self.fname)
         except sqlite3.Error as e: raise type(e)(f"cannot write {str(self.fname)!r}: {e}") from e
         try:
             # check what is there before writing anything: a database of another version or layout is left as it is
-            meta = dict(self.con.execute('SELECT key, value FROM meta')) if _has_table(self.con, 'meta') else {}
+            meta = dict(self.con.execute('SELECT key, value FROM meta')) if has_table(self.con, 'meta') else {}
             stats = _held(self.fname, meta, self.hist, stats)
             self.con.executescript(steps_ddl(stats))
         except BaseException: self.con.close(); raise
@@ -238,7 +241,7 @@ def _in(col:str, vals)->tuple:
 
 
 # %% ../nbs/02a_stepdb.ipynb #bc949e83
-def _unpack_chunks(rows:list, wide=None, bins:int|None=None)->dict:
+def unpack_chunks(rows:list, wide=None, bins:int|None=None)->dict:
     """Chunk rows `(name, split, step, batch, n, rows, [stats], [hist])` as arrays of a row per batch, in their order:
     `name`, `split`, `batch`, `step`, `kept` (a histogram), `values` (given `wide`), `hist` (given `bins`: the rows `kept`)"""
     ns = np.array([r[4] for r in rows], dtype=np.int64)
@@ -297,7 +300,7 @@ def _layer_frame(con, t:str, cols:list, kind:str, layers=None, split=None, span=
     rows = con.execute(f'SELECT x.name, x.split, x.step, x.batch, x.n, x.rows, x.stats FROM {t} x '
                        f'JOIN names n ON n.id = x.name WHERE 1{w}', args).fetchall()
     held = step_stats(con)
-    u = _unpack_chunks(rows, table_wide(held, t))
+    u = unpack_chunks(rows, table_wide(held, t))
     o = np.lexsort((u['batch'], u['name']))
     lo,hi = -np.inf if span[0] is None else span[0],np.inf if span[1] is None else span[1]
     o = o[(u['step'][o] >= lo) & (u['step'][o] <= hi)]
@@ -347,7 +350,7 @@ def _guard(con, layers, cols:dict, hint:str, span=(None, None)):
         raise ValueError(f"the step database holds about {n:,} values of what was asked: more than {MAX_STEP_VALUES:,} "
                          f"(a long DataFrame of about {n * 100 / 2**30:.0f} GB); {hint}")
 
-def _root(con)->str:
+def steps_root(con)->str:
     "How the tables name the root module of the step database `con` (`root_label` of its layers)"
     return root_label(r[0] for r in con.execute("SELECT path FROM names WHERE kind = 'layer'"))
 
@@ -368,9 +371,9 @@ def read_steps(
     want = lambda k: kinds is None or k in ([kinds] if isinstance(kinds, str) else kinds)
     pick = lambda cols: [c for c in cols if stats is None or c in ([stats] if isinstance(stats, str) else stats)]
     frames,span = [],(start, stop)
-    con = _connect(fname, readonly=True)
+    con = connect_steps(fname, readonly=True)
     try:
-        root = _root(con)
+        root = steps_root(con)
         if layers is not None: layers = ['' if l == root else l for l in ([layers] if isinstance(layers, str) else layers)]
         held = step_stats(con)
         names = lambda kind: [d['name'] for d in held if d['kind'] == kind]
@@ -400,15 +403,15 @@ def read_step_hist(
 )->tuple:
     """`(steps, counts)` of `layer`'s activation histograms: a row of `hist_bins` + 2 counts (below the range, the bins,
     above) for each sampled batch that kept one"""
-    con = _connect(Path(path)/'steps.sqlite', readonly=True)
+    con = connect_steps(Path(path)/'steps.sqlite', readonly=True)
     try:
         k = int(dict(con.execute('SELECT key, value FROM meta'))['hist_bins']) + 2
-        if layer == _root(con): layer = ''   # the root, as tables name it
+        if layer == steps_root(con): layer = ''   # the root, as tables name it
         rows = con.execute('SELECT x.name, x.split, x.step, x.batch, x.n, x.rows, x.hist FROM act x '
                            "JOIN names n ON n.id = x.name WHERE n.path = ? AND n.kind = 'layer' AND x.split = ? "
                            'ORDER BY x.step, x.batch', (layer, split)).fetchall()
     finally: con.close()
-    u = _unpack_chunks(rows, bins=k)
+    u = unpack_chunks(rows, bins=k)
     return u['step'][u['kept']],u['hist']
 
 # %% ../nbs/02a_stepdb.ipynb #1ac7ca5d
@@ -417,7 +420,7 @@ def forget_steps_after(path, epoch:int):
     (a chunk that holds some is packed again without them)"""
     fname = Path(path)/'steps.sqlite'
     if not fname.exists(): return
-    con = _connect(fname)
+    con = connect_steps(fname)
     try:
         meta = dict(con.execute('SELECT key, value FROM meta')); _writable(fname, meta)
         gone = np.array([i for i, in con.execute('SELECT id FROM batches WHERE epoch > ?', (epoch,))], dtype=np.int64)
@@ -428,7 +431,7 @@ def forget_steps_after(path, epoch:int):
                 wide,hist = table_wide(held, t),t == 'act'
                 cols = f"name, split, step, batch, n, rows, stats{', hist' if hist else ''}"
                 for r in con.execute(f"SELECT {cols} FROM {t} WHERE last_batch >= ?", (int(gone.min()),)).fetchall():
-                    u = _unpack_chunks([r], wide, bins if hist else None)
+                    u = unpack_chunks([r], wide, bins if hist else None)
                     con.execute(f'DELETE FROM {t} WHERE name = ? AND split = ? AND step = ? AND batch = ?', r[:4])
                     if (k := ~np.isin(u['batch'], gone)).any():
                         h = u['hist'][k[u['kept']]] if hist else None   # the histograms of the rows that stay

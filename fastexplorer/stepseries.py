@@ -10,7 +10,6 @@ import sqlite3
 from pathlib import Path
 import numpy as np
 from .stepdb import *
-from .stepdb import _connect, _root, _has_table, _unpack_chunks
 
 # %% auto #0
 __all__ = ['open_steps', 'read_hist_ranges', 'layer_range', 'step_series', 'step_hist_series', 'step_info']
@@ -18,7 +17,7 @@ __all__ = ['open_steps', 'read_hist_ranges', 'layer_range', 'step_series', 'step
 # %% ../nbs/02ab_stepseries.ipynb #2e6166d1
 def open_steps(path)->sqlite3.Connection:
     "A read-only connection to the step database of run folder `path`: pass it as `path` to `step_series`, `step_hist_series` and `step_info` to make many reads on one connection"
-    return _connect(Path(path)/'steps.sqlite', readonly=True)
+    return connect_steps(Path(path)/'steps.sqlite', readonly=True)
 
 def _reader(path)->tuple:
     "The connection to read with, and whether it is ours to close"
@@ -35,7 +34,7 @@ def _stats_of(con, kind, stats):
     return stats
 
 def _name_id(con, layer, kind):
-    if kind in ('act', 'valid_act') and layer == _root(con): layer = ''   # the root, as users name it
+    if kind in ('act', 'valid_act') and layer == steps_root(con): layer = ''   # the root, as users name it
     r = con.execute('SELECT id FROM names WHERE path = ? AND kind = ?', (layer, 'layer' if kind in ('act', 'valid_act') else 'param')).fetchone()
     if r is None: raise KeyError(f"no {'layer' if kind in ('act', 'valid_act') else 'parameter'} {layer!r} in the step database")
     return r[0]
@@ -45,15 +44,15 @@ def read_hist_ranges(path)->dict:
     "`{layer: (lo, hi)}`: the bins fitted to each layer in the step database of run folder `path` (or an open connection)"
     con,own = _reader(path)
     try:
-        if not _has_table(con, 'hist_ranges'): return {}
+        if not has_table(con, 'hist_ranges'): return {}
         return {p: (lo, hi) for p,lo,hi in con.execute('SELECT n.path, r.lo, r.hi FROM hist_ranges r JOIN names n ON n.id = r.name')}
     finally:
         if own: con.close()
 
 def layer_range(con, layer:str)->list|None:
     "`[lo, hi]` of the bins of `layer` (the root: `''` or `output`) in the step database open on `con`; `None` if unknown"
-    if layer == _root(con): layer = ''
-    if _has_table(con, 'hist_ranges'):
+    if layer == steps_root(con): layer = ''
+    if has_table(con, 'hist_ranges'):
         for p in dict.fromkeys([layer, layer.rsplit('#', 1)[0]]):
             r = con.execute("SELECT r.lo, r.hi FROM hist_ranges r JOIN names n ON n.id = r.name WHERE n.path = ? AND n.kind = 'layer'", (p,)).fetchone()
             if r is not None: return list(r)
@@ -136,7 +135,7 @@ def step_series(
         width = _width(lo, hi, points)
         if kind in _CHUNKED:
             held = step_stats(con)
-            u = _unpack_chunks(_series_chunks(con, table, *args, lo, hi), table_wide(held, table))
+            u = unpack_chunks(_series_chunks(con, table, *args, lo, hi), table_wide(held, table))
             k,ix = (u['step'] >= lo) & (u['step'] <= hi),[table_stats(held, table).index(s) for s in names]
             return {**_buckets(u['step'][k], {s: u['values'][k, i] for s,i in zip(names, ix)}, lo, width), 'width': width}
         rows = con.execute(f"SELECT x.step, {', '.join(cols)} FROM {table} x WHERE {cond} AND x.step BETWEEN ? AND ? "
@@ -161,12 +160,12 @@ def step_hist_series(path, layer:str, split:str='train', start:int|None=None, st
         bins, = con.execute("SELECT value FROM meta WHERE key = 'hist_bins'").fetchone()
     finally:
         if own: con.close()
-    u = _unpack_chunks(chunks)                                       # the rows' steps: no histogram unpacked yet
+    u = unpack_chunks(chunks)                                       # the rows' steps: no histogram unpacked yet
     k = np.flatnonzero(u['kept'] & (u['step'] >= lo) & (u['step'] <= hi))
     first = k[_bucket_starts(u['step'][k], lo, width)]
     of = np.repeat(np.arange(len(chunks)), [c[4] for c in chunks])   # the chunk of each row
     need = np.unique(of[first])                                      # the chunks that hold a bucket's first histogram
-    h = _unpack_chunks([chunks[i] for i in need], bins=int(bins) + 2)['hist']
+    h = unpack_chunks([chunks[i] for i in need], bins=int(bins) + 2)['hist']
     m,nth = np.bincount(of[u['kept']], minlength=len(chunks)),np.cumsum(u['kept']) - 1   # a chunk's histograms; a row's number
     G,H = np.cumsum(m) - m,np.cumsum(m[need]) - m[need]              # where each chunk's start: among all, among those unpacked
     c = of[first]
