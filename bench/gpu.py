@@ -4,6 +4,7 @@ Usage: python bench/gpu.py [--device cuda] [--quick] [--out FILE] [--skip-tests]
 
 On the first CUDA device, in well under eight minutes:
 - the `cuda`-marked tests (`pytest -m cuda`), as passed / failed / skipped;
+- the cold start: the first and the second training step of the bare model in plain PyTorch;
 - training overhead (`bench/overhead.py`'s contenders) on resnet50 at 224 px, batch 128, channels-last, bfloat16
   autocast: plain fit; `ExplorerCallback()` defaults; every batch (`every=1, valid=True`); fastai's
   `ActivationStats(with_hist=True)`. Median seconds per epoch over interleaved rounds, the ratio to plain, and the peak
@@ -75,6 +76,23 @@ def cuda_tests(a):
     row('cuda tests', 'pytest -m cuda', f"{counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, "
         f"{counts.get('skipped', 0)} skipped", f"{errors} test files could not be collected (a package missing?)" if errors else '')
     if counts.get('failed') or errors: print(r.stdout[-4000:], flush=True)
+
+def cold(a):
+    """Two training steps of the bare model in plain PyTorch: the first pays once for what the shapes need (cuDNN's plans,
+    which recent cuDNN compiles at run time), the second does not. The overhead section's first fits pay it too"""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(a.bs, 3, a.size, a.size, generator=g).to(a.device).contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 10, (a.bs,), generator=g).to(a.device)
+    torch.manual_seed(0)
+    m = getattr(torchvision.models, a.arch)(num_classes=10).to(a.device).to(memory_format=torch.channels_last)
+    opt,ts = torch.optim.SGD(m.parameters(), lr=1e-3),[]
+    for _ in range(2):
+        sync(a); t = time.perf_counter()
+        with torch.autocast('cuda', dtype=torch.bfloat16) if a.cuda else contextlib.nullcontext():
+            loss = nn.functional.cross_entropy(m(x), y)
+        loss.backward(); opt.step(); opt.zero_grad(); sync(a); ts.append(time.perf_counter() - t)
+    row('cold start', f"{a.arch} training step, plain PyTorch", f"{ts[0]:.2f} s first, {ts[1] * 1e3:.0f} ms next",
+        "the first pays once for the shapes (cuDNN's plans)")
 
 def overhead(a, tmp):
     "Seconds per epoch of each contender, interleaved rounds; the peak GPU memory each adds to plain fit's"
@@ -198,7 +216,7 @@ def main(argv=None):
     p.add_argument('--quick', action='store_true', help='tiny models, few batches: a dry run on any device')
     p.add_argument('--out', default=None, help='also write the table (markdown) to this file')
     p.add_argument('--skip-tests', action='store_true', help='leave out the cuda-marked tests')
-    p.add_argument('--only', default=None, help='these sections only: tests,overhead,syncs,probe,landscape,compile')
+    p.add_argument('--only', default=None, help='these sections only: tests,cold,probe,overhead,syncs,landscape,compile')
     p.add_argument('--stall', type=float, default=150, help="print every thread's stack if a section runs this many seconds")
     a = p.parse_args(argv)
     a.cuda = a.device.startswith('cuda')
@@ -208,7 +226,7 @@ def main(argv=None):
             p.error(f"--device {a.device}: no such CUDA device here (try --device cpu --quick)")
         torch.cuda.set_device(i)
     a.arch,a.size,a.bs,a.batches,a.rounds = ('resnet18', 32, 8, 3, 2) if a.quick else ('resnet50', 224, 128, 10, 3)
-    only = set(a.only.split(',')) if a.only else {'tests', 'overhead', 'syncs', 'probe', 'landscape', 'compile'}
+    only = set(a.only.split(',')) if a.only else {'tests', 'cold', 'probe', 'overhead', 'syncs', 'landscape', 'compile'}
     name = torch.cuda.get_device_name(a.device) if a.cuda else f"CPU ({torch.get_num_threads()} threads)"
     print(f"fastexplorer GPU checks on {name}; torch {torch.__version__}; {'quick' if a.quick else 'full'} sizes", flush=True)
     global OUT
@@ -216,7 +234,7 @@ def main(argv=None):
     HEAD[:] = [f"GPU checks on {name}, torch {torch.__version__}, {'quick' if a.quick else 'full'} sizes "
                f"({a.arch} at {a.size} px, batch {a.bs}, {a.batches} batches an epoch, {a.rounds} rounds)", '']
     tmp = tempfile.mkdtemp()
-    sections = [('tests', lambda: None if a.skip_tests else cuda_tests(a)), ('probe', lambda: probe(a))]
+    sections = [('tests', lambda: None if a.skip_tests else cuda_tests(a)), ('cold', lambda: cold(a)), ('probe', lambda: probe(a))]
     learners = {}
     def ov(): learners.update(overhead(a, tmp))
     def sy(): syncs(a, learners or {'plain fit': make_learner(a, a.arch),

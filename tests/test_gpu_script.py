@@ -3,7 +3,7 @@ import subprocess, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ['cuda tests', 'probe', 'overhead', 'syncs per step', 'landscape', 'torch.compile']
+SECTIONS = ['cuda tests', 'cold start', 'probe', 'overhead', 'syncs per step', 'landscape', 'torch.compile']
 
 def test_gpu_script_dry_run(tmp_path):
     out = tmp_path/'table.md'
