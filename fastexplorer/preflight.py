@@ -7,6 +7,8 @@ Docs: https://fastexplorer.github.io/fastexplorer/preflight.html.md"""
 # %% ../nbs/03i_preflight.ipynb #a1ec1bc1
 from __future__ import annotations
 import math, re
+from contextlib import nullcontext
+from functools import partial
 import torch
 from torch import nn
 from fastcore.basics import patch
@@ -23,7 +25,7 @@ from .probe import model_device, to_model_device, split_batch, kept_dl_rng, unwr
 __all__ = ['verdict', 'preflight_alerts', 'loss_name', 'loss_kind', 'final_op', 'check_output_activation', 'check_targets',
            'check_loss_contract', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'check_gradients',
            'find_cut', 'explain_cut', 'check_batch_independence', 'check_loss_gradient', 'name_loss_op',
-           'check_overfit', 'scaled_backward']
+           'scaled_backward', 'check_overfit']
 
 # %% ../nbs/03i_preflight.ipynb #19db9e9f
 def verdict(check:str, severity:str, evidence:str, fix:str='', layer:str='', **numbers)->dict:
@@ -319,19 +321,38 @@ def name_loss_op(verdicts:list, loss, out)->list:
         for v in bad: v.update(op=found['op'], evidence=v['evidence'] + f" (in the loss: {loss_op(found)})")
     return verdicts
 
+# %% ../nbs/03i_preflight.ipynb #e64a2393
+def scaled_backward(loss:torch.Tensor, params:list, scale:float|None=None, o:torch.Tensor|None=None)->float|None:
+    "`loss.backward()`; with a float16 loss `scale`, of `loss` times a scale brought down until `params`' gradients are finite, then divided out (of `o.grad` too); the scale used"
+    if scale is None: loss.backward(); return None
+    held = lambda: [t.grad for t in (*params, o) if t is not None and t.grad is not None]
+    while True:
+        (loss * scale).backward(retain_graph=scale > 1)
+        gs = held()
+        if scale <= 1 or not gs or bool(torch.stack([torch.isfinite(g).all() for g in gs]).all()): break
+        for t in (*params, o):
+            if t is not None: t.grad = None
+        scale = max(scale / 16, 1.)
+    torch._foreach_div_(gs, scale)
+    return scale
+
 # %% ../nbs/03i_preflight.ipynb #d6b63984
 def _zeroed(xb:tuple)->tuple: return tuple(torch.zeros_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xb)
 
-def check_overfit(model:nn.Module, xb:tuple, yb:tuple, loss_func, opt_func, lr:float, steps:int=30)->list:
+def check_overfit(model:nn.Module, xb:tuple, yb:tuple, loss_func, opt_func, lr:float, steps:int=30,
+                  autocast=nullcontext,     # makes the context of each forward and loss: `learner_autocast`'s under mixed precision
+                  scale:float|None=None)->list:   # float16's loss scale to start from (`scaled_backward`)
     "Verdicts from training `model` (a copy, which this changes) `steps` steps on one batch: does its loss fall, and do zeroed inputs then cost it?"
     model.train()
-    opt,losses = opt_func([p for p in model.parameters() if p.requires_grad], lr=lr),[]
+    ps = [p for p in model.parameters() if p.requires_grad]
+    opt,losses = opt_func(ps, lr=lr),[]
     for _ in range(steps):
-        loss = _loss(loss_func, model(*xb), yb)
-        loss.backward(); opt.step(); opt.zero_grad()
+        with autocast(): loss = _loss(loss_func, model(*xb), yb)   # one autocast a step: it keeps its casts of the weights
+        scale = scaled_backward(loss, ps, scale)
+        opt.step(); opt.zero_grad()
         losses.append(float(loss.detach()))
     model.eval()
-    with torch.no_grad(): real,zero = (float(_loss(loss_func, model(*x), yb)) for x in (xb, _zeroed(xb)))
+    with torch.no_grad(), autocast(): real,zero = (float(_loss(loss_func, model(*x), yb)) for x in (xb, _zeroed(xb)))
     first,res = losses[0],[]
     if not real < 0.5 * first:
         res.append(verdict('overfit_batch', 'warning', f"{steps} steps on one batch took its loss from {first:.4g} only to {real:.4g}",
@@ -345,23 +366,12 @@ def check_overfit(model:nn.Module, xb:tuple, yb:tuple, loss_func, opt_func, lr:f
 def _overfit(learn, model, xb:tuple, yb:tuple, lr:float)->list:
     "`check_overfit` on a copy of `model`, the random state kept; skipped, saying why, where the model cannot be copied or trained"
     import copy
+    dt,scale = learner_amp(learn)
+    lf = (lambda o, *y: learn.loss_func(to_float(o), *y)) if dt is not None else learn.loss_func   # as `MixedPrecision` hands it the output
     try:
-        with preserved_rng(model_device(model)): return check_overfit(copy.deepcopy(model), xb, yb, learn.loss_func, learn.opt_func, lr)
+        with preserved_rng(model_device(model)):
+            return check_overfit(copy.deepcopy(model), xb, yb, lf, learn.opt_func, lr, autocast=partial(learner_autocast, learn), scale=scale)
     except Exception as e: return [verdict('overfit_batch', 'skipped', f"could not train a copy of the model: {type(e).__name__}: {e}")]
-
-# %% ../nbs/03i_preflight.ipynb #e64a2393
-def scaled_backward(loss:torch.Tensor, params:list, scale:float|None=None, o:torch.Tensor|None=None):
-    "`loss.backward()`; with a float16 loss `scale`, of `loss` times a scale brought down until `params`' gradients are finite, then divided out (of `o.grad` too)"
-    if scale is None: return loss.backward()
-    held = lambda: [t.grad for t in (*params, o) if t is not None and t.grad is not None]
-    while True:
-        (loss * scale).backward(retain_graph=scale > 1)
-        gs = held()
-        if scale <= 1 or not gs or bool(torch.stack([torch.isfinite(g).all() for g in gs]).all()): break
-        for t in (*params, o):
-            if t is not None: t.grad = None
-        scale = max(scale / 16, 1.)
-    torch._foreach_div_(gs, scale)
 
 # %% ../nbs/03i_preflight.ipynb #4d0c4c49
 def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
