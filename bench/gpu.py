@@ -78,8 +78,8 @@ def cuda_tests(a):
     if counts.get('failed') or errors: print(r.stdout[-4000:], flush=True)
 
 def cold(a):
-    """Two training steps of the bare model in plain PyTorch: the first pays once for what the shapes need (cuDNN's plans,
-    which recent cuDNN compiles at run time), the second does not. The overhead section's first fits pay it too"""
+    """Two training steps of the bare model in plain PyTorch: the first pays once for what the shapes need (cuDNN's
+    plans, which recent cuDNN compiles at run time), the second does not. The overhead section's first fits pay it"""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(a.bs, 3, a.size, a.size, generator=g).to(a.device).contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 10, (a.bs,), generator=g).to(a.device)
@@ -102,7 +102,7 @@ def overhead(a, tmp):
                'fastai ActivationStats(with_hist=True)': lambda: ActivationStats(with_hist=True)}
     learners = {k: make_learner(a, a.arch, f()) for k,f in configs.items()}
     times,peak,cold = {k: [] for k in learners},{},{}
-    for k,l in learners.items():                         # warm up: cuDNN's algorithms, the explorer's probe and preflight
+    for k,l in learners.items():                # warm up: cuDNN's algorithms, the explorer's probe and preflight
         t = time.perf_counter(); fit(l); sync(a); cold[k] = time.perf_counter() - t
         print(f"[{time.monotonic() - T0:6.1f} s] overhead: {k} warmed up in {cold[k]:.1f} s", flush=True)
     for _ in range(a.rounds):
@@ -114,7 +114,8 @@ def overhead(a, tmp):
     base = statistics.median(times['plain fit'])
     for k,v in times.items():
         mem = f", +{(peak[k] - peak['plain fit']) / 2**20:.0f} MiB peak" if a.cuda and k != 'plain fit' else ''
-        row('overhead', k, f"{statistics.median(v):.3f} s/epoch", f"ratio {statistics.median(v) / base:.3f}{mem}; first fit {cold[k]:.1f} s")
+        row('overhead', k, f"{statistics.median(v):.3f} s/epoch",
+            f"ratio {statistics.median(v) / base:.3f}{mem}; first fit {cold[k]:.1f} s")
     return learners
 
 class SyncStart(Callback):
@@ -216,7 +217,8 @@ def main(argv=None):
     p.add_argument('--quick', action='store_true', help='tiny models, few batches: a dry run on any device')
     p.add_argument('--out', default=None, help='also write the table (markdown) to this file')
     p.add_argument('--skip-tests', action='store_true', help='leave out the cuda-marked tests')
-    p.add_argument('--only', default=None, help='these sections only: tests,cold,probe,overhead,syncs,landscape,compile')
+    p.add_argument('--only', default=None,
+                   help='these sections only: tests,cold,probe,overhead,syncs,landscape,compile')
     p.add_argument('--stall', type=float, default=150, help="print every thread's stack if a section runs this many seconds")
     a = p.parse_args(argv)
     a.cuda = a.device.startswith('cuda')
@@ -234,7 +236,8 @@ def main(argv=None):
     HEAD[:] = [f"GPU checks on {name}, torch {torch.__version__}, {'quick' if a.quick else 'full'} sizes "
                f"({a.arch} at {a.size} px, batch {a.bs}, {a.batches} batches an epoch, {a.rounds} rounds)", '']
     tmp = tempfile.mkdtemp()
-    sections = [('tests', lambda: None if a.skip_tests else cuda_tests(a)), ('cold', lambda: cold(a)), ('probe', lambda: probe(a))]
+    sections = [('tests', lambda: None if a.skip_tests else cuda_tests(a)), ('cold', lambda: cold(a)),
+                ('probe', lambda: probe(a))]
     learners = {}
     def ov(): learners.update(overhead(a, tmp))
     def sy(): syncs(a, learners or {'plain fit': make_learner(a, a.arch),
@@ -244,7 +247,7 @@ def main(argv=None):
     failed = []
     for s,f in sections:
         if s not in only: continue
-        faulthandler.dump_traceback_later(a.stall, repeat=True)   # a section that stalls shows where, and whether it moves
+        faulthandler.dump_traceback_later(a.stall, repeat=True)   # a stalled section shows where, and if it moves
         try: f()
         except Exception as e:
             failed.append(s); row(s, 'failed', f"{type(e).__name__}", str(e).splitlines()[0][:100] if str(e) else '')

@@ -228,7 +228,8 @@ def _close_writer(self:ExplorerCallback, status:str|None=None, e:BaseException|N
 def _heatmaps(self:ExplorerCallback):
     "This epoch's activation maps of the fixed validation samples, or `None` when the model's input is not an image batch"
     if self.heatmap_xb is None: return None
-    with learner_autocast(self.learn): maps = activation_maps(unwrap_model(self.learn.model), self.heatmap_xb, self.heatmap_size)
+    with learner_autocast(self.learn):
+        maps = activation_maps(unwrap_model(self.learn.model), self.heatmap_xb, self.heatmap_size)
     return {'size': self.heatmap_size, 'samples': self.heatmap_info, 'layers': maps}
 
 # %% ../nbs/03f_callback.ipynb #b33add0d
@@ -529,7 +530,8 @@ def _trace_nonfinite(self:ExplorerCallback, backward:bool=False):
     step,learn = self.n_steps if self.training else max(self.n_steps - 1, 0),self.learn
     after = (learn.loss.detach(), loss_of(learn), getattr(self, '_out_grad_ok', None), learn.pred) if backward else ()
     try:   # in the autocast the batch ran in: a float16 overflow happens again
-        with learner_autocast(learn): self.origin = trace_origin(unwrap_model(learn.model), learn.xb, self._rng, step, self.n_epochs + 1, *after)
+        with learner_autocast(learn):
+            self.origin = trace_origin(unwrap_model(learn.model), learn.xb, self._rng, step, self.n_epochs + 1, *after)
     except Exception as e:                 # never break a fit over a diagnosis
         warnings.warn(f"fastexplorer could not trace the first non-finite value: {type(e).__name__}: {e}"); return
     if self.origin is not None and self.live is not None:

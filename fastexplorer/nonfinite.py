@@ -40,8 +40,10 @@ class FirstNonFinite(TorchDispatchMode):
         if self.found is None and func._schema.name not in _UNINITIALISED and not _finite(outs := _floats(out)):
             ins = _floats((args, kwargs))
             bad = [self.params[id(t)] for t in ins if id(t) in self.params and not bool(torch.isfinite(t).all())]
-            dt = next(t.dtype for t in outs if not bool(torch.isfinite(t).all()))   # float16: mixed precision's, which overflows past 65504
-            self.found = {'module': self.stack[-1] if self.stack else '', 'op': func._schema.name, 'inputs_finite': _finite(ins),
+            # its dtype: float16 is mixed precision's, which overflows past 65504
+            dt = next(t.dtype for t in outs if not bool(torch.isfinite(t).all()))
+            self.found = {'module': self.stack[-1] if self.stack else '', 'op': func._schema.name,
+                          'inputs_finite': _finite(ins),
                           'param': bad[0] if bad else None, 'phase': 'forward', 'dtype': str(dt).removeprefix('torch.')}
             if self.nodes is not None:   # the backward: noted per autograd node, whose own outputs decide (one may mask a NaN it made)
                 self.ops.setdefault(torch._C._current_autograd_node(), self.found)

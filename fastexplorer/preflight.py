@@ -323,7 +323,8 @@ def name_loss_op(verdicts:list, loss, out)->list:
 
 # %% ../nbs/03i_preflight.ipynb #e64a2393
 def scaled_backward(loss:torch.Tensor, params:list, scale:float|None=None, o:torch.Tensor|None=None)->float|None:
-    "`loss.backward()`; with a float16 loss `scale`, of `loss` times a scale brought down until `params`' gradients are finite, then divided out (of `o.grad` too); the scale used"
+    """`loss.backward()`; with a float16 loss `scale`, of `loss` times a scale brought down until `params`' gradients
+    are finite, then divided out (of `o.grad` too); the scale used"""
     if scale is None: loss.backward(); return None
     held = lambda: [t.grad for t in (*params, o) if t is not None and t.grad is not None]
     while True:
@@ -340,14 +341,14 @@ def scaled_backward(loss:torch.Tensor, params:list, scale:float|None=None, o:tor
 def _zeroed(xb:tuple)->tuple: return tuple(torch.zeros_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xb)
 
 def check_overfit(model:nn.Module, xb:tuple, yb:tuple, loss_func, opt_func, lr:float, steps:int=30,
-                  autocast=nullcontext,     # makes the context of each forward and loss: `learner_autocast`'s under mixed precision
+                  autocast=nullcontext,     # makes each forward's context: `learner_autocast`'s under mixed precision
                   scale:float|None=None)->list:   # float16's loss scale to start from (`scaled_backward`)
     "Verdicts from training `model` (a copy, which this changes) `steps` steps on one batch: does its loss fall, and do zeroed inputs then cost it?"
     model.train()
     ps = [p for p in model.parameters() if p.requires_grad]
     opt,losses = opt_func(ps, lr=lr),[]
     for _ in range(steps):
-        with autocast(): loss = _loss(loss_func, model(*xb), yb)   # one autocast a step: it keeps its casts of the weights
+        with autocast(): loss = _loss(loss_func, model(*xb), yb)   # one a step: an autocast keeps its weights' casts
         scale = scaled_backward(loss, ps, scale)
         opt.step(); opt.zero_grad()
         losses.append(float(loss.detach()))
@@ -367,10 +368,12 @@ def _overfit(learn, model, xb:tuple, yb:tuple, lr:float)->list:
     "`check_overfit` on a copy of `model`, the random state kept; skipped, saying why, where the model cannot be copied or trained"
     import copy
     dt,scale = learner_amp(learn)
-    lf = (lambda o, *y: learn.loss_func(to_float(o), *y)) if dt is not None else learn.loss_func   # as `MixedPrecision` hands it the output
+    # the output in float32, as `MixedPrecision` hands it to the loss
+    lf = (lambda o, *y: learn.loss_func(to_float(o), *y)) if dt is not None else learn.loss_func
     try:
         with preserved_rng(model_device(model)):
-            return check_overfit(copy.deepcopy(model), xb, yb, lf, learn.opt_func, lr, autocast=partial(learner_autocast, learn), scale=scale)
+            return check_overfit(copy.deepcopy(model), xb, yb, lf, learn.opt_func, lr,
+                                 autocast=partial(learner_autocast, learn), scale=scale)
     except Exception as e: return [verdict('overfit_batch', 'skipped', f"could not train a copy of the model: {type(e).__name__}: {e}")]
 
 # %% ../nbs/03i_preflight.ipynb #4d0c4c49
@@ -387,28 +390,32 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
         if isinstance(o, torch.Tensor) and o.requires_grad: o.retain_grad()
         try: loss = _loss(learn.loss_func, out, yb)
         except Exception as e:   # what feeds the loss says why, often
-            return check_loss_contract(o, y, None, kind, axis, final_op(o)) + [verdict('loss', 'error', f"the loss cannot be computed on the first batch: {type(e).__name__}: {e}",
-                                                                      "check the output's shape and classes against the targets'")]
+            msg = f"the loss cannot be computed on the first batch: {type(e).__name__}: {e}"
+            return check_loss_contract(o, y, None, kind, axis, final_op(o)) + [
+                verdict('loss', 'error', msg, "check the output's shape and classes against the targets'")]
     res = check_first_layers(fa.seen) + check_loss_contract(o, y, float(loss.detach().float()), kind, axis, final_op(o))
-    scaled_backward(loss, [p for p in model.parameters() if p.requires_grad], scale, o if isinstance(o, torch.Tensor) else None)
+    ps = [p for p in model.parameters() if p.requires_grad]
+    scaled_backward(loss, ps, scale, o if isinstance(o, torch.Tensor) else None)
     learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
     lg,gf = check_loss_gradient(o),check_gradients(model, _groups(learn, model))
     if any(v['check'] == 'nonfinite_loss' for v in res): lg = []   # the loss itself is not finite: said once
     with learner_autocast(learn): name_loss_op(res + lg, lambda o: _loss(learn.loss_func, o, yb), out)
-    if lg or any(v['check'] == 'nonfinite' for v in res):   # the loss's NaN, or the output's, not the layers': said once
+    if lg or any(v['check'] == 'nonfinite' for v in res):   # the loss's NaN or the output's, not the layers': said once
         gf = [v for v in gf if not v['evidence'].startswith('non-finite')]
     return res + lg + check_output(o, learns) + gf
 
 # %% ../nbs/03i_preflight.ipynb #af023b95
 def _half_overflow(res:list, model:nn.Module, xb:tuple, dt)->list:
-    "`res` (changed in place), its `nonfinite` verdict saying so where float16 made the outputs' NaN or Inf, and float32 does not"
+    "`res` (changed in place), its `nonfinite` verdict saying so where the outputs are finite in float32, not float16"
     v = next((v for v in res if v['check'] == 'nonfinite'), None)
     if v is None or dt != torch.float16: return res
     with torch.no_grad(): o = first_tensor(model(*xb))
     if isinstance(o, torch.Tensor) and bool(torch.isfinite(o).all()):
-        v.update(evidence=v['evidence'] + "; they are finite in float32: the activations overflow float16, whose largest value is 65504",
-                 fix="train in bfloat16 (`learn.to_bf16()`), which has float32's range, or keep the activations smaller "
-                     "(normalise the inputs, initialise smaller): `find_nonfinite` under the autocast names the operation")
+        v.update(evidence=v['evidence'] + "; they are finite in float32: the activations overflow float16, "
+                                          "whose largest value is 65504",
+                 fix="train in bfloat16 (`learn.to_bf16()`), which has float32's range, or keep the activations "
+                     "smaller (normalise the inputs, initialise smaller): `find_nonfinite` under the autocast names "
+                     "the operation")
     return res
 
 # %% ../nbs/03i_preflight.ipynb #3464d70e

@@ -366,10 +366,12 @@ def _tree(model:nn.Module, xb:tuple, kw:dict, device, name:str, obj, cls:str)->R
 def to_representation(self:Learner,
     b=None,  # batch to probe with (a tuple as `dls.one_batch()` returns, or an input tensor); default the first validation batch
 )->Representation:
-    "The `Representation` of this Learner's model, annotated by running one batch through it as training would (in its mixed precision); the model is left untouched"
+    """The `Representation` of this Learner's model, annotated by running one batch through it as training would (in its
+    mixed precision); the model is left untouched"""
     model = unwrap_model(self.model)
     device = model_device(model)
-    with gc_paused(), preserved_rng(device), learner_autocast(self):   # the collector off first: saving the random states allocates
+    # the collector off first: saving the random states allocates
+    with gc_paused(), preserved_rng(device), learner_autocast(self):
         if b is None: b = _default_batch(self.dls)
         xb = to_model_device(split_batch(self.dls, b), device)
         return _tree(model, xb, {}, device, 'Learner', self, type(self).__name__)

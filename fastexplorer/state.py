@@ -156,7 +156,8 @@ def gc_paused():
 
 # %% ../nbs/00b_state.ipynb #1677d418
 def learner_amp(learn)->tuple:
-    "`(dtype, loss_scale)` of fastai's `MixedPrecision` on `learn`: `(None, None)` without it; the scale (the scaler's, or the one it starts from) for float16 only"
+    """`(dtype, loss_scale)` of fastai's `MixedPrecision` on `learn`: `(None, None)` without it; the scale (the
+    scaler's, or the one it starts from) for float16 only"""
     mp = getattr(learn, 'mixed_precision', None)
     F = sys.modules.get('fastai.callback.fp16')   # imported by whoever made the callback
     if mp is None or F is None or not isinstance(mp, F.MixedPrecision): return None,None

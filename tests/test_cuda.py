@@ -57,7 +57,8 @@ def test_landscape_restores_bitwise(dev):
 def test_probe_and_preflight_compute_in_the_learners_precision(dev, monkeypatch):
     "Under `to_bf16`, the probe and the preflight run the model in bfloat16, as its training steps do"
     import fastai.callback.fp16 as F16
-    if dev == 'cpu': monkeypatch.setattr(F16, 'autocast', lambda _, dtype: torch.autocast('cpu', dtype=dtype))   # it names CUDA
+    if dev == 'cpu':   # fastai's autocast names CUDA
+        monkeypatch.setattr(F16, 'autocast', lambda _, dtype: torch.autocast('cpu', dtype=dtype))
     learn = _on(learner(torchvision.models.resnet18(num_classes=10), images()), dev).to_bf16()
     seen = []
     h = learn.model.fc.register_forward_hook(lambda m, i, o: seen.append(o.dtype))

@@ -276,8 +276,8 @@ def test_bf16(tmp_path, amp_learner):
     assert math.isfinite(a['mean']) and a['nan'] == a['inf'] == 0
 
 def test_fp16_overflow_is_traced_to_the_cast(tmp_path, amp_learner):
-    """Inputs a million times too large: float16's cast of them makes Inf in the first layer. The tracer runs the batch again
-    in the autocast it ran in, so it finds that cast (run in float32, the batch overflows nowhere) and says what to do"""
+    """Inputs a million times too large: float16's cast of them makes Inf in the first layer. The tracer runs the batch
+    again in the autocast it ran in, so it finds that cast (in float32 nothing overflows) and says what to do"""
     class Huge(Callback):
         order = 0   # before `MixedPrecision` enters its autocast
         def before_batch(self): self.learn.xb = (self.xb[0] * 1e6,)
