@@ -15,9 +15,10 @@ from .stats import *
 from .nonfinite import find_nonfinite, find_loss_nonfinite
 
 # %% auto #0
-__all__ = ['BY_INPUT', 'SQUASHING', 'HINTS', 'SEVERITY', 'RANK', 'ALERT_ARGS', 'DEAD_AFTER', 'execution_order', 'output_order',
-           'classes_of', 'constant_by_input', 'group_alerts', 'find_alerts', 'rank_alerts', 'bad_threshold',
-           'LiveAlerts', 'stale_grad_flag', 'stale_grad_alert', 'origin_alert', 'loss_op', 'loss_alert', 'trace_origin']
+__all__ = ['BY_INPUT', 'SQUASHING', 'HINTS', 'SEVERITY', 'RANK', 'ALERT_ARGS', 'DEAD_AFTER', 'HALF_HINT', 'execution_order',
+           'output_order', 'classes_of', 'constant_by_input', 'group_alerts', 'find_alerts', 'rank_alerts',
+           'bad_threshold', 'LiveAlerts', 'stale_grad_flag', 'stale_grad_alert', 'origin_alert', 'loss_op',
+           'loss_alert', 'trace_origin']
 
 # %% ../nbs/03h_alerts.ipynb #d102e683
 def execution_order(tree:dict)->dict:
@@ -187,7 +188,7 @@ def group_alerts(alerts:list)->list:
         if k in by: by[k]['layers'].append(a['layer'])
         else: res.append(by.setdefault(k, {**a, 'layers': [a['layer']]}))
     for a in res:
-        a['hint'] = HINTS['constant' if a.get('rule') == 'constant' else a['kind']]
+        a['hint'] = a.get('hint') or HINTS['constant' if a.get('rule') == 'constant' else a['kind']]   # its own first
         a.setdefault('severity', SEVERITY.get(a['kind'], 'warning'))
         if (n := len(a['layers']) - 1):
             shown = ', '.join(f"`{l}`" for l in a['layers'][1:4]) + (', …' if n > 3 else '')
@@ -329,11 +330,12 @@ def stale_grad_alert(ps:list, names:list, step:int, epoch:int, held:tuple|None=N
 # %% ../nbs/03h_alerts.ipynb #562f95e2
 _CASTS = ('aten::_to_copy', 'aten::to', 'aten::copy_')   # how autocast's casts show in the dispatcher
 
-def _half_note(found:dict)->str:
-    "What to do when the operation that made the first Inf from finite inputs computed in float16"
-    if found.get('dtype') != 'float16' or not found['inputs_finite'] or found.get('phase') == 'backward': return ''
-    return (". It computed in float16 (mixed precision, `to_fp16`), which holds nothing past 65504: train in bfloat16 "
-            "(`to_bf16`), which has float32's range, or keep the activations smaller")
+def _half(found:dict)->bool:
+    "Whether the operation that made the first non-finite value from finite ones computed in float16"
+    return found.get('dtype') == 'float16' and found['inputs_finite'] and found.get('phase') != 'backward'
+
+HALF_HINT = ("float16 overflowed: train in bfloat16 (`learn.to_bf16()`), which has float32's range, or keep the "
+             "activations smaller (normalise the inputs, initialise smaller)")
 
 def _origin_message(found:dict)->str:
     where = f"`{found['module']}`" if found['module'] else 'the model itself'
@@ -348,9 +350,10 @@ def _origin_message(found:dict)->str:
 
 def origin_alert(found:dict, step:int, epoch:int)->dict:
     "The `nonfinite` alert (`stat: 'op'`) for what `find_nonfinite` `found` on the batch of `step`, in `epoch`"
+    half = "; it computed in float16 (mixed precision), which holds nothing past 65504" if _half(found) else ''
     return {'kind': 'nonfinite', 'layer': found['module'], 'stat': 'op', 'op': found['op'], 'param': found['param'],
             'inputs_finite': found['inputs_finite'], 'phase': found['phase'], 'step': step, 'epoch': epoch,
-            'message': f"{_origin_message(found)}, at step {step}{_half_note(found)}"}
+            'message': f"{_origin_message(found)}, at step {step}{half}"} | ({'hint': HALF_HINT} if half else {})
 
 def loss_op(found:dict|None)->str:
     "The operation of the loss that made the NaN, from what `find_loss_nonfinite` `found` (`''` if it found none)"

@@ -285,4 +285,4 @@ def test_fp16_overflow_is_traced_to_the_cast(tmp_path, amp_learner):
     _fit(learn, 1, 1e-3)
     origin = [a for a in load_run(tmp_path/'r').epochs[0]['alerts'] if a['kind'] == 'nonfinite' and a['stat'] == 'op']
     assert len(origin) == 1 and origin[0]['op'] == 'aten::_to_copy' and origin[0]['layer'] == 'conv', origin
-    assert 'the cast to float16' in origin[0]['message'] and '`to_bf16`' in origin[0]['message'], origin[0]['message']
+    assert 'the cast to float16' in origin[0]['message'] and '`learn.to_bf16()`' in origin[0]['hint'], origin[0]
