@@ -327,7 +327,7 @@ def stale_grad_alert(ps:list, names:list, step:int, epoch:int, held:tuple|None=N
             'message': f"at step {step}, before its backward, `{names[i]}` still held the gradient of earlier steps: the gradients are never zeroed"}
 
 
-# %% ../nbs/03h_alerts.ipynb #562f95e2
+# %% ../nbs/03h_alerts.ipynb #4f272b02
 _CASTS = ('aten::_to_copy', 'aten::to', 'aten::copy_')   # how autocast's casts show in the dispatcher
 
 def _half(found:dict)->bool:
@@ -337,6 +337,8 @@ def _half(found:dict)->bool:
 HALF_HINT = ("float16 overflowed: train in bfloat16 (`learn.to_bf16()`), which has float32's range, or keep the "
              "activations smaller (normalise the inputs, initialise smaller)")
 
+
+# %% ../nbs/03h_alerts.ipynb #562f95e2
 def _origin_message(found:dict)->str:
     where = f"`{found['module']}`" if found['module'] else 'the model itself'
     if found.get('phase') == 'backward':
