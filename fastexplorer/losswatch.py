@@ -14,7 +14,7 @@ from .preflight import loss_kind, loss_name
 
 # %% auto #0
 __all__ = ['MIN_STEPS', 'HIGH_RATIO', 'LOW_RATIO', 'chance_loss', 'target_sums', 'LossWatch', 'loss_course', 'update_ratio',
-           'group_ratios', 'loss_alerts', 'learns', 'settle']
+           'group_ratios', 'falling', 'loss_alerts', 'learns', 'settle']
 
 # %% ../nbs/03hb_losswatch.ipynb #a3087fa5
 def _entropy(p:torch.Tensor)->float:
@@ -110,6 +110,18 @@ def _lr_alert(kind:str, groups:list, bad, **kw)->dict:
     if named: kw['message'] += f": the learning rate of group {' and '.join(map(str, named))} is the one out of range"
     return dict(kind=kind, **kw, **({'groups': named} if named else {}))
 
+# %% ../nbs/03hb_losswatch.ipynb #bb273aea
+def falling(v:list, w:int, z:float=3.)->bool:
+    "Whether the last `2w` finite losses `v` fall: the slope of a least-squares line through them below 0 by `z` standard errors"
+    y = v[-2 * w:]
+    n = len(y)
+    if n < 4: return False
+    xm,ym = (n - 1) / 2,statistics.fmean(y)
+    sxx = sum((i - xm) ** 2 for i in range(n))
+    b = sum((i - xm) * (t - ym) for i,t in enumerate(y)) / sxx
+    res = sum((t - ym - b * (i - xm)) ** 2 for i,t in enumerate(y)) / (n - 2)
+    return b < 0 and (res == 0 or -b > z * math.sqrt(res / sxx))
+
 # %% ../nbs/03hb_losswatch.ipynb #0b08aa7d
 def _course_alert(v:list, course:tuple, chance:float|None, r:float|None, groups:list=())->dict|None:
     "The diverging or stalled alert for the run's finite losses `v`, whose `loss_course` is `course`, if they did either (`r`: the update ratio; `groups`: `group_ratios`)"
@@ -126,6 +138,7 @@ def _course_alert(v:list, course:tuple, chance:float|None, r:float|None, groups:
         what = f"the training loss is {last:.4g} (median of the last {w} batches), at the chance level {chance:.4g}: what a prediction that ignores the input scores"
     elif last >= 0.98 * first and first > 1e-6: what = f"the training loss has not fallen: {first:.4g} over the run's first {w} batches, {last:.4g} over its last {w}"
     else: return None
+    if falling(v, w): return None   # near chance, or no lower than at first, but on its way down now
     start,(i,peak) = v[0],max(enumerate(v), key=lambda o: o[1])   # the first batch: the loss before any step
     if peak > 3 * start + 1e-3:   # a jump that left the run stuck: the steps threw the weights where nothing learns
         return dict(kind='lr_too_high', value=peak, message=f"the training loss jumped from {start:.4g} to {peak:.4g} at batch {i + 1} and never recovered: {what}{steps}")
