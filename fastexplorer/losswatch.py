@@ -112,7 +112,7 @@ def _lr_alert(kind:str, groups:list, bad, **kw)->dict:
 
 # %% ../nbs/03hb_losswatch.ipynb #bb273aea
 def falling(v:list, w:int, z:float=3.)->bool:
-    "Whether the last `2w` finite losses `v` fall: the slope of a least-squares line through them below 0 by `z` standard errors"
+    "Whether the last `2w` finite losses `v` fall: a least-squares line through them slopes down by `z` standard errors"
     y = v[-2 * w:]
     n = len(y)
     if n < 4: return False
