@@ -49,14 +49,18 @@ class Batches(DataLoader):
     def create_item(self, s): return s
     def create_batch(self, b): return (self.x, self.y)
 
-def make_learner(a, arch:str, cbs=None, n:int|None=None)->Learner:
-    "A `Learner` of torchvision's `arch` (random weights) on a synthetic batch on the device: channels-last, bf16 on CUDA"
+def batch_and_model(a, arch:str)->tuple:
+    "A synthetic batch `(x, y)` and torchvision's `arch` (random weights, 10 classes), on the device and channels-last"
     g = torch.Generator().manual_seed(0)
     x = torch.randn(a.bs, 3, a.size, a.size, generator=g).to(a.device).contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 10, (a.bs,), generator=g).to(a.device)
-    dls = DataLoaders(Batches(x, y, n or a.batches, device=a.device), Batches(x, y, 2, device=a.device), device=a.device)
     torch.manual_seed(0)
-    m = getattr(torchvision.models, arch)(num_classes=10).to(a.device).to(memory_format=torch.channels_last)
+    return x,y,getattr(torchvision.models, arch)(num_classes=10).to(a.device).to(memory_format=torch.channels_last)
+
+def make_learner(a, arch:str, cbs=None, n:int|None=None)->Learner:
+    "A `Learner` of torchvision's `arch` (random weights) on a synthetic batch on the device: channels-last, bf16 on CUDA"
+    x,y,m = batch_and_model(a, arch)
+    dls = DataLoaders(Batches(x, y, n or a.batches, device=a.device), Batches(x, y, 2, device=a.device), device=a.device)
     learn = Learner(dls, m, loss_func=nn.CrossEntropyLoss(), cbs=cbs)
     return learn.to_bf16() if a.cuda else learn
 
@@ -80,11 +84,7 @@ def cuda_tests(a):
 def cold(a):
     """Two training steps of the bare model in plain PyTorch: the first pays once for what the shapes need (cuDNN's
     plans, which recent cuDNN compiles at run time), the second does not. The overhead section's first fits pay it"""
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(a.bs, 3, a.size, a.size, generator=g).to(a.device).contiguous(memory_format=torch.channels_last)
-    y = torch.randint(0, 10, (a.bs,), generator=g).to(a.device)
-    torch.manual_seed(0)
-    m = getattr(torchvision.models, a.arch)(num_classes=10).to(a.device).to(memory_format=torch.channels_last)
+    x,y,m = batch_and_model(a, a.arch)
     opt,ts = torch.optim.SGD(m.parameters(), lr=1e-3),[]
     for _ in range(2):
         sync(a); t = time.perf_counter()

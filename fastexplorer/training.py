@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from .core import *
 from .probe import model_device
+from .state import learner_amp
 
 # %% auto #0
 __all__ = ['recorder_row', 'grad_scale', 'loss_scale', 'amp_skipped', 'amp_info', 'rng_states', 'loss_of', 'Eager']
@@ -49,9 +50,9 @@ def amp_info(learn, skipped_steps:int)->dict|None:
     "What mixed precision did this epoch (its dtype, the steps its scaler skipped, the loss scale), or `None` without it"
     mp = getattr(learn, 'mixed_precision', None)
     if mp is None: return None
-    sc = grad_scale(learn)
-    return {'dtype': {'fp16': 'float16', 'bf16': 'bfloat16'}.get(getattr(getattr(mp, 'amp_mode', None), 'value', None)),
-            'skipped_steps': skipped_steps, 'loss_scale': sc if sc != 1. else None}
+    sc,(dt,_) = grad_scale(learn),learner_amp(learn)
+    return {'dtype': None if dt is None else str(dt).removeprefix('torch.'), 'skipped_steps': skipped_steps,
+            'loss_scale': sc if sc != 1. else None}
 
 # %% ../nbs/03ea_training.ipynb #45ee6aa7
 def rng_states(model:nn.Module)->tuple:

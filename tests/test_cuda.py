@@ -54,11 +54,10 @@ def test_landscape_restores_bitwise(dev):
     assert {p.device.type for p in learn.model.parameters()} == {dev} and torch.equal(rng, _rng(dev))
 
 @pytest.mark.parametrize('dev', DEVICES)
-def test_probe_and_preflight_compute_in_the_learners_precision(dev, monkeypatch):
+def test_probe_and_preflight_compute_in_the_learners_precision(dev, request):
     "Under `to_bf16`, the probe and the preflight run the model in bfloat16, as its training steps do"
-    import fastai.callback.fp16 as F16
-    if dev == 'cpu':   # fastai's autocast names CUDA
-        monkeypatch.setattr(F16, 'autocast', lambda _, dtype: torch.autocast('cpu', dtype=dtype))
+    import fastai.callback.fp16   # noqa: F401  (Learner.to_bf16)
+    if dev == 'cpu': request.getfixturevalue('fastai_amp_on_cpu')
     learn = _on(learner(torchvision.models.resnet18(num_classes=10), images()), dev).to_bf16()
     seen = []
     h = learn.model.fc.register_forward_hook(lambda m, i, o: seen.append(o.dtype))

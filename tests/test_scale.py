@@ -218,14 +218,11 @@ def test_compiled_model_records_every_sampled_batch(tmp_path):
 CUDA = pytest.param('cuda', marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')])
 
 @pytest.fixture(params=['cpu', CUDA])
-def amp_learner(request, monkeypatch):
+def amp_learner(request):
     """`_tiny` on each device, for fastai's `MixedPrecision`: on the CPU its autocast and loss scaler are pointed at the CPU
     (it names CUDA), so its loss-scaling paths run on any machine, and on a GPU as users run them"""
     dev = request.param
-    if dev == 'cpu':
-        import fastai.callback.fp16 as F
-        monkeypatch.setattr(F, 'autocast', lambda _, dtype: torch.autocast('cpu', dtype=dtype))
-        monkeypatch.setattr(F, 'GradScaler', lambda _, **kw: torch.amp.GradScaler('cpu', **kw))
+    if dev == 'cpu': request.getfixturevalue('fastai_amp_on_cpu')
     def make(path, **kw):
         learn = _tiny(path, **kw)
         learn.dls.to(dev); learn.model.to(dev)
