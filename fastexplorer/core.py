@@ -18,15 +18,15 @@ from .formats import *
 
 # %% auto #0
 __all__ = ['DTYPE_NAMES', 'LazyTensor', 'DEVICE_TENSORS', 'Node', 'is_lazy', 'depth_idx_labels', 'Representation',
-           'select_modules', 'Statistic', 'named_columns', 'device_tensor', 'SCHEMA_VERSION', 'dtype_name',
-           'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_create', 'sqlite_delete',
-           'load_schema', 'validate', 'missing_message', 'is_int', 'is_real', 'site_key', 'site_of', 'temp_beside',
-           'ROOT', 'root_label', 'root_last', 'FALLBACK_RANGE']
+           'select_modules', 'Statistic', 'named_columns', 'device_tensor', 'acc_dtype', 'unique_params',
+           'SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader',
+           'sqlite_create', 'sqlite_delete', 'load_schema', 'validate', 'missing_message', 'is_int', 'is_real',
+           'site_key', 'site_of', 'temp_beside', 'ROOT', 'root_label', 'root_last', 'FALLBACK_RANGE', 'HIST_BINS']
 
 # %% ../nbs/00_core.ipynb #635a251a
 _all_ = ['SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_create', 'sqlite_delete',
          'load_schema', 'validate', 'missing_message', 'is_int', 'is_real', 'site_key', 'site_of', 'temp_beside',
-         'ROOT', 'root_label', 'root_last', 'FALLBACK_RANGE']   # `from fastexplorer.core import *` gives the formats' names too
+         'ROOT', 'root_label', 'root_last', 'FALLBACK_RANGE', 'HIST_BINS']   # `from fastexplorer.core import *` gives the formats' names too
 DTYPE_NAMES = {d: dtype_name(d) for d in vars(torch).values() if isinstance(d, torch.dtype)}
 
 # %% ../nbs/00_core.ipynb #a1543540
@@ -352,3 +352,12 @@ def device_tensor(values:tuple, device, dtype=torch.long)->torch.Tensor:
         t = _DEVICE_TENSORS[k] = torch.tensor(k[0], dtype=dtype, device=device)
     return t
 
+
+# %% ../nbs/00_core.ipynb #24ba60c9
+def acc_dtype(device)->torch.dtype:
+    "The dtype statistics are summed in on `device`: float64, or float32 where the device has no float64 (MPS)"
+    return torch.float32 if torch.device(device).type == 'mps' else torch.float64
+
+def unique_params(m:nn.Module)->list:
+    "The parameters of `m`, each once (tied weights are one), in `parameters()` order"
+    return list({id(p): p for p in m.parameters()}.values())
