@@ -11,6 +11,9 @@ import torch
 from fastcore.basics import patch
 from .core import *
 from .params import PARAM_STEP_STATS
+from .layers import *
+from .reduce import *
+from .units import *
 from .stats import *
 from .nonfinite import find_nonfinite, find_loss_nonfinite
 

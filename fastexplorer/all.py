@@ -11,6 +11,9 @@ from .export import *
 from .run import *
 from .stepdb import *
 from .stepseries import *
+from .layers import *
+from .reduce import *
+from .units import *
 from .stats import *
 from .params import *
 from .custom import *

@@ -23,6 +23,9 @@ from .export import *
 from .stepdb import *
 from .stepseries import read_hist_ranges
 from .alerts import *
+from .layers import *
+from .reduce import *
+from .units import *
 from .stats import *
 from .params import *
 from .custom import *

@@ -10,6 +10,9 @@ import math
 import numpy as np
 import torch
 import torch.distributed as dist
+from .layers import *
+from .reduce import *
+from .units import *
 from .stats import *
 from .custom import *
 

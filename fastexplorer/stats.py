@@ -1,4 +1,4 @@
-"""Which layers are recorded, and each layer's outputs reduced on the model's device: one row per call, accumulated per epoch (`ActStats`), one row per layer and step (`step_row`).
+"""An epoch's activation statistics, a row per call site, accumulated on the model's device (`ActStats`); the statistics declared once (`ACT_STATS`); one row per layer and step (`step_row`).
 
 Docs: https://fastexplorer.github.io/fastexplorer/stats.html.md"""
 
@@ -16,244 +16,14 @@ from .core import *
 from .probe import *
 from .hooks import *
 from .state import *
+from .layers import *
+from .reduce import *
+from .reduce import _ROW
+from .units import *
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'READS_FREE', 'RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'CALL_SITES', 'ACT_STATS', 'SILENT_FRAC',
-           'SAT_EPS', 'has_own_params', 'maybe_elementwise', 'select_layers', 'ElementSampler', 'fit_range',
-           'HistRanges', 'reads_free', 'flat_sample', 'act_row', 'unit_dim', 'unit_extreme', 'dead_mask', 'CallSites',
-           'ActStats', 'act_step_stats', 'step_row_columns', 'dead_fraction', 'step_row', 'combine_raw']
-
-# %% ../nbs/03_stats.ipynb #158a8ec1
-# activation modules, recorded by default like every module that holds parameters
-ACTIVATIONS = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.RReLU, nn.ELU, nn.SELU, nn.CELU, nn.GELU, nn.SiLU, nn.Mish,
-               nn.Sigmoid, nn.Tanh, nn.Softplus, nn.Softsign, nn.Hardswish, nn.Hardsigmoid, nn.Hardtanh, nn.LogSigmoid)
-_P,_PAD = nn.modules.pooling,nn.modules.padding
-_POOLS = (_P._MaxPoolNd, _P._AvgPoolNd, _P._AdaptiveAvgPoolNd, _P._AdaptiveMaxPoolNd, _P._LPPoolNd)
-# parameter-free leaves that change shapes, or pass their input through: not recorded by default
-_NOT_ELEMENTWISE = (*_POOLS, _P._MaxUnpoolNd,
-                    _PAD._ConstantPadNd, _PAD._ReflectionPadNd, _PAD._ReplicationPadNd, _PAD._CircularPadNd,
-                    nn.Flatten, nn.Unflatten, nn.Upsample, nn.PixelShuffle, nn.PixelUnshuffle, nn.ChannelShuffle,
-                    nn.Identity, nn.modules.dropout._DropoutNd)
-
-def has_own_params(m:nn.Module)->bool:
-    "Whether `m` holds parameters itself (not only through its children)"
-    return any(p is not None for p in m._parameters.values())
-
-def maybe_elementwise(m:nn.Module)->bool:
-    "A parameter-free leaf module, not an activation, that may be element-wise: recorded by default where its output keeps its input's shape"
-    return (not has_own_params(m) and next(m.children(), None) is None and not isinstance(m, ACTIVATIONS + _NOT_ELEMENTWISE))
-
-def _default_layer(path:str, m:nn.Module)->bool:
-    if scripted(m): return False    # TorchScript takes no Python hooks
-    return path == '' or has_own_params(m) or isinstance(m, ACTIVATIONS) or maybe_elementwise(m)
-
-def select_layers(
-    model:nn.Module,
-    layers=None, # `None` (default), or anything `select_modules` takes: classes, paths or globs, depth-idx labels, indices, predicates
-)->dict:
-    "`{path: module}` of the layers of `model` that `layers` selects, in `named_modules` order"
-    if layers is None: return {p: m for p,m in model.named_modules() if _default_layer(p, m)}
-    return select_modules(model, layers)
-
-# %% ../nbs/03_stats.ipynb #4d7ed576
-# the columns of a row, `{name: column}`, in their order, written here only: every reader looks a column up by name
-_ROW = val2idx(('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))   # then the histogram
-
-_PLACED = {}   # `{names: (layout, index)}`: where the columns computed as `names` go in `_ROW` (`None`: where they are)
-
-def _as_row(row:torch.Tensor, names:tuple)->torch.Tensor:
-    "`row`, whose first columns hold the statistics `names` in the order they were computed (the counts after them), with those in `_ROW`'s order"
-    c = _PLACED.get(names)
-    if c is None or c[0] is not _ROW:
-        p = [names.index(k) for k in _ROW]
-        c = _PLACED[names] = _ROW,(None if p == list(range(len(p))) else p)
-    return row if c[1] is None else torch.cat([row[c[1]], row[len(names):]])
-
-# %% ../nbs/03_stats.ipynb #5d9bb109
-class ElementSampler:
-    "Fixed random element indices, one set per tensor size and device, from a private generator (the global RNG is untouched)"
-    def __init__(self, n:int=4096, seed:int=0): self.n,self.cache,self.g = n,{},torch.Generator().manual_seed(seed)
-    def __call__(self, numel:int, device):
-        if numel <= self.n: return None
-        k = (numel, device)
-        if k not in self.cache: self.cache[k] = torch.randint(numel, (self.n,), generator=self.g).to(device)
-        return self.cache[k]
-
-def _scratch(scratch:dict|None, xf:torch.Tensor):
-    "A reused buffer of `xf`'s size on the CPU: it saves the allocator two large allocations (and their page faults) a layer"
-    if scratch is None or xf.device.type != 'cpu': return None
-    if (buf := scratch.get(xf.numel())) is None: buf = scratch[xf.numel()] = torch.empty_like(xf)
-    return buf
-
-# %% ../nbs/03_stats.ipynb #c804ab53
-_BUCKETS = {}
-
-def _buckets(bins:int, lo:float, hi:float, near_zero:float, device, dt)->tuple:
-    "Sorted edges that split the line where a histogram bin or the near-zero band begins or ends, and the 0/1 matrix from each bucket between them to (near zero, `bins`+2 bins)"
-    k = (bins, lo, hi, near_zero, str(device), dt)
-    if (b := _BUCKETS.get(k)) is not None: return b
-    f32 = lambda v: torch.tensor(v, dtype=torch.float32)
-    w = (hi - lo) / bins
-    inner = f32([lo + i * w for i in range(bins + 1)])              # lo … hi, as float32 values compare with them
-    z0,z1 = f32([-near_zero]),torch.nextafter(f32([near_zero]), f32([math.inf]))   # |x| <= near_zero  <=>  z0 <= x < z1
-    edges = torch.unique(torch.cat([inner, z0, z1]))                 # sorted
-    low = torch.cat([f32([-math.inf]), edges])                       # bucket k (`bucketize(right=True)`): edges[k-1] <= x < edges[k]
-    M = torch.zeros(len(low), bins + 3, dtype=torch.float64)
-    M[:, 0] = ((low >= z0) & (low < z1)).double()                    # buckets never straddle an edge: a lower bound says where
-    M[torch.arange(len(low)), 1 + (inner[None] <= low[:, None]).sum(1)] = 1   # bin 0: below lo; bin bins+1: from hi up
-    b = _BUCKETS[k] = (edges.to(device), M.to(device, dt))
-    return b
-
-def _near_hist(xs:torch.Tensor, buckets:tuple, fin:torch.Tensor|None=None)->torch.Tensor:
-    "The near-zero count, then `bins`+2 histogram counts, of the sampled values `xs` (those where `fin` is true): one bin more each side counts those below `lo` and from `hi` up"
-    edges,M = buckets
-    k = torch.bucketize(xs, edges, right=True)                       # one pass for both: `histc` and `abs`/`le`/`sum` took two
-    if fin is None: n = torch.bincount(k, minlength=len(M)).to(M.dtype)
-    else: n = torch.zeros(len(M), dtype=M.dtype, device=xs.device).index_add_(0, k, fin.to(M.dtype))   # no device sync, unlike `bincount`
-    return n @ M
-
-# %% ../nbs/03_stats.ipynb #17878b44
-def fit_range(mn:float, mx:float, headroom:float=2.)->tuple:
-    "A histogram range `(lo, hi)` for a layer whose values spanned `mn`…`mx`: from 0 (or below) to 0 (or above), each side `headroom` times the values seen, in steps of an eighth of the power of 2 above"
-    mn,mx = (v if math.isfinite(v) else 0. for v in (mn, mx))
-    a = max(-mn, mx) * headroom
-    if not a > 0: return (-1., 1.)
-    q = 2. ** math.ceil(math.log2(a)) / 8
-    return (-math.ceil(-mn * headroom / q) * q if mn < 0 else 0., math.ceil(mx * headroom / q) * q if mx > 0 else 0.)
-
-# %% ../nbs/03_stats.ipynb #8c52ae84
-class HistRanges:
-    "The histogram range of each layer of a fit: `fixed` for all, or `fit_range` of what it output in the first sampled batch it ran in"
-    def __init__(self, fixed:tuple|None=None,
-                 agree=None,  # under DDP: `f(seen, ranges)` → every layer's range, the same on every rank (a collective)
-                 held:dict|None=None): # `{layer: (lo, hi)}` fixed before (a resumed run's)
-        self.fixed = None if fixed is None else (float(fixed[0]), float(fixed[1]))
-        self.agree,self.ranges,self.new,self.agreed = agree,dict(held or {}),{},False
-
-    def __getitem__(self, i:int)->tuple|None:
-        "Layer `i`'s range, `None` until it is fixed"
-        return self.fixed or self.ranges.get(i)
-
-    @property
-    def waiting(self)->bool:
-        "Whether the ranks have yet to agree (under DDP, at the first sampled batch)"
-        return self.fixed is None and self.agree is not None and not self.agreed
-
-    def settle(self, seen:dict):
-        "Fix the range of each layer in `seen` (`{layer: (min, max)}` of its values in the batch just run) that has none"
-        if self.fixed is not None: return
-        if self.waiting: got,self.agreed = self.agree(seen, self.ranges),True
-        else: got = {i: FALLBACK_RANGE if self.agree is not None else fit_range(*v) for i,v in seen.items()}
-        for i,r in got.items():
-            if i not in self.ranges: self.ranges[i] = self.new[i] = tuple(r)
-
-    def take_new(self)->dict:
-        "The ranges fixed since the last call, `{layer: (lo, hi)}`"
-        new,self.new = self.new,{}
-        return new
-
-# %% ../nbs/03_stats.ipynb #d8d870d5
-def _row_finite(xf, xs, seen, buckets, buf)->torch.Tensor:
-    "`act_row` of a CPU tensor without NaN or Inf, whose sum, min and max `seen` are already read: no masking, scalars as Python floats"
-    s,mn,mx = seen
-    n = xf.numel()
-    m = s / n
-    if mn >= 0: a,q = s,torch.square(xf, out=buf).sum().item()     # a rectifier's output: its sum is the sum of |x|
-    else:
-        b = torch.abs(xf, out=buf)
-        a,q = b.sum().item(),torch.square(b, out=b).sum().item()    # |x|, then its square: x²
-    c = q - s * m                                                    # the centred sum of squares, from the plain one…
-    # …where the mean's part is at most half of it, so that at most one bit cancels; else centre first (one pass more)
-    if not s * m <= q / 2: c = torch.square(torch.sub(xf, m, out=buf), out=buf).sum().item()
-    row = torch.cat([torch.tensor([0, n, xs.numel(), s, c, a, mn, mx, m], dtype=torch.float64), _near_hist(xs, buckets)])
-    return _as_row(row, ('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))
-
-def _row_masked(xf, xs, buckets, buf)->torch.Tensor:
-    "`act_row` with NaN and Inf masked out, on any device and without reading a value back (no device synchronisation)"
-    fin = torch.isfinite(xf)
-    nan,nf = torch.isnan(xf).sum(),fin.sum()
-    xz = torch.where(fin, xf, 0.)
-    s = xz.sum()
-    mn,mx = torch.aminmax(xz)
-    m = s / nf.clamp(min=1)
-    # `sum` adds in a cascade; `dot` keeps one running sum per lane, which on one thread loses ~3e-5 of the sum of
-    # squares of a 100k-element ReLU output (measured): std would then differ from fastai's in the 5th digit
-    c = torch.square(torch.sub(xz, m, out=buf), out=buf).sum()
-    a = torch.abs(xz, out=buf).sum()
-    sfin = torch.isfinite(xs)
-    dt = buckets[1].dtype
-    row = torch.cat([torch.stack([nan, nf, sfin.sum()]).to(dt), torch.stack([s, c, a, mn, mx, m]).to(dt), _near_hist(xs, buckets, sfin)])
-    return _as_row(row, ('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))
-
-# %% ../nbs/03_stats.ipynb #d87aa0b2
-READS_FREE = ('cpu',)   # devices whose values Python reads as they are: elsewhere (CUDA, MPS) a read waits for the device
-
-def reads_free(device:torch.device)->bool:
-    "Whether reading a value on `device` back into Python is free, rather than a synchronisation with the device"
-    return (device if isinstance(device, torch.device) else torch.device(device)).type in READS_FREE   # called per layer
-
-def flat_sample(x:torch.Tensor, sampler:ElementSampler)->tuple:
-    "`x` flattened as float32, and the `sampler`'s elements of it (itself when small)"
-    xf = x.detach().reshape(-1)
-    if xf.dtype != torch.float32: xf = xf.float()
-    idx = sampler(xf.numel(), xf.device)
-    return xf,(xf if idx is None else xf.index_select(0, idx))
-
-def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., hi:float=10., near_zero:float=0.05, scratch:dict|None=None):
-    "Statistics of activation `x` as one float64 tensor on its device: the `_ROW` columns, then `bins`+2 histogram counts (the outer two: below `lo`, from `hi` up)"
-    xf,xs = flat_sample(x, sampler)
-    buf = _scratch(scratch, xf)
-    buckets = _buckets(bins, lo, hi, near_zero, xf.device, torch.float32 if xf.device.type == 'mps' else torch.float64)
-    if reads_free(xf.device):
-        # reading a scalar costs no device synchronisation here: NaN or Inf make the sum or an extremum non-finite
-        seen = torch.stack([xf.sum(), *torch.aminmax(xf)]).tolist()
-        if all(map(math.isfinite, seen)): return _row_finite(xf, xs, seen, buckets, buf)
-    return _row_masked(xf, xs, buckets, buf)
-
-# %% ../nbs/03_stats.ipynb #d53395d5
-# outputs never negative by construction: a unit is dead when it was never positive
-RECTIFIERS = (nn.ReLU, nn.ReLU6, nn.Hardsigmoid)
-DEAD_TOL = 1e-4   # a unit whose range is at most this fraction of its layer's widest is constant
-UNIT_SAMPLES = 8  # the samples of each batch (its first, along dimension 0) whose unit extrema tell whether a unit varies
-
-_CHANNELS_FIRST = (nn.modules.conv._ConvNd, nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LocalResponseNorm,
-                   *_POOLS,
-                   nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.Upsample, nn.PixelShuffle, nn.PixelUnshuffle)
-_FEATURES_LAST = (nn.Linear, nn.Bilinear, nn.Embedding, nn.EmbeddingBag, nn.modules.rnn.RNNBase, nn.MultiheadAttention)
-
-def _param_dim(m:nn.Module, x:torch.Tensor):
-    "The dimension of `x` that a per-unit parameter of `m` (one axis longer than 1) lines up with, or `None`"
-    for p in m._parameters.values():
-        if p is None or isinstance(p, nn.parameter.UninitializedParameter) or p.ndim > x.ndim: continue
-        big = [k for k,s in enumerate(p.shape) if s != 1]
-        if len(big) != 1: continue
-        n,d = p.shape[big[0]],x.ndim - p.ndim + big[0]   # where broadcasting puts it
-        if x.shape[d] == n: return d
-        if len(dims := [k for k in range(1, x.ndim) if x.shape[k] == n]) == 1: return dims[0]
-    return None
-
-def unit_dim(m:nn.Module, x:torch.Tensor, made:int|None=None)->int|None:
-    "The dimension of `m`'s output `x` that holds its units; `made`: the one the producer of `m`'s input used, when `x` has the input's shape"
-    if x.ndim < 2: return None
-    if isinstance(m, _CHANNELS_FIRST): return 1
-    if isinstance(m, _FEATURES_LAST): return x.ndim - 1
-    if (d := _param_dim(m, x)) is not None: return d
-    if made is not None and 0 < made < x.ndim: return made
-    return 1 if x.ndim >= 4 else x.ndim - 1
-
-# %% ../nbs/03_stats.ipynb #789a9b6f
-def unit_extreme(x:torch.Tensor, d:int, largest:bool=True)->torch.Tensor:
-    "The maximum (or minimum) of each unit of `x` along dimension `d`: the dimensions after `d` first, where they are contiguous (2-3× faster on the CPU than all at once)"
-    f = torch.amax if largest else torch.amin
-    if not x.is_contiguous() or d == x.ndim - 1: return f(x, dim=[k for k in range(x.ndim) if k != d])
-    return f(f(x.flatten(d + 1), d + 1).reshape(-1, x.shape[d]), 0)
-
-def dead_mask(umax:torch.Tensor, umin:torch.Tensor|None=None)->torch.Tensor:
-    "Which units are dead, from their maxima and (after a layer that is not a rectifier) minima; a unit with no finite value is not"
-    seen = umax > -math.inf
-    if umin is None: return seen & (umax <= 0)                      # after a rectifier: never positive
-    r = torch.where(seen, umax - umin, 0)
-    return seen & (r <= DEAD_TOL * r.max())                          # elsewhere: did not vary
+__all__ = ['CALL_SITES', 'ACT_STATS', 'SILENT_FRAC', 'CallSites', 'ActStats', 'act_step_stats', 'step_row_columns', 'step_row',
+           'combine_raw']
 
 # %% ../nbs/03_stats.ipynb #40349491
 def _fold(acc:list, i:int, u:torch.Tensor, fill:float, f):
@@ -407,8 +177,8 @@ def _settle(self:ActStats):
     self.ranges.settle(seen)
     for k,i,xs in pend:
         row = self.rows[k]
-        bk = _buckets(self.bins, *self.ranges[i], self.near_zero, xs.device, row.dtype)
-        self.rows[k] = torch.cat([row[:len(_ROW)], _near_hist(xs, bk, torch.isfinite(xs))[1:]])
+        bk = hist_buckets(self.bins, *self.ranges[i], self.near_zero, xs.device, row.dtype)
+        self.rows[k] = torch.cat([row[:len(_ROW)], near_hist(xs, bk, torch.isfinite(xs))[1:]])
 
 @patch
 def drop(self:ActStats):
@@ -464,35 +234,6 @@ def _plain(v:float, count:bool):
     "A statistic as the epoch file holds it: `None` where undefined (NaN), a whole number where it counts"
     return None if math.isnan(v) else int(v) if count else v
 
-# %% ../nbs/03_stats.ipynb #79ddc3c6
-SAT_EPS = 1e-3   # a unit whose every value lies this close to a limit of its activation is pinned there
-
-def _units_stats(units:list, max_units:int=1024)->list:
-    """Dead units of layers `units`, `(umax, umin, dim)` each (`umin` `None` after a rectifier), and how they were counted:
-    a dict each, from one host copy and array operations over every layer at once (a deep net has thousands)"""
-    if not units: return []
-    ns = np.array([u.numel() for u,_,_ in units]); at = np.cumsum(ns) - ns
-    dev = units[0][0].device   # a model split over devices: its units gathered on the first layer's
-    U = torch.cat([u.reshape(-1).float().to(dev) for u,_,_ in units]).cpu().numpy()
-    V = torch.cat([(u if v is None else v).reshape(-1).float().to(dev) for u,v,_ in units]).cpu().numpy()   # a rectifier's: unused
-    per = lambda m: np.add.reduceat(m.astype(np.int64), at)   # a count per layer
-    seen = U > -np.inf
-    with np.errstate(invalid='ignore'): r = np.where(seen, U - V, 0)
-    rule = np.repeat([v is None for _,v,_ in units], ns)
-    dead = seen & np.where(rule, U <= 0, r <= np.repeat(DEAD_TOL * np.maximum.reduceat(r, at), ns))   # as `dead_mask`
-    near = lambda c: (V >= c - SAT_EPS) & (U <= c + SAT_EPS)   # pinned within SAT_EPS of a squashing limit: 0 or 1, -1 or 1
-    n_seen,n_dead,p01,pm1 = per(seen),per(dead),per(near(0.) | near(1.)),per(near(-1.) | near(1.))
-    idx = np.flatnonzero(dead)
-    res = []
-    for k,((u,v,dim),n,a,ix) in enumerate(zip(units, ns.tolist(), at.tolist(), np.split(idx, np.searchsorted(idx, at[1:])))):
-        s,d = int(n_seen[k]),int(n_dead[k])
-        st = dict(units=n, unit_dim=dim, dead_rule='never positive' if v is None else 'constant', dead=d,
-                  dead_frac=d / s if s else None, dead_units=(ix[:max_units] - a).tolist())
-        if s < n: st['units_nonfinite'] = n - s   # never held a finite value: neither dead nor alive
-        if v is not None: st.update(pinned_01=int(p01[k]), pinned_pm1=int(pm1[k]))
-        res.append(st)
-    return res
-
 # %% ../nbs/03_stats.ipynb #5a3a33d7
 @patch
 def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
@@ -505,7 +246,7 @@ def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
     keys += [site_key(keys[i], c + 1) for i,c in self.sites.extra]   # in row order: rows are numbered as sites are found
     layer = {r: i for (i,_),r in self.sites.extra.items()}   # the layer of each row past the first calls'
     us = [i for i in range(len(keys)) if self.units[i] is not None]
-    units = dict(zip(us, _units_stats([(self.units[i], self.umins[i], self.dims[i]) for i in us], max_units)))
+    units = dict(zip(us, units_stats([(self.units[i], self.umins[i], self.dims[i]) for i in us], max_units)))
     res = {}
     for i,key in enumerate(keys):
         c = dict(zip(_ACC, acc[i]))
@@ -526,11 +267,6 @@ def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
     return res
 
 # %% ../nbs/03_stats.ipynb #ebe5cc53
-def dead_fraction(umax:torch.Tensor, umin:torch.Tensor|None=None)->torch.Tensor:
-    "The fraction of the units with a finite value that are dead (`dead_mask`), on the device; NaN if there is none"
-    seen = (umax > -math.inf).sum()
-    return torch.where(seen > 0, dead_mask(umax, umin).sum() / seen.clamp(min=1), math.nan)
-
 def step_row(raw:torch.Tensor, units:dict)->torch.Tensor:
     "One batch's statistics per layer from what `ActStats.flush` returns: the `step_row_columns()` (NaN where undefined), then the histogram"
     c = named_columns(raw, _RAW)

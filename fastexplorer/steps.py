@@ -12,6 +12,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from .stepdb import StepWriter
+from .layers import *
+from .reduce import *
+from .units import *
 from .stats import *
 from .params import PARAM_STEP_STATS
 from .distributed import *

@@ -270,7 +270,7 @@ def test_load_run_roundtrip(tmp_path):
 
 def test_act_row_layouts_and_dtypes():
     "Channels-last, non-contiguous, bfloat16, int and bool tensors reduce like their float32 contiguous selves"
-    from fastexplorer.stats import act_row, ElementSampler, _ROW
+    from fastexplorer.reduce import act_row, ElementSampler, _ROW
     SUM = _ROW['sum']
     WHOLE = [_ROW[k] for k in ('nan', 'finite', 'sample_n', 'sum')]                   # what does not depend on the sampled elements
     REST = [_ROW[k] for k in ('m2', 'abssum', 'min', 'max', 'mean_b', 'near_zero')]
@@ -335,7 +335,7 @@ def test_update_ratio_oracle_and_zero_init():
 # ---- the statistics' columns are found by name
 
 # private layouts: a step's rows follow the order the statistics are declared in (`step_row_columns`, `PARAM_STEP_STATS`)
-LAYOUTS = {'_ROW': 'stats', '_ACC': 'stats', '_RAW': 'stats', '_GRAD_ROW': 'params', '_GSUM': 'params', 'CUSTOM_COLUMNS': 'custom'}
+LAYOUTS = {'_ROW': 'reduce', '_ACC': 'stats', '_RAW': 'stats', '_GRAD_ROW': 'params', '_GSUM': 'params', 'CUSTOM_COLUMNS': 'custom'}
 
 def _rotate_layouts(monkeypatch):
     "Put the columns of every named layout in another order (each one column on, so that none keeps its place), in every module holding it"
@@ -368,14 +368,14 @@ def _rms(g): return g.pow(2).mean().sqrt()
 def _layout_results(path, monkeypatch)->dict:
     "What each reader of the statistics' columns gives, keyed by the statistics' names: a fit's files, two ranks combined, live alerts"
     import sqlite3
-    from fastexplorer import stats, distributed
+    from fastexplorer import stats, reduce, distributed
     from fastexplorer.alerts import LiveAlerts, DEAD_AFTER
     res,g,lin,relu = {},torch.Generator().manual_seed(0),nn.Linear(6, 6),nn.ReLU()
     # one row of each path (finite; NaN and Inf masked), by name
     x = torch.randn(64, 6, generator=g); y = x.clone(); y[0, :2] = float('nan'); y[1, 0] = float('inf')
     for t in (x, y):
-        r = stats.act_row(t, stats.ElementSampler(), bins=8, lo=-4, hi=4)
-        res.setdefault('rows', []).append(({k: r[i].item() for k,i in stats._ROW.items()}, r[len(stats._ROW):].tolist()))
+        r = reduce.act_row(t, reduce.ElementSampler(), bins=8, lo=-4, hi=4)
+        res.setdefault('rows', []).append(({k: r[i].item() for k,i in reduce._ROW.items()}, r[len(reduce._ROW):].tolist()))
     # gradients with NaN and Inf, and an update, of one step
     ps = ParamStats([w := nn.Parameter(torch.randn(3, 4, generator=g))], steps=True)
     w.grad = torch.randn(3, 4, generator=g); w.grad[0, :2] = float('nan'); w.grad[1, 1] = float('inf'); w.grad[2] = 0
@@ -431,7 +431,8 @@ def test_columns_are_read_by_name(tmp_path, monkeypatch):
     "Every reader finds the statistics' columns by name: with each named layout in another order, every result is the same"
     want = _layout_results(tmp_path/'one', monkeypatch)
     _rotate_layouts(monkeypatch)
-    from fastexplorer.stats import _ROW, _ACC
+    from fastexplorer.reduce import _ROW
+    from fastexplorer.stats import _ACC
     assert list(_ROW)[0] == 'finite' and list(_ACC)[-1] == 'n'       # the rotation took
     got = _layout_results(tmp_path/'two', monkeypatch)
     for k in want: assert got[k] == want[k], k
