@@ -1,4 +1,4 @@
-"""What looks wrong in a run, and what to try: every alert kind with its hint, found in an epoch's statistics (`find_alerts`) or inside an epoch (`LiveAlerts`), named by its first layer in the order the model ran, and grouped.
+"""What looks wrong in a run, and what to try: every alert kind with its hint, named by its first layer, and grouped.
 
 Docs: https://fastexplorer.github.io/fastexplorer/alerts.html.md"""
 
@@ -36,7 +36,7 @@ def execution_order(tree:dict)->dict:
     return res
 
 def output_order(tree:dict)->dict:
-    "`{path: n}` in the order the modules of `tree` returned (a parent after its children: the order outputs appear in), parameters taking their module's"
+    "`{path: n}` in the order the modules of `tree` returned (parents after children), parameters taking their module's"
     o = execution_order(tree)
     res,n = {},iter(range(len(o)))
     def walk(d):
@@ -50,7 +50,7 @@ def output_order(tree:dict)->dict:
     return res
 
 def _key(order, p):
-    "Sort key of layer `p` by `order`: layers without one last; a module's further calls (`p#2`…) just after its first"
+    "Sort key of layer `p` by `order`: layers without one last, a module's further calls (`p#2`…) after its first"
     base,c = site_of(p) if isinstance(p, str) else (p, 1)
     o = order.get(base)
     return (o is None, o if o is not None else 0, c, p or '')
@@ -68,13 +68,12 @@ def _nonfinite(s:dict, kind:str)->bool:
     return (s.get(kind) or {}).get('nan', 0) + (s.get(kind) or {}).get('inf', 0) > 0
 
 def _nonfinite_alerts(stats:dict, order:dict, done:dict)->list:
-    "A `nonfinite` alert for each of activations, validation activations and gradients that held NaN or Inf: the first layer that did"
+    "One `nonfinite` alert for each of activations, validation activations and gradients that held NaN or Inf"
     res = []
     for kind in ('act', 'valid_act', 'grad'):
         bad = [p for p in stats if _nonfinite(stats[p], kind)]
-        if bad:     # the first output to hold one, in the first batch that held one: a model holding parameters returns last
-            rank = lambda p: (stats[p][kind].get('nonfinite_batch', 0),   # the first batch to hold one, then the first output in it:
-                              stats[p][kind].get('out_order', math.inf),   # its rank in the forward, a further call's included
+        if bad:
+            rank = lambda p: (stats[p][kind].get('nonfinite_batch', 0), stats[p][kind].get('out_order', math.inf),
                               _key(order if kind == 'grad' else done, p))
             p = min(bad, key=rank)
             s = stats[p][kind]
@@ -90,101 +89,111 @@ def classes_of(tree:dict)->dict:
     "`{path: class name}` of the module nodes of `tree`"
     res = {}
     def walk(d):
-        if d.get('type') != 'Parameter' and d.get('path') is not None: res[d['path']] = (d.get('xtra') or {}).get('class')
+        if d.get('type') != 'Parameter' and d.get('path') is not None:
+            res[d['path']] = (d.get('xtra') or {}).get('class')
         for c in d.get('nodes', []): walk(c)
     walk(tree)
     return res
 
 def constant_by_input(tree:dict)->set:
-    "The paths of the layers of `tree` whose output is constant exactly when their input is (`BY_INPUT`): never judged constant"
+    "The paths of the layers of `tree` whose output is constant exactly when their input is (`BY_INPUT`)"
     return {p for p,c in classes_of(tree).items() if c in BY_INPUT}
 
 def _dead_alert(p:str, s:dict, dead:float, first:bool=True, by_input:bool=False)->dict|None:
-    "The `dead` alert of layer `p`, whose statistics are `s`, if more than `dead` of its units were dead; else `None`; `first`: in the run's first epoch; `by_input`: a layer constant exactly when its input is"
+    "The `dead` alert of layer `p`, whose statistics are `s`, if more than `dead` of its units were dead; else `None`"
     a = s.get('act') or {}
-    # wholly constant in its only call of the first epoch: perhaps not trained yet (a zero-initialised layer before its first update)
+    # wholly constant in its only call of the first epoch: perhaps not trained yet
     once = first and a.get('dead_rule') == 'constant' and a.get('dead_frac') == 1 and a.get('calls', 2) < 2
     if by_input and a.get('dead_rule') == 'constant': return None   # constant when its input is (`constant_by_input`)
-    if (a.get('dead_frac') or 0) > dead and not _nonfinite(s, 'act') and not once:   # NaN is never positive, nor does it vary
+    if (a.get('dead_frac') or 0) > dead and not _nonfinite(s, 'act') and not once:
         what = 'did not vary' if a.get('dead_rule') == 'constant' else 'were never positive'
-        return {'kind': 'dead', 'layer': p, 'stat': 'act', 'value': a['dead_frac'], 'rule': a.get('dead_rule', 'never positive'),
+        return {'kind': 'dead', 'layer': p, 'stat': 'act', 'value': a['dead_frac'],
+                'rule': a.get('dead_rule', 'never positive'),
                 'message': f"{a['dead_frac']:.0%} of the {a['units']} units of {_site_name(p, a)} {what}"}
 
 # %% ../nbs/03h_alerts.ipynb #3b3ae44a
-SQUASHING = {'Sigmoid': 'pinned_01', 'Hardsigmoid': 'pinned_01', 'Tanh': 'pinned_pm1', 'Hardtanh': 'pinned_pm1', 'Softsign': 'pinned_pm1'}
+SQUASHING = {'Sigmoid': 'pinned_01', 'Hardsigmoid': 'pinned_01', 'Tanh': 'pinned_pm1', 'Hardtanh': 'pinned_pm1',
+             'Softsign': 'pinned_pm1'}
 
 def _saturated_alert(p:str, s:dict, cls:str|None, frac:float=0.5)->dict|None:
-    "The `saturated` alert of layer `p` (a module of class `cls`), whose statistics are `s`, if more than `frac` of its units are pinned at a limit"
+    "The `saturated` alert of layer `p` (of class `cls`, statistics `s`) if more than `frac` of its units are pinned"
     a = s.get('act') or {}
     k = SQUASHING.get(cls)
-    if k is None or not a.get('units') or a.get(k) is None or (a.get('dead_frac') or 0) > frac or _nonfinite(s, 'act'): return None
+    if (k is None or not a.get('units') or a.get(k) is None or (a.get('dead_frac') or 0) > frac
+        or _nonfinite(s, 'act')): return None
     f = a[k] / a['units']
     if f > frac:
         return {'kind': 'saturated', 'layer': p, 'stat': 'act', 'value': f,
-                'message': f"{f:.0%} of the {a['units']} units of {_site_name(p, a)} (a {cls}) stayed within {SAT_EPS:g} of its limits: their gradients vanish"}
+                'message': f"{f:.0%} of the {a['units']} units of {_site_name(p, a)} (a {cls}) stayed within "
+                           f"{SAT_EPS:g} of its limits: their gradients vanish"}
 
 # %% ../nbs/03h_alerts.ipynb #efbdcb0a
 def _frozen_alert(p:str, s:dict)->dict|None:
-    "The `frozen` alert of parameter `p`, whose statistics are `s`, if gradients that were not zero never changed it; else `None`"
+    "The `frozen` alert of parameter `p`, whose statistics are `s`, if gradients that were not zero never changed it"
     g,w = s.get('grad') or {},s.get('weight') or {}
-    # frozen: a gradient that is not zero, and still no change; a zero gradient (behind dead units, say) is another story
-    # nor is a weight at 0 that moved on a step where no ratio could be taken (`update_moved`), then got zero gradients
-    if (w.get('requires_grad') and g.get('steps') and g.get('max_abs') and w.get('update_steps') and w.get('update_max') == 0
-        and not w.get('update_moved') and not _nonfinite(s, 'grad')):
+    if (w.get('requires_grad') and g.get('steps') and g.get('max_abs') and w.get('update_steps')
+        and w.get('update_max') == 0 and not w.get('update_moved') and not _nonfinite(s, 'grad')):
         return {'kind': 'frozen', 'layer': p, 'stat': 'weight', 'value': 0,
                 'message': f"`{p}` did not change in {w['update_steps']} sampled steps although it requires grad"}
 
 # %% ../nbs/03h_alerts.ipynb #0a5dc251
 def _grad_ratio_alert(stats:dict, order:dict, grad_ratio:float)->dict|None:
-    "The `exploding_grad` or `vanishing_grad` alert if the first weight's gradient norm is beyond `grad_ratio` times the last's, or below its inverse"
+    "The `exploding_grad` or `vanishing_grad` alert if the first-to-last weight gradient norm ratio passes `grad_ratio`"
     norms = [(p, s['grad']['norm']) for p,s in sorted(stats.items(), key=lambda o: _key(order, o[0]))
              if (s.get('grad') or {}).get('norm') and s['grad'].get('ndim', 2) > 1]
-    if len(norms) > 1 and not any(_nonfinite(stats[p], 'grad') for p in stats):    # norms of the finite part of NaN gradients mean nothing
+    if len(norms) > 1 and not any(_nonfinite(stats[p], 'grad') for p in stats):
         (p0,n0),(p1,n1) = norms[0],norms[-1]
         r = n0 / n1
         if r > grad_ratio or r < 1/grad_ratio:
             kind = 'exploding_grad' if r > grad_ratio else 'vanishing_grad'
             return {'kind': kind, 'layer': p0, 'stat': 'grad', 'value': r,
-                    'message': f"gradient norm of `{p0}` is {r:.3g}× that of `{p1}`: gradients {kind.split('_')[0]} towards the input"}
+                    'message': f"gradient norm of `{p0}` is {r:.3g}× that of `{p1}`: "
+                               f"gradients {kind.split('_')[0]} towards the input"}
 
 # %% ../nbs/03h_alerts.ipynb #bcf4eb9b
 HINTS = {   # why an alert usually happens, and what to try
-    'nonfinite': "usually a learning rate too high, float16 overflow, or an operation outside its domain (log or sqrt of a "
-                 "negative, a division by zero): lower the learning rate, clip gradients, or look at what this layer computes",
-    'dead': "after a rectifier, usually a learning rate too high or a norm's shift (a BatchNorm bias) that keeps its inputs "
-            "negative: lower the learning rate, or try a LeakyReLU or GELU",
-    'constant': "zero weights, a saturated activation, or an input that does not vary: check this layer's initialisation and "
-                "what feeds it",
-    'exploding_grad': "usually a learning rate too high or layers without normalisation: lower the learning rate or clip "
-                      "gradients (fastai's `GradientClip`)",
-    'vanishing_grad': "usually saturating activations (sigmoid, tanh), or depth without normalisation or residual connections: "
-                      "ReLU-family activations, BatchNorm, or another initialisation",
-    'frozen': "it requires grad and receives gradients but never changes: the optimiser does not hold it (built before the "
-              "layer was added or unfrozen), or its learning rate is 0",
-    'nonfinite_loss': "the loss function made it from finite outputs: a log of a probability that reached 0 (give logits to a loss "
-                      "that takes them, such as `CrossEntropyLossFlat`, or clamp), a division by a count that can be 0, or targets "
-                      "outside the range the loss expects",
-    'loss_diverging': "the loss grows although the steps are small: look at the loss function, the targets' scale, and at data that "
-                      "changes along the run",
-    'lr_too_high': "the steps are too large for this model: lower the learning rate (fastai's `lr_find` suggests one), or use a "
-                   "warm-up (`fit_one_cycle`)",
-    'loss_stalled': "nothing is learnt: check that the output activation, the loss and the targets fit, that the inputs are "
-                    "normalised, that gradients reach the parameters, and that the inputs carry the labels",
+    'nonfinite': "usually a learning rate too high, float16 overflow, or an operation outside its domain (log or sqrt "
+                 "of a negative, a division by zero): lower the learning rate, clip gradients, or look at what this "
+                 "layer computes",
+    'dead': "after a rectifier, usually a learning rate too high or a norm's shift (a BatchNorm bias) that keeps its "
+            "inputs negative: lower the learning rate, or try a LeakyReLU or GELU",
+    'constant': "zero weights, a saturated activation, or an input that does not vary: check this layer's "
+                "initialisation and what feeds it",
+    'exploding_grad': "usually a learning rate too high or layers without normalisation: lower the learning rate or "
+                      "clip gradients (fastai's `GradientClip`)",
+    'vanishing_grad': "usually saturating activations (sigmoid, tanh), or depth without normalisation or residual "
+                      "connections: ReLU-family activations, BatchNorm, or another initialisation",
+    'frozen': "it requires grad and receives gradients but never changes: the optimiser does not hold it (built before "
+              "the layer was added or unfrozen), or its learning rate is 0",
+    'nonfinite_loss': "the loss function made it from finite outputs: a log of a probability that reached 0 (give "
+                      "logits to a loss that takes them, such as `CrossEntropyLossFlat`, or clamp), a division by a "
+                      "count that can be 0, or targets outside the range the loss expects",
+    'loss_diverging': "the loss grows although the steps are small: look at the loss function, the targets' scale, and "
+                      "at data that changes along the run",
+    'lr_too_high': "the steps are too large for this model: lower the learning rate (fastai's `lr_find` suggests one), "
+                   "or use a warm-up (`fit_one_cycle`)",
+    'loss_stalled': "nothing is learnt: check that the output activation, the loss and the targets fit, that the "
+                    "inputs are normalised, that gradients reach the parameters, and that the inputs carry the labels",
     'lr_too_low': "the steps are too small to make progress: raise the learning rate (fastai's `lr_find` suggests one)",
-    'replica_drift': "something changes the weights on one rank only: a callback, or an edit under `torch.no_grad()`, that runs on "
-                     "some ranks; a parameter DDP does not synchronise (`find_unused_parameters`); a seed set per rank after wrapping",
-    'grads_not_zeroed': "the optimiser's `zero_grad` does not run (or does nothing): each step adds up every gradient since the "
-                        "start; call `zero_grad` after each step (fastai's loop does, unless a callback or optimiser wrapper stops it)",
-    'saturated': "inputs too large for a squashing activation: normalise what feeds it (the inputs, or a BatchNorm before it), lower "
-                 "the learning rate, or use a ReLU-family activation; a sigmoid output facing targets outside [0, 1] is pushed to its limits",
-    'valid_at_chance': "the labels may not match the inputs in the validation set (shuffled apart, or a different mapping of classes), "
-                       "or the model memorises the training set: check the data pipeline, then regularise",
+    'replica_drift': "something changes the weights on one rank only: a callback, or an edit under `torch.no_grad()`, "
+                     "that runs on some ranks; a parameter DDP does not synchronise (`find_unused_parameters`); a seed "
+                     "set per rank after wrapping",
+    'grads_not_zeroed': "the optimiser's `zero_grad` does not run (or does nothing): each step adds up every gradient "
+                        "since the start; call `zero_grad` after each step (fastai's loop does, unless a callback or "
+                        "optimiser wrapper stops it)",
+    'saturated': "inputs too large for a squashing activation: normalise what feeds it (the inputs, or a BatchNorm "
+                 "before it), lower the learning rate, or use a ReLU-family activation; a sigmoid output facing "
+                 "targets outside [0, 1] is pushed to its limits",
+    'valid_at_chance': "the labels may not match the inputs in the validation set (shuffled apart, or a different "
+                       "mapping of classes), or the model memorises the training set: check the data pipeline, then "
+                       "regularise",
 }
-SEVERITY = {'nonfinite': 'error', 'nonfinite_loss': 'error', 'loss_diverging': 'error', 'lr_too_high': 'error', 'replica_drift': 'error', 'grads_not_zeroed': 'error'}   # `warning` for any other kind; `info` for what asks nothing of the user
+SEVERITY = {'nonfinite': 'error', 'nonfinite_loss': 'error', 'loss_diverging': 'error', 'lr_too_high': 'error',
+            'replica_drift': 'error', 'grads_not_zeroed': 'error'}
 
 # %% ../nbs/03h_alerts.ipynb #bd0a868b
 def group_alerts(alerts:list)->list:
-    "One alert per kind and statistic, naming the first of its layers (`alerts` are in execution order); `layers` lists them all"
+    "One alert per kind and statistic, naming the first of its layers (in execution order) and listing all in `layers`"
     res,by = [],{}
     for a in alerts:
         k = (a['kind'], a.get('stat'))
@@ -210,13 +219,14 @@ def find_alerts(
     order,done,by_input,cls = execution_order(tree),output_order(tree),constant_by_input(tree),classes_of(tree)
     res = _nonfinite_alerts(stats, order, done)
     for p,s in sorted(stats.items(), key=lambda o: _key(done, o[0])):
-        res += [a for a in (_dead_alert(p, s, dead, epoch <= 1, site_of(p)[0] in by_input), _saturated_alert(p, s, cls.get(site_of(p)[0])),
-                            _frozen_alert(p, s)) if a is not None]
+        res += [a for a in (_dead_alert(p, s, dead, epoch <= 1, site_of(p)[0] in by_input),
+                            _saturated_alert(p, s, cls.get(site_of(p)[0])), _frozen_alert(p, s)) if a is not None]
     if (a := _grad_ratio_alert(stats, order, grad_ratio)) is not None: res.append(a)
     return group_alerts([{**a, 'source': 'epoch'} for a in res])
 
 # %% ../nbs/03h_alerts.ipynb #b18cf778
-RANK = {'nonfinite_loss': 0, 'nonfinite': 1, 'lr_too_high': 2, 'loss_diverging': 2, 'grads_not_zeroed': 2, 'replica_drift': 2, 'valid_at_chance': 8, 'loss_stalled': 9, 'lr_too_low': 9}
+RANK = {'nonfinite_loss': 0, 'nonfinite': 1, 'lr_too_high': 2, 'loss_diverging': 2, 'grads_not_zeroed': 2,
+        'replica_drift': 2, 'valid_at_chance': 8, 'loss_stalled': 9, 'lr_too_low': 9}
 
 def rank_alerts(alerts:list)->list:
     "`alerts` with the likeliest cause first (`RANK`; other kinds in between), in their own order within a rank"
@@ -227,10 +237,11 @@ ALERT_ARGS = {'dead': ('a fraction of dead units in [0, 1]', lambda v: 0 <= v <=
               'grad_ratio': ('a gradient norm ratio above 1', lambda v: v > 1)}
 
 def bad_threshold(alerts:dict|None)->tuple|None:
-    "`(name, what it may be, value)` of the first threshold in `alerts` that `find_alerts` does not take; `None` if all are fine"
+    "`(name, what it may be, value)` of the first threshold in `alerts` that `find_alerts` does not take, or `None`"
     if alerts is None: return None
     if not isinstance(alerts, dict) or set(alerts) - set(ALERT_ARGS):
-        return 'alerts', 'None or a dict with keys among ' + ', '.join(f"{k!r} ({w})" for k,(w,_) in ALERT_ARGS.items()), alerts
+        what = 'None or a dict with keys among ' + ', '.join(f"{k!r} ({w})" for k,(w,_) in ALERT_ARGS.items())
+        return 'alerts', what, alerts
     for k,v in alerts.items():
         if not (is_real(v) and ALERT_ARGS[k][1](v)): return f"alerts[{k!r}]", ALERT_ARGS[k][0], v
     return None
@@ -239,7 +250,7 @@ def bad_threshold(alerts:dict|None)->tuple|None:
 DEAD_AFTER = 20
 
 class LiveAlerts:
-    "Alerts found inside an epoch, in the batches about to be written: the first non-finite values, and dead layers after `DEAD_AFTER` batches"
+    "Alerts found inside an epoch, in the batches about to be written"
     def __init__(self,
         order:dict,      # `{path: execution order}` of the tree's modules, to name the first layer that held a value
         dead:float=0.5,  # the fraction of dead units above which a layer is dead (as for `find_alerts`)
@@ -264,18 +275,20 @@ def _check_nonfinite(self:LiveAlerts, metas:list, act, grad, keys:list, pkeys:li
     "Alerts for the first batch with NaN or Inf activations, and with NaN or Inf gradients"
     order = self.order
     what = {'act': 'activations', 'valid_act': 'validation activations', 'grad': 'gradients'}
-    for rows,names,cols in ((act, keys, [s.name for s in act_step_stats()]), (grad, pkeys, [s.name for s in PARAM_STEP_STATS])):   # columns: batch, layer, then the statistics
+    for rows,names,cols in ((act, keys, [s.name for s in act_step_stats()]),
+                            (grad, pkeys, [s.name for s in PARAM_STEP_STATS])):
         if rows is None: continue
         nan,inf = 2 + cols.index('nan'),2 + cols.index('inf')
         bad = rows[rows[:, nan] + rows[:, inf] > 0]
         if not len(bad): continue
         b = int(bad[:, 0].min())
-        rank = stats.seq if rows is act else {}   # the order outputs appeared in, calls included; parameters by the tree
+        rank = stats.seq if rows is act else {}   # the order outputs appeared in, calls included
         r = min(bad[bad[:, 0] == b], key=lambda r: (rank.get(int(r[1]), math.inf), _key(order, names[int(r[1])])))
         m,p = metas[b],names[int(r[1])]
         stat = 'grad' if rows is grad else 'act' if m['split'] == 'train' else 'valid_act'
         a = dict(kind='nonfinite', layer=p, stat=stat, value=int(r[nan] + r[inf]), step=m['step'],
-                 message=f"first non-finite {what[stat]} in {_site_name(p)} at step {m['step']}: {int(r[nan])} NaN, {int(r[inf])} Inf")
+                 message=f"first non-finite {what[stat]} in {_site_name(p)} at step {m['step']}: "
+                         f"{int(r[nan])} NaN, {int(r[inf])} Inf")
         self.add(('nonfinite', stat), epoch=epoch, **group_alerts([a])[0])
 
 # %% ../nbs/03h_alerts.ipynb #e3a5c014
@@ -290,8 +303,11 @@ def _check_dead(self:LiveAlerts, metas:list, keys:list, epoch:int, stats:ActStat
     for (i,u,v),f in sorted(zip(have, frac), key=lambda o: _key(order, keys[o[0][0]])):
         if f > self.dead and not (v is not None and site_of(keys[i])[0] in self.by_input):
             p,what = keys[i],'were never positive' if v is None else 'did not vary'
-            found.append(dict(kind='dead', layer=p, stat='act', value=f, rule='never positive' if v is None else 'constant', step=metas[-1]['step'],
-                              message=f"{f:.0%} of the {u.numel()} units of {_site_name(p, {'call': stats.sites.call(i)})} {what} in the first {stats.batches} sampled batches"))
+            found.append(dict(kind='dead', layer=p, stat='act', value=f,
+                              rule='never positive' if v is None else 'constant', step=metas[-1]['step'],
+                              message=f"{f:.0%} of the {u.numel()} units of "
+                                      f"{_site_name(p, {'call': stats.sites.call(i)})} {what} in the first "
+                                      f"{stats.batches} sampled batches"))
     for a in group_alerts(found): self.add(('dead',), epoch=epoch, **a)   # one alert, naming the first layer
 
 # %% ../nbs/03h_alerts.ipynb #e3a5c016
@@ -308,7 +324,7 @@ def check(self:LiveAlerts,
     "Look for alerts in the batches about to be written"
     n0 = len(self.alerts)
     self._check_nonfinite(metas, act, grad, keys, pkeys, epoch, stats)
-    nonfinite = any(k[0] == 'nonfinite' for k in self.seen)       # a NaN run's alert is that one: no dead alert beside it
+    nonfinite = any(k[0] == 'nonfinite' for k in self.seen)   # a NaN run's alert is that one: no dead alert beside it
     if not self.dead_checked and not nonfinite and stats.batches >= DEAD_AFTER:
         self.dead_checked = True
         self._check_dead(metas, keys, epoch, stats)
@@ -316,18 +332,20 @@ def check(self:LiveAlerts,
 
 # %% ../nbs/03h_alerts.ipynb #1c1fca81
 def stale_grad_flag(ps:list)->tuple|None:
-    "`(i, held)`: the first trainable parameter of `ps` with a gradient, and whether it is not all zero, on its device (`None`: no gradient)"
+    "`(i, held)`: the first trainable parameter of `ps` with a gradient, and whether it is not all zero (`None`: none)"
     i = next((i for i,p in enumerate(ps) if p.requires_grad and p.grad is not None), None)
     return None if i is None else (i, ps[i].grad.any())
 
 def stale_grad_alert(ps:list, names:list, step:int, epoch:int, held:tuple|None=None)->dict|None:
-    """The `grads_not_zeroed` alert if the first trainable parameter of `ps` (named `names`) still holds a gradient before a
-    backward that follows a step; `held`: `(i, held)` as `stale_grad_flag` found it before the backward, read since"""
+    """The `grads_not_zeroed` alert if the first trainable parameter of `ps` (named `names`) still holds a gradient
+    before a backward that follows a step; `held`: `(i, held)` as `stale_grad_flag` found it before the backward, read
+    since"""
     if held is None and (f := stale_grad_flag(ps)) is not None: held = f[0],bool(f[1])
     if held is None or not held[1]: return None
     i = held[0]
     return {'kind': 'grads_not_zeroed', 'layer': '', 'stat': 'grad', 'step': step, 'epoch': epoch,
-            'message': f"at step {step}, before its backward, `{names[i]}` still held the gradient of earlier steps: the gradients are never zeroed"}
+            'message': f"at step {step}, before its backward, `{names[i]}` still held the gradient of earlier steps: "
+                       "the gradients are never zeroed"}
 
 
 # %% ../nbs/03h_alerts.ipynb #4f272b02
@@ -346,12 +364,14 @@ def _origin_message(found:dict)->str:
     where = f"`{found['module']}`" if found['module'] else 'the model itself'
     if found.get('phase') == 'backward':
         src = 'from finite inputs' if found['inputs_finite'] else 'from gradients that were not finite'
-        return f"the first non-finite gradient was made by `{found['op']}` in the backward of {where} (`{found['node']}`), {src}"
+        return (f"the first non-finite gradient was made by `{found['op']}` in the backward of {where} "
+                f"(`{found['node']}`), {src}")
     if found['inputs_finite']:
         cast = ', the cast to float16,' if found.get('dtype') == 'float16' and found['op'] in _CASTS else ''
         return f"the first non-finite value was made by `{found['op']}`{cast} in {where}, from finite inputs"
     held = f": `{found['param']}` held NaN or Inf" if found['param'] else ''
-    return f"the first non-finite value came into {where} from outside its operations{held} (first seen in `{found['op']}`)"
+    return (f"the first non-finite value came into {where} from outside its operations{held} "
+            f"(first seen in `{found['op']}`)")
 
 def origin_alert(found:dict, step:int, epoch:int)->dict:
     "The `nonfinite` alert (`stat: 'op'`) for what `find_nonfinite` `found` on the batch of `step`, in `epoch`"
@@ -363,16 +383,18 @@ def origin_alert(found:dict, step:int, epoch:int)->dict:
 def loss_op(found:dict|None)->str:
     "The operation of the loss that made the NaN, from what `find_loss_nonfinite` `found` (`''` if it found none)"
     if not found: return ''
-    if found['phase'] == 'backward': return f"the derivative of `{found['node'].removesuffix('Backward0').lower()}` (`{found['node']}`)"
+    if found['phase'] == 'backward':
+        return f"the derivative of `{found['node'].removesuffix('Backward0').lower()}` (`{found['node']}`)"
     return f"`{found['op']}`"
 
 def loss_alert(loss:float, step:int, epoch:int, found:dict|None=None)->dict:
-    "The `nonfinite_loss` alert: at `step` of `epoch`, the loss was `loss`, and it (or its gradient) not finite, while the model's outputs were; `found` names the loss's operation"
+    "The `nonfinite_loss` alert: at `step` of `epoch`, the `loss` or its gradient was not finite while the outputs were"
     made = (f"the loss was {loss}" if not math.isfinite(loss) else
             f"the loss ({loss:.4g}) was finite but its gradient with respect to the model's output was not")
-    return {'kind': 'nonfinite_loss', 'layer': '', 'stat': 'loss', 'value': loss, 'step': step, 'epoch': epoch, 'op': (found or {}).get('op'),
-            'message': f"at step {step}, {made}, while every recorded output of the model was finite: the loss function "
-                       f"made it{f' ({loss_op(found)})' if found else ''}, and the gradients followed"}
+    return {'kind': 'nonfinite_loss', 'layer': '', 'stat': 'loss', 'value': loss, 'step': step, 'epoch': epoch,
+            'op': (found or {}).get('op'),
+            'message': f"at step {step}, {made}, while every recorded output of the model was finite: the loss "
+                       f"function made it{f' ({loss_op(found)})' if found else ''}, and the gradients followed"}
 
 # %% ../nbs/03h_alerts.ipynb #a593ae3b
 def trace_origin(model, xb:tuple, rng:tuple, step:int, epoch:int,
@@ -381,8 +403,10 @@ def trace_origin(model, xb:tuple, rng:tuple, step:int, epoch:int,
     out_grad_ok=None,   # whether the loss's gradient at the model's output was finite (a tensor), if it was watched
     out=None,           # the model's output for the batch: to name the loss's operation that made a NaN
 )->dict|None:
-    "The alert naming where the first non-finite value of a batch came from (`rng`: the random states before it), or `None`"
-    if loss is not None and (not bool(torch.isfinite(loss).all()) or (out_grad_ok is not None and not bool(out_grad_ok))):
-        return loss_alert(float(loss.float().mean()), step, epoch, find_loss_nonfinite(loss_fn, out) if loss_fn and out is not None else None)
+    "The alert naming where the first non-finite value of a batch came from, or `None`"
+    if loss is not None and (not bool(torch.isfinite(loss).all())
+                             or (out_grad_ok is not None and not bool(out_grad_ok))):
+        return loss_alert(float(loss.float().mean()), step, epoch,
+                          find_loss_nonfinite(loss_fn, out) if loss_fn and out is not None else None)
     found = find_nonfinite(model, xb, *rng, loss=loss_fn)
     return None if found is None else origin_alert(found, step, epoch)

@@ -1,4 +1,4 @@
-"""Your own statistics of the recorded layers' outputs, inputs, weights or gradients (`CustomStat`), accumulated per epoch on the device.
+"""Your own statistics of the recorded layers' outputs, inputs, weights or gradients (`CustomStat`), kept per epoch.
 
 Docs: https://fastexplorer.github.io/fastexplorer/custom.html.md"""
 
@@ -10,6 +10,7 @@ import math
 from functools import partial
 import torch
 from fastcore.basics import ifnone, patch, val2idx
+from .core import acc_dtype
 from .hooks import first_tensor
 
 # %% auto #0
@@ -26,21 +27,24 @@ class CustomStat:
         name:str|None=None, # the statistic's name, default `f.__name__`
     ):
         if on not in _ON: raise ValueError(f"`on` must be one of {', '.join(map(repr, _ON))}, not {on!r}")
-        if not callable(f): raise TypeError(f"a custom statistic must be a function of a tensor, not a {type(f).__name__}")
+        if not callable(f):
+            raise TypeError(f"a custom statistic must be a function of a tensor, not a {type(f).__name__}")
         self.f,self.on,self.name = f,on,ifnone(name, getattr(f, '__name__', None))
     def __repr__(self): return f"CustomStat({self.name!r}, on={self.on!r})"
 
 # %% ../nbs/03b_custom.ipynb #f4d0e66c
 def custom_stats(custom)->list:
-    "A list of `CustomStat` from `None`, a `CustomStat` or function, a list of them, or `{name: function or CustomStat}` (outputs)"
+    "A list of `CustomStat` from `None`, a `CustomStat` or function, a list of them, or `{name: function}`"
     if custom is None: return []
     if isinstance(custom, dict):
-        res = [CustomStat(c.f, c.on, k) if isinstance(c, CustomStat) else CustomStat(c, 'out', k) for k,c in custom.items()]
+        res = [CustomStat(c.f, c.on, k) if isinstance(c, CustomStat) else CustomStat(c, 'out', k)
+               for k,c in custom.items()]
     elif isinstance(custom, (list, tuple)): res = [c if isinstance(c, CustomStat) else CustomStat(c) for c in custom]
     else: res = [custom if isinstance(custom, CustomStat) else CustomStat(custom)]
     seen = set()
     for c in res:
-        if not c.name or c.name == '<lambda>': raise ValueError("a lambda needs a name: `CustomStat(f, name=...)` or `custom={'name': f}`")
+        if not c.name or c.name == '<lambda>':
+            raise ValueError("a lambda needs a name: `CustomStat(f, name=...)` or `custom={'name': f}`")
         if (c.name, c.on) in seen: raise ValueError(f"two custom statistics are named {c.name!r} on {_ON[c.on]}s")
         seen.add((c.name, c.on))
     return res
@@ -50,15 +54,18 @@ def _scalar(v, c:CustomStat, key:str, k):
     "One value a custom statistic returned, as a 0-d float tensor"
     what = f"custom statistic `{c.name}`" + (f" (key {k!r})" if k is not None else '')
     if isinstance(v, torch.Tensor):
-        if v.numel() != 1: raise TypeError(f"{what} returned a tensor of shape {list(v.shape)} for `{key}`: return a number or a one-element tensor")
+        if v.numel() != 1:
+            raise TypeError(f"{what} returned a tensor of shape {list(v.shape)} for `{key}`: "
+                            "return a number or a one-element tensor")
         v = v.detach().reshape(())
-        return v.to(torch.float32 if v.device.type == 'mps' else torch.float64)
+        return v.to(acc_dtype(v.device))
     if isinstance(v, (int, float)) and not isinstance(v, bool): return torch.tensor(float(v), dtype=torch.float64)
-    raise TypeError(f"{what} returned a {type(v).__name__} for `{key}`: return a number, a one-element tensor or a dict of them")
+    raise TypeError(f"{what} returned a {type(v).__name__} for `{key}`: "
+                    "return a number, a one-element tensor or a dict of them")
 
 # %% ../nbs/03b_custom.ipynb #4247d149
-CUSTOM_COLUMNS = val2idx(('sum', 'n', 'min', 'max', 'nonfinite'))   # the columns of a custom statistic's accumulator, by name: combined across batches and ranks,
-CUSTOM_SUMMED = ('sum', 'n', 'nonfinite')                          # these added up; the extrema kept
+CUSTOM_COLUMNS = val2idx(('sum', 'n', 'min', 'max', 'nonfinite'))   # an accumulator's columns, by name
+CUSTOM_SUMMED = ('sum', 'n', 'nonfinite')                          # the columns added up
 
 class CustomStats:
     "One epoch's custom statistics, accumulated on the device of their values"
@@ -68,7 +75,8 @@ class CustomStats:
         "Apply `c` to tensor `t` of `key` and accumulate its values under `kind`"
         try: res = c.f(t)
         except Exception as e:
-            raise RuntimeError(f"custom statistic `{c.name}` failed on the {_ON[c.on]} of `{key}`: {type(e).__name__}: {e}") from e
+            raise RuntimeError(f"custom statistic `{c.name}` failed on the {_ON[c.on]} of `{key}`: "
+                               f"{type(e).__name__}: {e}") from e
         for k,v in (res.items() if isinstance(res, dict) else [(None, res)]):
             v = _scalar(v, c, key, k)
             fin = torch.isfinite(v)
@@ -78,7 +86,8 @@ class CustomStats:
             name = c.name if k is None else f"{c.name}.{k}"
             a = self.acc.get((kind, key, name))
             if a is None: self.acc[(kind, key, name)] = row; continue
-            row,s,mn,mx = row.to(a.device),[CUSTOM_COLUMNS[c] for c in CUSTOM_SUMMED],CUSTOM_COLUMNS['min'],CUSTOM_COLUMNS['max']
+            row,s = row.to(a.device),[CUSTOM_COLUMNS[c] for c in CUSTOM_SUMMED]
+            mn,mx = CUSTOM_COLUMNS['min'],CUSTOM_COLUMNS['max']
             a[s] += row[s]
             a[mn] = torch.minimum(a[mn], row[mn]); a[mx] = torch.maximum(a[mx], row[mx])
 
@@ -90,8 +99,9 @@ def finish(self:CustomStats)->dict:
     for (kind,key,name),a in self.acc.items():
         v = dict(zip(CUSTOM_COLUMNS, a.cpu().tolist()))
         n = v['n']
-        res.setdefault(key, {}).setdefault(kind, {})[name] = {'mean': v['sum'] / n if n else None, 'min': v['min'] if n else None,
-                                                              'max': v['max'] if n else None, 'n': int(n), 'nonfinite': int(v['nonfinite'])}
+        res.setdefault(key, {}).setdefault(kind, {})[name] = {
+            'mean': v['sum'] / n if n else None, 'min': v['min'] if n else None, 'max': v['max'] if n else None,
+            'n': int(n), 'nonfinite': int(v['nonfinite'])}
     return res
 
 # %% ../nbs/03b_custom.ipynb #dc862a64

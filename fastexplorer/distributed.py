@@ -1,4 +1,4 @@
-"""Several processes under DDP: how every rank's statistics combine into those of all their batches, with `torch.distributed` collectives.
+"""Several processes under DDP: how every rank's statistics combine into those of all their batches.
 
 Docs: https://fastexplorer.github.io/fastexplorer/distributed.html.md"""
 
@@ -37,7 +37,8 @@ def agree_on_start(err:BaseException|None)->str|None:
 # %% ../nbs/03d_distributed.ipynb #c2e4a101
 def _gather_layout(acts:list, group=None)->list:
     "Every rank's unit counts, errors, unit minima and dims for each of `acts`, gathered on every rank (a collective)"
-    mine = {'units': [[None if u is None else u.numel() for u in a.units] for a in acts], 'errors': [a.errors for a in acts],
+    mine = {'units': [[None if u is None else u.numel() for u in a.units] for a in acts],
+            'errors': [a.errors for a in acts],
             'minima': [[v is not None for v in a.umins] for a in acts], 'dims': [a.dims for a in acts]}
     every = [None] * dist.get_world_size(group)
     dist.all_gather_object(every, mine, group=group)
@@ -67,10 +68,10 @@ def _agree_rows(
 
 # %% ../nbs/03d_distributed.ipynb #c2e4a106
 def _maxed_parts(a:ActStats, sizes:list, lows:list, dt)->list:
-    "What of `a` combines by its maximum over the ranks: calls, negated minima, maxima, batches, unit maxima and negated unit minima"
+    "What of `a` combines by its maximum over the ranks: calls, extrema, batches, unit extrema (minima negated)"
     res = [a.column('calls'), -a.mins, a.maxs, a.acc.new_tensor([a.batches])]
     for i,k in enumerate(sizes):
-        if k: res += [a.units[i].to(dt)] + ([-a.umins[i].to(dt)] if lows[i] else [])   # minima as maxima of their negation
+        if k: res += [a.units[i].to(dt)] + ([-a.umins[i].to(dt)] if lows[i] else [])
     return res
 
 def _unpack(a:ActStats, summed, maxed, o:int, p:int, sizes:list, lows:list)->tuple:
@@ -92,16 +93,17 @@ def all_reduce_stats(
     counts:dict|None=None, # counters combined by their maximum over ranks (such as the steps the loss scaler skipped)
     group=None,            # the process group (default: every process)
 )->dict:
-    "Combine every rank's `acts` in place into the statistics of all their batches, and return `counts` combined: a collective"
+    "Combine every rank's `acts` in place into those of all their batches and return `counts` combined (a collective)"
     acts,counts = [a for a in acts if a is not None],dict(counts or {})
-    for a in acts: a._grow()   # a row for every call site the fit has seen, whichever split saw it (the same on every rank)
+    for a in acts: a._grow()
     every = _gather_layout(acts, group)
     dev = acts[0].acc.device if acts else torch.device('cpu')
     dt = acts[0].dt if acts else torch.float64
     layout = [_agree_rows(a, j, every, dev) for j,a in enumerate(acts)]   # the same decisions on every rank
     maxed = [t for a,(sizes,lows) in zip(acts, layout) for t in _maxed_parts(a, sizes, lows, dt)]
     maxed.append(torch.tensor([float(v) for v in counts.values()], dtype=dt, device=dev))
-    summed,maxed = torch.cat([a.acc.reshape(-1) for a in acts] or [torch.zeros(0, dtype=dt, device=dev)]),torch.cat(maxed)
+    summed = torch.cat([a.acc.reshape(-1) for a in acts] or [torch.zeros(0, dtype=dt, device=dev)])
+    maxed = torch.cat(maxed)
     dist.all_reduce(summed, dist.ReduceOp.SUM, group=group)
     dist.all_reduce(maxed, dist.ReduceOp.MAX, group=group)
     o,p = 0,0
@@ -122,14 +124,15 @@ def all_reduce_custom(cstats:CustomStats, group=None):
     empty = torch.tensor([nothing[c] for c in CUSTOM_COLUMNS], dtype=torch.float64, device=dev)
     rows = torch.stack([cstats.acc.get(tuple(k), empty).to(device=dev, dtype=torch.float64) for k in keys])
     summed = [CUSTOM_COLUMNS[c] for c in CUSTOM_SUMMED]
-    sums,ext = rows[:, summed],torch.stack([-rows[:, CUSTOM_COLUMNS['min']], rows[:, CUSTOM_COLUMNS['max']]], 1)   # minima as maxima of their negation
+    sums = rows[:, summed]
+    ext = torch.stack([-rows[:, CUSTOM_COLUMNS['min']], rows[:, CUSTOM_COLUMNS['max']]], 1)
     dist.all_reduce(sums, dist.ReduceOp.SUM, group=group); dist.all_reduce(ext, dist.ReduceOp.MAX, group=group)
     rows[:, summed],rows[:, CUSTOM_COLUMNS['min']],rows[:, CUSTOM_COLUMNS['max']] = sums,-ext[:, 0],ext[:, 1]
     for k,r in zip(keys, rows): cstats.acc[tuple(k)] = r
 
 # %% ../nbs/03d_distributed.ipynb #bea49b65
 def agree_ranges(n:int, device, group=None):
-    "`HistRanges`' `agree` for `n` layers under DDP: every layer's range from what all ranks saw in the first sampled batch, or held (a collective)"
+    "`HistRanges`' `agree` for `n` layers under DDP: the ranges all ranks saw or held (a collective)"
     def agree(seen:dict, held:dict)->dict:
         t = torch.full((n, 4), math.inf, dtype=torch.float64)
         for i,(mn,mx) in seen.items(): t[i, :2] = torch.tensor([mn, -mx], dtype=torch.float64)
@@ -142,16 +145,18 @@ def agree_ranges(n:int, device, group=None):
 
 # %% ../nbs/03d_distributed.ipynb #0f1a1f97
 def drift_alert(names:list, lo:torch.Tensor, hi:torch.Tensor, rtol:float=1e-6)->dict|None:
-    "The `replica_drift` alert for parameters `names` whose checksums range from `lo` to `hi` over the ranks, if any differ"
+    "The `replica_drift` alert if the checksums of parameters `names` differ over the ranks (from `lo` to `hi`)"
     bad = ((hi - lo).abs() > rtol * torch.maximum(hi.abs(), lo.abs()).clamp(min=1.)).nonzero().flatten().tolist()
     if not bad: return None
     n = names[bad[0]]
-    return {'kind': 'replica_drift', 'layer': n.rpartition('.')[0], 'stat': 'weight', 'value': float(hi[bad[0]] - lo[bad[0]]),
-            'message': f"the ranks' replicas of the model differ: `{n}` sums to {float(lo[bad[0]]):.8g} on one rank and {float(hi[bad[0]]):.8g} on another"
+    return {'kind': 'replica_drift', 'layer': n.rpartition('.')[0], 'stat': 'weight',
+            'value': float(hi[bad[0]] - lo[bad[0]]),
+            'message': f"the ranks' replicas of the model differ: `{n}` sums to {float(lo[bad[0]]):.8g} on one rank "
+                       f"and {float(hi[bad[0]]):.8g} on another"
                        + (f"; {len(bad) - 1} more parameters differ" if len(bad) > 1 else '')}
 
 def replica_drift(model, named:list|None=None, group=None)->dict|None:
-    "Under DDP, the `drift_alert` of `model`'s replicas, from every parameter's sum compared across the ranks (a collective: every rank calls it)"
+    "Under DDP, the `drift_alert` of `model`'s replicas from every parameter's sum (a collective: every rank calls it)"
     from torch.nn.parallel import DistributedDataParallel
     if not (is_distributed() and isinstance(model, DistributedDataParallel)): return None
     named = named or list(model.module.named_parameters())
@@ -176,7 +181,8 @@ def combine_steps(every:list)->list:
     for mine in every:
         for p in mine: groups.setdefault((p[0]['epoch'], p[0]['split'], p[0]['iter']), []).append(p)
     res = []
-    for parts in sorted(groups.values(), key=lambda ps: (ps[0][0]['step'], ps[0][0]['split'] != 'train', ps[0][0]['iter'])):
+    for parts in sorted(groups.values(),
+                        key=lambda ps: (ps[0][0]['step'], ps[0][0]['split'] != 'train', ps[0][0]['iter'])):
         acts,act = [p[1] for p in parts if p[1] is not None],None
         if acts:
             R = np.stack([a[0] for a in acts])
@@ -190,5 +196,6 @@ def combine_steps(every:list)->list:
             act = (torch.from_numpy(raw), units)
         losses = [float(p[3][0]) for p in parts if p[3] is not None]
         smooth = next((p[4] for p in parts if p[4] is not None), None)
-        res.append((parts[0][0], None if act is None else step_row(*act), parts[0][2], np.mean(losses) if losses else None, smooth))
+        res.append((parts[0][0], None if act is None else step_row(*act), parts[0][2],
+                    np.mean(losses) if losses else None, smooth))
     return res

@@ -1,4 +1,4 @@
-"""The training loss's course over a run: a loss that does not fall, stays at the chance level or diverges, a validation loss at chance while the training loss falls, and the learning rate judged from the update-to-weight ratios when the loss misbehaves.
+"""The training loss's course over a run, and the learning rate judged from the update-to-weight ratios.
 
 Docs: https://fastexplorer.github.io/fastexplorer/losswatch.html.md"""
 
@@ -38,7 +38,7 @@ def chance_loss(kind:str|None, sums:dict|None)->float|None:
 
 # %% ../nbs/03hb_losswatch.ipynb #6a786657
 def target_sums(kind:str, axis:int, pred:torch.Tensor, y:torch.Tensor)->dict|None:
-    "What the chance level of a loss of `kind` needs of targets `y` for output `pred`, as tensors on their device (`None`: they do not fit)"
+    "What the chance level of a loss of `kind` needs of targets `y` for output `pred` (`None`: they do not fit)"
     if kind in ('ce', 'nll') and not y.is_floating_point() and pred.ndim >= 2:
         c = pred.shape[axis]
         v = y.reshape(-1).long()
@@ -51,21 +51,22 @@ def target_sums(kind:str, axis:int, pred:torch.Tensor, y:torch.Tensor)->dict|Non
 
 # %% ../nbs/03hb_losswatch.ipynb #a275c804
 class LossWatch:
-    "Every training batch's loss, and the target sums that give the chance level (`chance_loss`), kept on the device until `flush`"
+    "Every training batch's loss, and the target sums of the chance level (`chance_loss`), on the device until `flush`"
     def __init__(self, loss_func):
         k = loss_kind(loss_func)
         self.kind = 'mse' if k == 'regression' and 'mse' in loss_name(loss_func).lower() else k
-        if getattr(getattr(loss_func, 'func', loss_func), 'reduction', 'mean') != 'mean': self.kind = None   # a summed loss: no chance level
+        if getattr(getattr(loss_func, 'func', loss_func), 'reduction', 'mean') != 'mean': self.kind = None
         self.axis,self.losses,self.pending,self.sums = getattr(loss_func, 'axis', 1),[],[],None
 
     def add(self, loss, pred=None, y=None):
-        "A training batch's `loss`; with its output `pred` and targets `y` (on sampled batches), their sums for the chance level"
+        "A training batch's `loss`; with its output `pred` and targets `y` (sampled batches), their `target_sums`"
         if isinstance(loss, torch.Tensor) and loss.numel() == 1: self.pending.append(loss.detach().float().reshape(()))
-        if isinstance(pred, torch.Tensor) and isinstance(y, torch.Tensor) and self.sums != {}:   # `{}`: a batch that did not fit, chance unknown
-            with torch.no_grad(): new = target_sums(self.kind or 'ce', self.axis, pred.detach(), y.detach())   # a loss of one's own: counted as classes
+        if isinstance(pred, torch.Tensor) and isinstance(y, torch.Tensor) and self.sums != {}:
+            with torch.no_grad(): new = target_sums(self.kind or 'ce', self.axis, pred.detach(), y.detach())
             if new is None: self.sums = {}
             elif self.sums is None: self.sums = new
-            else: self.sums = {k: self.sums[k] + new[k] for k in new} if all(self.sums[k].shape == new[k].shape for k in new) else {}
+            else: self.sums = ({k: self.sums[k] + new[k] for k in new}
+                               if all(self.sums[k].shape == new[k].shape for k in new) else {})
 
     def flush(self)->list:
         "Read the losses kept since the last flush (one transfer), and return all of the run's so far"
@@ -74,7 +75,7 @@ class LossWatch:
         return self.losses
 
     def chance(self)->float|None:
-        "The chance level of the targets counted so far (`None` where unknown); a loss of one's own on class indices is taken for a cross-entropy if it started near ln C"
+        "The chance level of the targets counted so far (`None` where unknown)"
         if self.kind is not None: return chance_loss(self.kind, self.sums)
         c = chance_loss('ce', self.sums)
         if c is None or not self.losses: return None
@@ -85,27 +86,28 @@ class LossWatch:
 MIN_STEPS = 40   # training batches seen before the loss's course is judged (a slow start is no stall)
 
 def loss_course(losses:list, window:float=0.2, min_steps:int=MIN_STEPS)->tuple|None:
-    "The medians of the first and the last `window` of the run's finite `losses` (3 batches at least), or `None` before `min_steps`"
+    "The medians of the first and last `window` of the run's finite `losses`, or `None` before `min_steps`"
     v = [x for x in losses if math.isfinite(x)]
     if len(v) < min_steps: return None
     w = max(3, int(len(v) * window))
     return statistics.median(v[:w]),statistics.median(v[-w:]),w
 
 def update_ratio(stats:dict)->float|None:
-    "The median over the weight matrices (not biases, not norms' scales) of their mean update-to-weight ratio in an epoch's `stats`"
+    "The median over the weight matrices of their mean update-to-weight ratio in an epoch's `stats`"
     r = [s['weight']['update_ratio'] for s in stats.values() if (s.get('weight') or {}).get('update_ratio') is not None
          and (s.get('grad') or {}).get('ndim', 2) > 1 and s['weight'].get('requires_grad', True)]
     return statistics.median(r) if r else None
 
 def group_ratios(stats:dict, groups:list)->list:
-    "`(i, lr, ratio)`: the `update_ratio` of each optimiser group `(lr, [parameter keys])` in `groups` that has one in `stats`"
-    return [(i, lr, r) for i,(lr,keys) in enumerate(groups) if (r := update_ratio({k: stats[k] for k in keys if k in stats})) is not None]
+    "`(i, lr, ratio)` for each optimiser group `(lr, [parameter keys])` of `groups` with an `update_ratio` in `stats`"
+    return [(i, lr, r) for i,(lr,keys) in enumerate(groups)
+            if (r := update_ratio({k: stats[k] for k in keys if k in stats})) is not None]
 
 # %% ../nbs/03hb_losswatch.ipynb #a6efbab3
-HIGH_RATIO,LOW_RATIO = 1e-2,1e-4   # update-to-weight ratios above which a diverging loss, below which a stalled one, is the learning rate's
+HIGH_RATIO,LOW_RATIO = 1e-2,1e-4   # update-to-weight ratios beyond which the loss's trouble is the learning rate's
 
 def _lr_alert(kind:str, groups:list, bad, **kw)->dict:
-    "Alert `kind`, naming the optimiser groups (`(i, lr, ratio)`) whose ratio is `bad` when the learning rates differ between groups"
+    "Alert `kind`, naming the optimiser groups (`(i, lr, ratio)`) whose ratio is `bad` when their learning rates differ"
     named = [i for i,lr,g in groups if bad(g)] if len({lr for _,lr,_ in groups}) > 1 else []
     if named: kw['message'] += f": the learning rate of group {' and '.join(map(str, named))} is the one out of range"
     return dict(kind=kind, **kw, **({'groups': named} if named else {}))
@@ -123,44 +125,69 @@ def falling(v:list, w:int, z:float=3.)->bool:
     return b < 0 and (res == 0 or -b > z * math.sqrt(res / sxx))
 
 # %% ../nbs/03hb_losswatch.ipynb #0b08aa7d
-def _course_alert(v:list, course:tuple, chance:float|None, r:float|None, groups:list=())->dict|None:
-    "The diverging or stalled alert for the run's finite losses `v`, whose `loss_course` is `course`, if they did either (`r`: the update ratio; `groups`: `group_ratios`)"
+def _course_alert(
+    v:list,            # the run's finite losses
+    course:tuple,      # their `loss_course`
+    chance:float|None, # the chance level, if known
+    r:float|None,      # the update ratio
+    groups:list=(),    # `group_ratios`
+)->dict|None:
+    "The diverging or stalled alert for the run's losses `v`, if they did either"
     first,last,w = course
     if len({lr for _,lr,_ in groups}) > 1:
-        steps = "; a step changes the weights of " + ', '.join(f"group {i} (lr {lr:.2g}) by {g:.2g}" for i,lr,g in groups) + " of their size"
+        steps = ("; a step changes the weights of "
+                 + ', '.join(f"group {i} (lr {lr:.2g}) by {g:.2g}" for i,lr,g in groups) + " of their size")
     else: steps = '' if r is None else f"; the weights change by {r:.2g} of their size a step"
     high,low = (lambda g: g > HIGH_RATIO),(lambda g: 0 < g < LOW_RATIO)
     if last > 2 * first and last - first > 1e-3:
-        msg = f"the training loss rose from {first:.4g} (median of the run's first {w} batches) to {last:.4g} (its last {w}){steps}"
-        if (r is not None and high(r)) or any(high(g) for *_,g in groups): return _lr_alert('lr_too_high', groups, high, value=last, message=msg)
+        msg = (f"the training loss rose from {first:.4g} (median of the run's first {w} batches) to {last:.4g} "
+               f"(its last {w}){steps}")
+        if (r is not None and high(r)) or any(high(g) for *_,g in groups):
+            return _lr_alert('lr_too_high', groups, high, value=last, message=msg)
         return dict(kind='loss_diverging', value=last, message=msg)
     if chance is not None and last >= 0.95 * chance:
-        what = f"the training loss is {last:.4g} (median of the last {w} batches), at the chance level {chance:.4g}: what a prediction that ignores the input scores"
-    elif last >= 0.98 * first and first > 1e-6: what = f"the training loss has not fallen: {first:.4g} over the run's first {w} batches, {last:.4g} over its last {w}"
+        what = (f"the training loss is {last:.4g} (median of the last {w} batches), at the chance level {chance:.4g}: "
+                "what a prediction that ignores the input scores")
+    elif last >= 0.98 * first and first > 1e-6:
+        what = (f"the training loss has not fallen: {first:.4g} over the run's first {w} batches, "
+                f"{last:.4g} over its last {w}")
     else: return None
     if falling(v, w): return None   # near chance, or no lower than at first, but on its way down now
     start,(i,peak) = v[0],max(enumerate(v), key=lambda o: o[1])   # the first batch: the loss before any step
     if peak > 3 * start + 1e-3:   # a jump that left the run stuck: the steps threw the weights where nothing learns
-        return dict(kind='lr_too_high', value=peak, message=f"the training loss jumped from {start:.4g} to {peak:.4g} at batch {i + 1} and never recovered: {what}{steps}")
-    if (r is not None and low(r)) or any(low(g) for *_,g in groups): return _lr_alert('lr_too_low', groups, low, value=last, message=what + steps)
+        return dict(kind='lr_too_high', value=peak,
+                    message=f"the training loss jumped from {start:.4g} to {peak:.4g} at batch {i + 1} "
+                            f"and never recovered: {what}{steps}")
+    if (r is not None and low(r)) or any(low(g) for *_,g in groups):
+        return _lr_alert('lr_too_low', groups, low, value=last, message=what + steps)
     return dict(kind='loss_stalled', value=last, message=what + steps)
 
-def loss_alerts(losses:list, chance:float|None, stats:dict, valid_loss:float|None=None,
-                groups:list=()     # the optimiser's groups, `(lr, [parameter keys])`: each judged by its own update ratio
-               )->list:
-    "Alerts on the run's training `losses` so far, the `chance` level, an epoch's `stats` (for the update ratios) and its `valid_loss`"
+# %% ../nbs/03hb_losswatch.ipynb #05ae74e4
+def loss_alerts(
+    losses:list,                # the run's training losses so far
+    chance:float|None,          # the chance level, if known
+    stats:dict,                 # an epoch's statistics (for the update ratios)
+    valid_loss:float|None=None, # the epoch's validation loss
+    groups:list=(),             # the optimiser's groups, `(lr, [parameter keys])`: each judged by its own update ratio
+)->list:
+    "Alerts on the run's training `losses` so far, the `chance` level, an epoch's `stats` and its `valid_loss`"
     v = [x for x in losses if math.isfinite(x)]
     if (c := loss_course(v)) is None: return []
     last = c[1]
-    res = [a] if (a := _course_alert(v, c, chance, update_ratio(stats), group_ratios(stats, groups))) is not None else []
-    if chance and valid_loss is not None and math.isfinite(valid_loss) and last < 0.8 * chance and valid_loss >= 0.95 * chance:
-        res.append(dict(kind='valid_at_chance', value=valid_loss, message=f"the validation loss is {valid_loss:.4g}, at the chance level {chance:.4g}, "
-                        f"while the training loss fell to {last:.4g}: what the model learns does not carry over to the validation set"))
-    return [{'layer': '', 'stat': 'loss', **a, 'hint': HINTS[a['kind']], 'severity': SEVERITY.get(a['kind'], 'warning'), 'layers': [''], 'source': 'epoch'} for a in res]
+    a = _course_alert(v, c, chance, update_ratio(stats), group_ratios(stats, groups))
+    res = [a] if a is not None else []
+    if (chance and valid_loss is not None and math.isfinite(valid_loss) and last < 0.8 * chance
+        and valid_loss >= 0.95 * chance):
+        res.append(dict(kind='valid_at_chance', value=valid_loss,
+                        message=f"the validation loss is {valid_loss:.4g}, at the chance level {chance:.4g}, "
+                                f"while the training loss fell to {last:.4g}: "
+                                "what the model learns does not carry over to the validation set"))
+    return [{'layer': '', 'stat': 'loss', **a, 'hint': HINTS[a['kind']], 'severity': SEVERITY.get(a['kind'], 'warning'),
+             'layers': [''], 'source': 'epoch'} for a in res]
 
 # %% ../nbs/03hb_losswatch.ipynb #1b2d7c6c
 def learns(losses:list, chance:float|None)->bool:
-    "Whether the run's training `losses` show clear learning (10 batches suffice): down to 70% of their start, and of the `chance` level if known"
+    "Whether the run's training `losses` show clear learning: down to 70% of their start, and of `chance` if known"
     c = loss_course(losses, min_steps=10)
     return c is not None and c[1] < 0.7 * c[0] and (chance is None or c[1] < 0.7 * chance)
 

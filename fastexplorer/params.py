@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import torch
 from fastcore.basics import patch, store_attr, val2idx
-from .core import Statistic, named_columns, device_tensor
+from .core import Statistic, named_columns, device_tensor, acc_dtype
 
 # %% auto #0
 __all__ = ['FOREACH', 'PARAM_STEP_STATS', 'norms', 'grad_rows', 'weights_stats', 'weight_stats', 'ParamStats']
@@ -27,7 +27,7 @@ _COUNTED = [k == 'zeros' for k in _GRAD_ROW]                # a count, which no 
 FOREACH = ('cuda',)   # devices whose multi-tensor (`_foreach`) kernels reduce a list of tensors in a few launches
 
 def norms(ts:list, ord:float=2)->torch.Tensor:
-    "The `ord`-norm of each flat tensor of `ts` (0: its count of nonzeros), stacked; in multi-tensor kernels where the device has them"
+    "The `ord`-norm of each flat tensor of `ts` (0: its count of nonzeros), stacked"
     if ts and ts[0].device.type in FOREACH: return torch.stack(torch._foreach_norm(ts, ord))
     if ord == 2: return torch.stack([_norm(t) for t in ts])
     return torch.stack([torch.linalg.vector_norm(t, ord) for t in ts])
@@ -38,11 +38,12 @@ def _grad_rows(gs:list)->torch.Tensor:
     s = torch.stack([g.sum() for g in gs])
     numel = device_tensor([g.numel() for g in gs], s.device)
     v = dict(sum=s, norm=norms(gs))
-    if gs[0].device.type in FOREACH:    # a launch a statistic, not one a parameter: on a GPU, launches cost more than the work
+    if gs[0].device.type in FOREACH:
         v.update(max_abs=norms(gs, math.inf), zeros=numel - norms(gs, 0))
     else:
-        mn,mx = (torch.stack(e) for e in zip(*(torch.aminmax(g) for g in gs)))   # `vector_norm(g, inf)` is 20× slower on CPU
-        v.update(max_abs=torch.maximum(mn.abs(), mx.abs()), zeros=numel - torch.stack([torch.count_nonzero(g) for g in gs]))
+        mn,mx = (torch.stack(e) for e in zip(*(torch.aminmax(g) for g in gs)))
+        v.update(max_abs=torch.maximum(mn.abs(), mx.abs()),
+                 zeros=numel - torch.stack([torch.count_nonzero(g) for g in gs]))
     return torch.stack([v[k].to(s.dtype) for k in _GRAD_ROW], 1)
 
 def grad_rows(ps:list)->torch.Tensor:
@@ -85,7 +86,8 @@ PARAM_STEP_STATS = (   # what each sampled step stores per parameter, in the ord
     Statistic('max_abs', 'largest |gradient|', kind='grad'),
     Statistic('nan', 'NaN gradients', kind='grad', count=True),
     Statistic('inf', 'infinite gradients', kind='grad', count=True),
-    Statistic('update_ratio', '|Δw| / |w| of each optimizer step (about 1e-3 is typical)', kind='weight', charted=True, label='update ratio'),
+    Statistic('update_ratio', '|Δw| / |w| of each optimizer step (about 1e-3 is typical)', kind='weight',
+              charted=True, label='update ratio'),
 )
 _GRAD_STEP = val2idx([s.name for s in PARAM_STEP_STATS])   # the columns of a sampled step's rows, by name
 
@@ -95,7 +97,7 @@ class ParamStats:
         store_attr()
         self.step = None   # the sampled step's `PARAM_STEP_STATS` rows, with `steps`
         dev = ps[0].device if ps else 'cpu'
-        self.dt = torch.float32 if torch.device(dev).type == 'mps' else torch.float64
+        self.dt = acc_dtype(dev)
         n = len(ps)
         self.gsum = torch.zeros(n, len(_GSUM), dtype=self.dt, device=dev)
         self.gmax = torch.zeros(n, dtype=self.dt, device=dev)
@@ -103,7 +105,7 @@ class ParamStats:
         self.usum = torch.zeros(n, dtype=self.dt, device=dev); self.umax = torch.zeros(n, dtype=self.dt, device=dev)
         self.usteps = 0
         self.ucount = torch.zeros(n, dtype=self.dt, device=dev)   # steps with a ratio, per parameter
-        self.umoved = torch.zeros(n, dtype=self.dt, device=dev)   # steps that changed it at all, with a ratio or not (a weight at 0)
+        self.umoved = torch.zeros(n, dtype=self.dt, device=dev)   # steps that changed it at all
         self.w0,self.nonfinite = None,False   # `nonfinite`: whether the last `grads` saw NaN or Inf
         self.pending = None                   # gradients `grads` reduced that `commit` has not added yet
         self.kept = None                      # the copies `snapshot` writes over, on the CPU
@@ -111,9 +113,10 @@ class ParamStats:
 # %% ../nbs/03a_params.ipynb #c7711d52
 @patch
 def grads(self:ParamStats, scale=1., read:bool=True)->torch.Tensor|None:
-    """Reduce the current gradients (divided by `scale`, the loss scale under mixed precision: a float, or a tensor on their
-    device); with `read`, add them at once. Returns whether they held NaN or Inf, a tensor on their device (`None` without
-    gradients): without `read`, the caller reads it, with its other flags in one transfer, and hands it to `commit`"""
+    """Reduce the current gradients (divided by `scale`, the loss scale under mixed precision: a float, or a tensor on
+    their device); with `read`, add them at once. Returns whether they held NaN or Inf, a tensor on their device (`None`
+    without gradients): without `read`, the caller reads it, with its other flags in one transfer, and hands it to
+    `commit`"""
     # a parameter frozen after it was trained keeps its last (zeroed) `.grad`: that is no gradient of this step
     live = [i for i,p in enumerate(self.ps) if p.requires_grad and p.grad is not None and not p.grad.is_sparse]
     self.pending = None
@@ -128,7 +131,7 @@ def grads(self:ParamStats, scale=1., read:bool=True)->torch.Tensor|None:
 # %% ../nbs/03a_params.ipynb #bfa8c873
 @patch
 def commit(self:ParamStats, nonfinite:bool):
-    "Add the gradients `grads` reduced, told whether they held NaN or Inf (each such parameter's row is then made again without them)"
+    "Add the gradients `grads` reduced, told whether they held NaN or Inf"
     if self.pending is None: return
     (live,G,scale),self.pending = self.pending,None
     nan0,inf0,counts = list(self.nan),list(self.inf),[self.ps[i].numel() for i in live]
@@ -139,7 +142,8 @@ def commit(self:ParamStats, nonfinite:bool):
             nan,inf,row,nf = _finite_grad(self.ps[i])
             self.nan[i] += nan; self.inf[i] += inf; G[j] = row.to(self.dt); counts[j] = max(nf, 1)
     n = device_tensor(counts, G.device, self.dt)    # tensors of the host's numbers: made once, not copied each step
-    if isinstance(scale, torch.Tensor): G = G / torch.where(device_tensor(_COUNTED, G.device, torch.bool), 1., scale.to(self.dt))
+    if isinstance(scale, torch.Tensor):
+        G = G / torch.where(device_tensor(_COUNTED, G.device, torch.bool), 1., scale.to(self.dt))
     elif scale != 1: G = G / device_tensor([1. if c else scale for c in _COUNTED], G.device, self.dt)
     g = named_columns(G, _GRAD_ROW)
     s,norm,amax = g['sum'],g['norm'],g['max_abs']
@@ -149,13 +153,15 @@ def commit(self:ParamStats, nonfinite:bool):
     self.gsum.index_add_(0, idx, torch.stack([v[k] for k in _GSUM], 1))
     self.gmax.scatter_reduce_(0, idx, amax, 'amax')
     for i in live: self.gsteps[i] += 1
-    if self.steps:                                     # the step's `PARAM_STEP_STATS` (its update ratio comes after the step)
+    if self.steps:   # the step's `PARAM_STEP_STATS` (its update ratio comes after the step)
         step = torch.full((len(self.ps), len(_GRAD_STEP)), math.nan, dtype=self.dt, device=G.device)
         step[idx, _GRAD_STEP['norm']],step[idx, _GRAD_STEP['max_abs']] = norm,amax
         step[idx, _GRAD_STEP['nan']] = step[idx, _GRAD_STEP['inf']] = 0
         if nonfinite:
-            step[idx, _GRAD_STEP['nan']] = torch.tensor([self.nan[i] - nan0[i] for i in live], dtype=self.dt).to(G.device)
-            step[idx, _GRAD_STEP['inf']] = torch.tensor([self.inf[i] - inf0[i] for i in live], dtype=self.dt).to(G.device)
+            step[idx, _GRAD_STEP['nan']] = torch.tensor([self.nan[i] - nan0[i] for i in live],
+                                                        dtype=self.dt).to(G.device)
+            step[idx, _GRAD_STEP['inf']] = torch.tensor([self.inf[i] - inf0[i] for i in live],
+                                                        dtype=self.dt).to(G.device)
         self.step = step
 
 
@@ -172,7 +178,7 @@ def snapshot(self:ParamStats):
 
 @patch
 def updates(self:ParamStats):
-    "Add `|Δw| / |w|` of the step just taken; a weight that is exactly zero before the step (a bias initialised to 0) has no ratio for it"
+    "Add `|Δw| / |w|` of the step just taken"
     if self.w0 is None: return
     n = norms(self.w0).to(self.dt)
     torch._foreach_sub_(self.w0, [p.detach().reshape(-1) for p in self.ps])   # w0 - w: minus the step, no new tensor
@@ -195,15 +201,16 @@ def take_step(self:ParamStats):
 def finish(self:ParamStats, keys:list)->dict:
     "`{key: {'weight': {...}, 'grad': {...}}}` with one host copy of the accumulators"
     self.kept = None
-    gsum,gmax,usum,umax = self.gsum.cpu().tolist(),self.gmax.cpu().tolist(),self.usum.cpu().tolist(),self.umax.cpu().tolist()
+    gsum,gmax = self.gsum.cpu().tolist(),self.gmax.cpu().tolist()
+    usum,umax = self.usum.cpu().tolist(),self.umax.cpu().tolist()
     ucount,moved = self.ucount.cpu().tolist(),self.umoved.cpu().tolist()
     res,ws = {},weights_stats(self.ps)
     for i,(key,p) in enumerate(zip(keys, self.ps)):
         k = self.gsteps[i]
         g = dict(zip(_GSUM, gsum[i]))
         grad = None if not k else {'steps': k, 'mean': g['mean']/k, 'norm': g['norm']/k, 'std': g['std']/k,
-                                   'max_abs': gmax[i], 'frac_zero': g['frac_zero']/k, 'nan': self.nan[i], 'inf': self.inf[i],
-                                   'ndim': p.ndim}
+                                   'max_abs': gmax[i], 'frac_zero': g['frac_zero']/k,
+                                   'nan': self.nan[i], 'inf': self.inf[i], 'ndim': p.ndim}
         w = {**ws[i], 'requires_grad': p.requires_grad, 'update_steps': self.usteps,
              'update_ratio': usum[i]/ucount[i] if ucount[i] else None, 'update_max': umax[i] if ucount[i] else None,
              'update_moved': int(moved[i])}
