@@ -18,10 +18,10 @@ from .stats import *
 from .nonfinite import find_nonfinite, find_loss_nonfinite
 
 # %% auto #0
-__all__ = ['BY_INPUT', 'SQUASHING', 'HINTS', 'SEVERITY', 'RANK', 'ALERT_ARGS', 'DEAD_AFTER', 'HALF_HINT', 'execution_order',
-           'output_order', 'classes_of', 'constant_by_input', 'group_alerts', 'find_alerts', 'rank_alerts',
-           'bad_threshold', 'LiveAlerts', 'stale_grad_flag', 'stale_grad_alert', 'origin_alert', 'loss_op',
-           'loss_alert', 'trace_origin']
+__all__ = ['BY_INPUT', 'SQUASHING', 'HINTS', 'SEVERITY', 'DEAD_FRAC', 'RANK', 'ALERT_ARGS', 'DEAD_AFTER', 'HALF_HINT',
+           'execution_order', 'output_order', 'classes_of', 'constant_by_input', 'group_alerts', 'find_alerts',
+           'rank_alerts', 'bad_threshold', 'LiveAlerts', 'stale_grad_flag', 'stale_grad_alert', 'origin_alert',
+           'loss_op', 'loss_alert', 'trace_origin']
 
 # %% ../nbs/03h_alerts.ipynb #d102e683
 def execution_order(tree:dict)->dict:
@@ -208,10 +208,12 @@ def group_alerts(alerts:list)->list:
     return res
 
 # %% ../nbs/03h_alerts.ipynb #23067099
+DEAD_FRAC = 0.5
+
 def find_alerts(
     tree:dict,              # the representation's root node dictionary (for execution order)
     stats:dict,             # `{path: {'act': {...}, 'grad': {...}, 'weight': {...}}}`
-    dead:float=0.5,         # fraction of dead units above which a layer is flagged
+    dead:float=DEAD_FRAC,   # fraction of dead units above which a layer is flagged
     grad_ratio:float=1e4,   # first-to-last gradient norm ratio beyond which gradients explode or vanish
     epoch:int=1,            # the epoch, counting from 1 over the run: the first one's exemptions
 )->list:
@@ -253,7 +255,7 @@ class LiveAlerts:
     "Alerts found inside an epoch, in the batches about to be written"
     def __init__(self,
         order:dict,      # `{path: execution order}` of the tree's modules, to name the first layer that held a value
-        dead:float=0.5,  # the fraction of dead units above which a layer is dead (as for `find_alerts`)
+        dead:float=DEAD_FRAC, # the fraction of dead units above which a layer is dead (as for `find_alerts`)
         by_input=(),     # the paths of layers never judged constant (`constant_by_input`)
     ):
         self.order,self.dead,self.by_input,self.alerts = order,dead,set(by_input),[]
@@ -275,20 +277,20 @@ def _check_nonfinite(self:LiveAlerts, metas:list, act, grad, keys:list, pkeys:li
     "Alerts for the first batch with NaN or Inf activations, and with NaN or Inf gradients"
     order = self.order
     what = {'act': 'activations', 'valid_act': 'validation activations', 'grad': 'gradients'}
-    for rows,names,cols in ((act, keys, [s.name for s in act_step_stats()]),
-                            (grad, pkeys, [s.name for s in PARAM_STEP_STATS])):
+    for rows,names in ((act, keys), (grad, pkeys)):
         if rows is None: continue
-        nan,inf = 2 + cols.index('nan'),2 + cols.index('inf')
-        bad = rows[rows[:, nan] + rows[:, inf] > 0]
+        bad = rows[rows.col('nan') + rows.col('inf') > 0]
         if not len(bad): continue
-        b = int(bad[:, 0].min())
+        first = bad[bad.batch == bad.batch.min()]
         rank = stats.seq if rows is act else {}   # the order outputs appeared in, calls included
-        r = min(bad[bad[:, 0] == b], key=lambda r: (rank.get(int(r[1]), math.inf), _key(order, names[int(r[1])])))
-        m,p = metas[b],names[int(r[1])]
+        j = min(range(len(first)), key=lambda j: (rank.get(int(first.item[j]), math.inf),
+                                                  _key(order, names[int(first.item[j])])))
+        nan,inf = int(first.col('nan')[j]),int(first.col('inf')[j])
+        m,p = metas[int(first.batch[j])],names[int(first.item[j])]
         stat = 'grad' if rows is grad else 'act' if m['split'] == 'train' else 'valid_act'
-        a = dict(kind='nonfinite', layer=p, stat=stat, value=int(r[nan] + r[inf]), step=m['step'],
+        a = dict(kind='nonfinite', layer=p, stat=stat, value=nan + inf, step=m['step'],
                  message=f"first non-finite {what[stat]} in {_site_name(p)} at step {m['step']}: "
-                         f"{int(r[nan])} NaN, {int(r[inf])} Inf")
+                         f"{nan} NaN, {inf} Inf")
         self.add(('nonfinite', stat), epoch=epoch, **group_alerts([a])[0])
 
 # %% ../nbs/03h_alerts.ipynb #e3a5c014
@@ -314,8 +316,8 @@ def _check_dead(self:LiveAlerts, metas:list, keys:list, epoch:int, stats:ActStat
 @patch
 def check(self:LiveAlerts,
     metas:list,      # the batches' meta data, as the step database gets them
-    act,             # their activation rows: batch, layer, then the `act_step_stats` and histogram (or `None`)
-    grad,            # their gradient rows: batch, parameter, then the `PARAM_STEP_STATS` (or `None`)
+    act,             # their activation rows, `StepRows` of the `act_step_stats` (or `None`)
+    grad,            # their gradient rows, `StepRows` of the `PARAM_STEP_STATS` (or `None`)
     keys:list,       # the layers' paths, which `act` rows index
     pkeys:list,      # the parameters' paths, which `grad` rows index
     epoch:int,       # the epoch they belong to

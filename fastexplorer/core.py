@@ -19,9 +19,10 @@ from .formats import *
 # %% auto #0
 __all__ = ['DTYPE_NAMES', 'LazyTensor', 'DEVICE_TENSORS', 'Node', 'is_lazy', 'depth_idx_labels', 'Representation',
            'select_modules', 'Statistic', 'named_columns', 'device_tensor', 'acc_dtype', 'unique_params',
-           'SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader',
-           'sqlite_create', 'sqlite_delete', 'load_schema', 'validate', 'missing_message', 'is_int', 'is_real',
-           'site_key', 'site_of', 'temp_beside', 'ROOT', 'root_label', 'root_last', 'FALLBACK_RANGE', 'HIST_BINS']
+           'StatRecorder', 'SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json',
+           'sqlite_reader', 'sqlite_create', 'sqlite_delete', 'load_schema', 'validate', 'missing_message', 'is_int',
+           'is_real', 'site_key', 'site_of', 'temp_beside', 'ROOT', 'root_label', 'root_last', 'FALLBACK_RANGE',
+           'HIST_BINS']
 
 # %% ../nbs/00_core.ipynb #635a251a
 _all_ = ['SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_create', 'sqlite_delete',
@@ -361,3 +362,10 @@ def acc_dtype(device)->torch.dtype:
 def unique_params(m:nn.Module)->list:
     "The parameters of `m`, each once (tied weights are one), in `parameters()` order"
     return list({id(p): p for p in m.parameters()}.values())
+
+# %% ../nbs/00_core.ipynb #295c31a7
+class StatRecorder:
+    "Records a statistic per batch: `begin` a batch, `end` it (its rows, or `None`), `finish` an epoch (`{path: stats}`)"
+    def begin(self): "A sampled batch begins"
+    def end(self): "The batch ended: its own rows for the step database, or `None`"
+    def finish(self)->dict: "The epoch's statistics, `{path: stats}`"; return {}

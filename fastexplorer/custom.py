@@ -10,7 +10,7 @@ import math
 from functools import partial
 import torch
 from fastcore.basics import ifnone, patch, val2idx
-from .core import acc_dtype
+from .core import acc_dtype, StatRecorder
 from .hooks import first_tensor
 
 # %% auto #0
@@ -67,7 +67,7 @@ def _scalar(v, c:CustomStat, key:str, k):
 CUSTOM_COLUMNS = val2idx(('sum', 'n', 'min', 'max', 'nonfinite'))   # an accumulator's columns, by name
 CUSTOM_SUMMED = ('sum', 'n', 'nonfinite')                          # the columns added up
 
-class CustomStats:
+class CustomStats(StatRecorder):
     "One epoch's custom statistics, accumulated on the device of their values"
     def __init__(self): self.acc = {}
 

@@ -8,20 +8,9 @@ Docs: https://fastexplorer.github.io/fastexplorer/explore.html.md"""
 from __future__ import annotations
 from fastai.learner import Learner
 from fastcore.basics import patch
-from .callback import ExplorerCallback
 
 # %% auto #0
 __all__ = []
-
-# %% ../nbs/03j_explore.ipynb #47efe534
-@patch
-def explore(self:ExplorerCallback, host:str='127.0.0.1', port:int=8000, legacy_client:bool=False)->str:
-    "Serve the explorer for this run folder from a background thread and return its URL (with the original client's websocket if `legacy_client`)"
-    from fastexplorer.explorer import ExplorerServer
-    if self.writer is None: raise ValueError("nothing to serve yet: the run folder is created when the first fit starts")
-    if self.server is not None and self.server.legacy_client != legacy_client: self.server.stop(); self.server = None
-    if self.server is None: self.server = ExplorerServer(self.path, host, port, legacy_client=legacy_client)
-    return self.server.url
 
 # %% ../nbs/03j_explore.ipynb #e4a0cced
 def _in_notebook()->bool:

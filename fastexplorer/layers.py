@@ -11,7 +11,7 @@ from .core import *
 from .state import *
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'POOLS', 'has_own_params', 'maybe_elementwise', 'select_layers']
+__all__ = ['ACTIVATIONS', 'POOLS', 'has_own_params', 'maybe_elementwise', 'select_layers', 'layer_params']
 
 # %% ../nbs/02c_layers.ipynb #158a8ec1
 # activation modules, recorded by default like every module that holds parameters
@@ -44,3 +44,13 @@ def select_layers(
     "`{path: module}` of the layers of `model` that `layers` selects, in `named_modules` order"
     if layers is None: return {p: m for p,m in model.named_modules() if _default_layer(p, m)}
     return select_modules(model, layers)
+
+# %% ../nbs/02c_layers.ipynb #df0cad94
+def layer_params(mods:dict)->tuple:
+    "`(keys, params)`: the parameters the layers `mods` (`{path: module}`) hold themselves, each once, as `path.name`"
+    seen,keys,ps = set(),[],[]
+    for path,m in mods.items():
+        for n,p in m._parameters.items():
+            if p is None or id(p) in seen or isinstance(p, nn.parameter.UninitializedParameter): continue
+            seen.add(id(p)); keys.append(f"{path}.{n}" if path else n); ps.append(p)
+    return keys,ps

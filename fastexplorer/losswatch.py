@@ -9,6 +9,7 @@ from __future__ import annotations
 import math, statistics
 import torch
 from fastcore.basics import patch
+from .core import StatRecorder
 from .alerts import HINTS, SEVERITY
 from .preflight import loss_kind, loss_name
 
@@ -50,15 +51,15 @@ def target_sums(kind:str, axis:int, pred:torch.Tensor, y:torch.Tensor)->dict|Non
     return None
 
 # %% ../nbs/03hb_losswatch.ipynb #a275c804
-class LossWatch:
-    "Every training batch's loss, and the target sums of the chance level (`chance_loss`), on the device until `flush`"
+class LossWatch(StatRecorder):
+    "Every training batch's loss, and the target sums of the chance level (`chance_loss`), on the device until `finish`"
     def __init__(self, loss_func):
         k = loss_kind(loss_func)
         self.kind = 'mse' if k == 'regression' and 'mse' in loss_name(loss_func).lower() else k
         if getattr(getattr(loss_func, 'func', loss_func), 'reduction', 'mean') != 'mean': self.kind = None
         self.axis,self.losses,self.pending,self.sums = getattr(loss_func, 'axis', 1),[],[],None
 
-    def add(self, loss, pred=None, y=None):
+    def end(self, loss, pred=None, y=None):
         "A training batch's `loss`; with its output `pred` and targets `y` (sampled batches), their `target_sums`"
         if isinstance(loss, torch.Tensor) and loss.numel() == 1: self.pending.append(loss.detach().float().reshape(()))
         if isinstance(pred, torch.Tensor) and isinstance(y, torch.Tensor) and self.sums != {}:
@@ -68,8 +69,8 @@ class LossWatch:
             else: self.sums = ({k: self.sums[k] + new[k] for k in new}
                                if all(self.sums[k].shape == new[k].shape for k in new) else {})
 
-    def flush(self)->list:
-        "Read the losses kept since the last flush (one transfer), and return all of the run's so far"
+    def finish(self)->list:
+        "Read the losses kept since the last `finish` (one transfer), and return all of the run's so far"
         if self.pending: self.losses += torch.stack(self.pending).cpu().tolist()
         self.pending = []
         return self.losses

@@ -8,8 +8,8 @@ Docs: https://fastexplorer.github.io/fastexplorer/params.html.md"""
 from __future__ import annotations
 import math
 import torch
-from fastcore.basics import patch, store_attr, val2idx
-from .core import Statistic, named_columns, device_tensor, acc_dtype
+from fastcore.basics import ifnone, patch, store_attr, val2idx
+from .core import Statistic, StatRecorder, named_columns, device_tensor, acc_dtype
 
 # %% auto #0
 __all__ = ['FOREACH', 'PARAM_STEP_STATS', 'norms', 'grad_rows', 'weights_stats', 'weight_stats', 'ParamStats']
@@ -81,7 +81,7 @@ def weight_stats(p:torch.Tensor)->dict:
 
 # %% ../nbs/03a_params.ipynb #34c41058
 _GSUM = val2idx(('mean', 'norm', 'std', 'frac_zero'))   # the gradient statistics summed over steps, by name
-PARAM_STEP_STATS = (   # what each sampled step stores per parameter, in the order of `take_step`'s columns
+PARAM_STEP_STATS = (   # what each sampled step stores per parameter, in the order of `end`'s columns
     Statistic('norm', 'gradient norm', kind='grad', charted=True, label='gradient norm'),
     Statistic('max_abs', 'largest |gradient|', kind='grad'),
     Statistic('nan', 'NaN gradients', kind='grad', count=True),
@@ -91,9 +91,9 @@ PARAM_STEP_STATS = (   # what each sampled step stores per parameter, in the ord
 )
 _GRAD_STEP = val2idx([s.name for s in PARAM_STEP_STATS])   # the columns of a sampled step's rows, by name
 
-class ParamStats:
-    "One epoch's gradient and update statistics of parameters `ps`; with `steps`, each sampled step's too (`take_step`)"
-    def __init__(self, ps:list, steps:bool=False):
+class ParamStats(StatRecorder):
+    "One epoch's gradient and update statistics of parameters `ps`; with `steps`, each sampled step's too (`end`)"
+    def __init__(self, ps:list, steps:bool=False, keys:list|None=None):
         store_attr()
         self.step = None   # the sampled step's `PARAM_STEP_STATS` rows, with `steps`
         dev = ps[0].device if ps else 'cpu'
@@ -192,15 +192,15 @@ def updates(self:ParamStats):
 
 # %% ../nbs/03a_params.ipynb #d470d860
 @patch
-def take_step(self:ParamStats):
+def end(self:ParamStats):
     "The `PARAM_STEP_STATS` rows of the step just taken (one per parameter, NaN where there is no gradient), or `None`"
     s,self.step = self.step,None
     return s
 
 @patch
-def finish(self:ParamStats, keys:list)->dict:
-    "`{key: {'weight': {...}, 'grad': {...}}}` with one host copy of the accumulators"
-    self.kept = None
+def finish(self:ParamStats, keys:list|None=None)->dict:
+    "`{key: {'weight': {...}, 'grad': {...}}}` with one host copy of the accumulators (`keys`: default `self.keys`)"
+    self.kept,keys = None,ifnone(keys, self.keys)
     gsum,gmax = self.gsum.cpu().tolist(),self.gmax.cpu().tolist()
     usum,umax = self.usum.cpu().tolist(),self.umax.cpu().tolist()
     ucount,moved = self.ucount.cpu().tolist(),self.umoved.cpu().tolist()

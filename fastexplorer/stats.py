@@ -10,7 +10,7 @@ import math
 import numpy as np
 import torch
 from torch import nn
-from fastcore.basics import patch, store_attr, val2idx
+from fastcore.basics import ifnone, patch, store_attr, val2idx
 from typing import NamedTuple
 from .core import *
 from .probe import *
@@ -58,7 +58,7 @@ class CallSites:
 _ACC = val2idx(('n', 'nan', 'finite', 'sample_n', 'near_zero', 'sum', 'sumsq', 'abssum', 'calls'))
 _RAW = val2idx((*_ACC, 'min', 'max'))
 
-class ActStats:
+class ActStats(StatRecorder):
     "One epoch's activation statistics of `n` layers (a row per call site: `sites`), accumulated on `device`"
     def __init__(self, n:int, device, bins:int=40,
                  hist_range=(-10., 10.), # `(low, high)` for every layer, or the fit's `HistRanges` (a range per layer)
@@ -107,7 +107,7 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
         if i in self.elementwise and (xi is None or xi.shape != x.shape): return   # not element-wise after all
         r = self.ranges[i]
         row = act_row(x, self.sampler, self.bins, *(r or FALLBACK_RANGE), self.near_zero, self.scratch)
-        if r is None: self.pending.append((len(self.rows), i, flat_sample(x, self.sampler)[1].clone()))   # binned in `flush`
+        if r is None: self.pending.append((len(self.rows), i, flat_sample(x, self.sampler)[1].clone()))   # binned in `end`
         self.rows.append(row); self.idx.append(j); self.sizes.append(row_n := x.numel())
         made = self.made.get((xi.data_ptr(), xi.shape)) if xi is not None and xi.shape == x.shape else None
         if (d := unit_dim(m, x, made)) is None: return
@@ -132,7 +132,7 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
 
 # %% ../nbs/03_stats.ipynb #8df953f4
 @patch
-def flush(self:ActStats):
+def end(self:ActStats):
     "Add the rows of the batch just run into the epoch's accumulators; with `steps`, return the batch's own (raw accumulators with extrema, unit extrema)"
     self.made,self.nonfinite,self.ncalls = {},None,{}
     if self.pending or self.ranges.waiting: self._settle()
@@ -182,7 +182,7 @@ def _settle(self:ActStats):
 
 @patch
 def drop(self:ActStats):
-    "Forget the rows of a batch cut short before `flush`"
+    "Forget the rows of a batch cut short before `end`"
     self.rows,self.idx,self.sizes,self.ncalls,self.pending = [],[],[],{},[]
 
 # %% ../nbs/03_stats.ipynb #324871ad
@@ -236,13 +236,13 @@ def _plain(v:float, count:bool):
 
 # %% ../nbs/03_stats.ipynb #5a3a33d7
 @patch
-def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
+def finish(self:ActStats, i_to_key:list|None=None, max_units:int=1024)->dict:
     "`{key: stats}` for every call site that produced a supported output (one host copy); `i_to_key` names the layers, and a further call of layer `p` is `p#2`, `p#3`…"
     self._grow()
     c = named_columns(self.acc, _ACC) | {'min': self.mins, 'max': self.maxs}
     vals = torch.stack([st.f(c).to(self.dt) for st in ACT_STATS], 1).cpu().tolist()   # every declared statistic, one host copy
     acc,bad = self.acc.cpu().tolist(),self.first_bad.cpu().tolist()
-    keys = list(i_to_key)[:self.sites.n]
+    keys = list(ifnone(i_to_key, self.sites.keys))[:self.sites.n]
     keys += [site_key(keys[i], c + 1) for i,c in self.sites.extra]   # in row order: rows are numbered as sites are found
     layer = {r: i for (i,_),r in self.sites.extra.items()}   # the layer of each row past the first calls'
     us = [i for i in range(len(keys)) if self.units[i] is not None]
@@ -268,7 +268,7 @@ def finish(self:ActStats, i_to_key:list, max_units:int=1024)->dict:
 
 # %% ../nbs/03_stats.ipynb #ebe5cc53
 def step_row(raw:torch.Tensor, units:dict)->torch.Tensor:
-    "One batch's statistics per layer from what `ActStats.flush` returns: the `step_row_columns()` (NaN where undefined), then the histogram"
+    "One batch's statistics per layer from what `ActStats.end` returns: the `step_row_columns()` (NaN where undefined), then the histogram"
     c = named_columns(raw, _RAW)
     silent = torch.full_like(c['min'], math.nan)
     if units:
@@ -278,7 +278,7 @@ def step_row(raw:torch.Tensor, units:dict)->torch.Tensor:
     return torch.cat([torch.stack(cols, 1), raw[:, len(_RAW):]], 1)
 
 def combine_raw(R)->object:
-    "The raw rows of one step from several ranks (`R`: ranks × rows × columns, numpy, as `flush` made them) combined: counts, sums and histograms added, extrema taken"
+    "The raw rows of one step from several ranks (`R`: ranks × rows × columns, numpy, as `end` made them) combined: counts, sums and histograms added, extrema taken"
     raw = R.sum(0)
     raw[:, _RAW['min']],raw[:, _RAW['max']] = R[:, :, _RAW['min']].min(0),R[:, :, _RAW['max']].max(0)
     return raw

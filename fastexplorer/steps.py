@@ -7,20 +7,17 @@ Docs: https://fastexplorer.github.io/fastexplorer/steps.html.md"""
 # %% ../nbs/03e_steps.ipynb #b03b5b4b
 from __future__ import annotations
 import math, time
-from fastcore.basics import patch
+from fastcore.basics import patch, store_attr
 import numpy as np
 import torch
 import torch.distributed as dist
-from .stepdb import StepWriter
-from .layers import *
-from .reduce import *
-from .units import *
 from .stats import *
 from .params import PARAM_STEP_STATS
 from .distributed import *
 
 # %% auto #0
-__all__ = ['FLUSH_BATCHES', 'FLUSH_SECONDS', 'HostCopy', 'StepQueue', 'step_layout']
+__all__ = ['FLUSH_BATCHES', 'FLUSH_SECONDS', 'StepRows', 'HostCopy', 'StepQueue', 'step_layout', 'batch_meta', 'act_rows',
+           'grad_rows', 'packed', 'db_sink']
 
 # %% ../nbs/03e_steps.ipynb #d23e3e54
 FLUSH_BATCHES,FLUSH_SECONDS = 10,1.
@@ -31,15 +28,24 @@ def _host(t)->np.ndarray:
     "`t`, a tensor, an array or a number, as a float64 array on the host"
     return np.asarray(t.detach().cpu() if isinstance(t, torch.Tensor) else t, dtype=np.float64)
 
-def _rows(pend:list, k:int, keep)->tuple:
-    "Stack item `k` of the queued batches that have one: an array of rows (batch index, row index, values…) where `keep`"
-    have = [(i, _host(p[k])) for i,p in enumerate(pend) if p[k] is not None]
-    if not have: return None
-    n = max(len(t) for _,t in have)        # a call site first seen in a later batch adds a row: earlier batches' is NaN
-    A = np.stack([t if len(t) == n else np.concatenate([t, np.full((n - len(t), *t.shape[1:]), np.nan)]) for _,t in have])
-    bi,ri = np.nonzero(keep(A))
-    return np.column_stack([np.array([i for i,_ in have])[bi], ri, A[bi, ri]])
+class StepRows:
+    "Rows of sampled batches' statistics, every column named: their batch, their layer or parameter, their values"
+    def __init__(self,
+        batch:np.ndarray,     # the batch of each row: its index in the batches written together
+        item:np.ndarray,      # the layer (or parameter) of each row: its index in the queue's `keys` (or `pkeys`)
+        values:np.ndarray,    # rows × `columns`: the statistics
+        columns:list,         # the names of `values`' columns
+        hist:np.ndarray|None=None, # rows × bins: the histogram's counts (the outer two: below and above its range)
+    ): store_attr()
+    def __len__(self): return len(self.batch)
+    def col(self, name:str)->np.ndarray: "Column `name` of `values`"; return self.values[:, self.columns.index(name)]
+    def __getitem__(self, k): return StepRows(self.batch[k], self.item[k], self.values[k], self.columns,
+                                              None if self.hist is None else self.hist[k])
 
+    @classmethod
+    def empty(cls, columns:list, n:int=1)->StepRows:
+        "`n` rows of batch 0 and item 0, their values NaN (for tests and examples)"
+        return cls(np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.full((n, len(columns)), np.nan), list(columns))
 
 # %% ../nbs/03e_steps.ipynb #26b46210
 class HostCopy:
@@ -68,18 +74,17 @@ class HostCopy:
 
 # %% ../nbs/03e_steps.ipynb #e3a5c003
 class StepQueue:
-    "One fit's sampled batches, kept on the device and handed to the step database in groups"
+    "One fit's sampled batches, kept on the device and handed to those who write them (`sinks`) in groups"
     def __init__(self,
-        writer:StepWriter|None, # the step database; `None` on a rank that records but does not write (under DDP)
-        keys:list,              # the recorded layers' paths: row `i` of a batch's activation statistics is `keys[i]`
-        pkeys:list,             # the recorded parameters' paths, for the rows of its gradient statistics
-        on_write=None,          # `f(metas, act, grad)`, called with what each write submitted (the callback's live alerts)
+        keys:list,    # the recorded layers' paths: row `i` of a batch's activation statistics is `keys[i]`
+        pkeys:list,   # the recorded parameters' paths, for the rows of its gradient statistics
+        sinks=(),     # `f(metas, act, grad)` each, handed every write's `StepRows` (none on a rank that does not write)
     ):
-        self.writer,self.keys,self.pkeys,self.on_write = writer,keys,pkeys,on_write
+        self.keys,self.pkeys,self.sinks = keys,pkeys,list(sinks)
         self.pending,self.epoch_steps,self.last_flush,self.inflight = [],[],time.monotonic(),None
 
     def add(self, meta:dict, act, grad, loss, smooth):
-        "Queue one sampled batch: `meta`, what `ActStats.flush` and `ParamStats.take_step` returned, its loss and smooth loss (tensors or `None`)"
+        "Queue one sampled batch: `meta`, the rows its recorders' `end` returned, its loss and smooth loss"
         self.pending.append((meta, act, grad, _scalar_of(loss), _scalar_of(smooth)))
         if len(self.pending) >= FLUSH_BATCHES or time.monotonic() - self.last_flush >= FLUSH_SECONDS: self.flush()
 
@@ -92,7 +97,8 @@ class StepQueue:
         if pend and is_distributed(): self.epoch_steps += [on_host(p) for p in pend]
         elif pend:
             rows = [None if a is None else step_row(*a) for _,a,_,_,_ in pend]
-            self.inflight = [p[0] for p in pend],HostCopy([t for (_,_,g,l,s),r in zip(pend, rows) for t in (r, g, l, s)])
+            ts = [t for (_,_,g,l,s),r in zip(pend, rows) for t in (r, g, l, s)]
+            self.inflight = [p[0] for p in pend],HostCopy(ts)
         if done is not None: self._write_copied(*done)
         if self.inflight is not None and (wait or self.inflight[1].event is None):
             self._write_copied(*self.inflight); self.inflight = None
@@ -102,26 +108,64 @@ class StepQueue:
         v = copy.get()
         self.write([(m, *v[4 * i:4 * i + 4]) for i,m in enumerate(metas)])
 
-
 # %% ../nbs/03e_steps.ipynb #c0a3e162
 def step_layout()->list:
-    "The declarations of every statistic a sampled step records, as plain data: the step database's columns and the page's charts"
+    "The declarations of every statistic a sampled step records, as plain data: the database's columns, the page's charts"
     return [s.described() for s in (*act_step_stats(), *PARAM_STEP_STATS)]
 
+def _plain_hypers(h:dict)->dict: return {k: float(v) for k,v in h.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+def batch_meta(learn, step:int, fit:int, epoch:int)->dict:
+    "What the step database notes of a sampled batch besides its statistics: where it ran, when, and its hyper-parameters"
+    opt = getattr(learn, 'opt', None)
+    hypers = [_plain_hypers(h) for h in opt.hypers] if opt is not None and learn.training else []
+    return {'step': step, 'fit': fit, 'epoch': epoch, 'split': 'train' if learn.training else 'valid',
+            'iter': learn.iter, 'time': time.time(), 'hypers': hypers}
+
 # %% ../nbs/03e_steps.ipynb #e3a5c006
-_NORM = [s.name for s in PARAM_STEP_STATS].index('norm')
+def _stack(pend:list, k:int)->tuple:
+    "Item `k` of the queued batches that have one, as `(batch indices, batches × rows × columns)`"
+    have = [(i, _host(p[k])) for i,p in enumerate(pend) if p[k] is not None]
+    if not have: return None,None
+    n = max(len(t) for _,t in have)        # a call site first seen in a later batch adds a row: earlier batches' is NaN
+    pad = lambda t: t if len(t) == n else np.concatenate([t, np.full((n - len(t), *t.shape[1:]), np.nan)])
+    return np.array([i for i,_ in have]),np.stack([pad(t) for _,t in have])
+
+def act_rows(pend:list)->StepRows|None:
+    "The activation rows (`step_row`) of the queued batches, of the layers that ran"
+    bs,A = _stack(pend, 1)
+    if A is None: return None
+    cols = step_row_columns()
+    bi,ri = np.nonzero(A[:, :, cols.index('calls')] > 0)
+    stats = [k for k,c in enumerate(cols) if c != 'calls']
+    return StepRows(bs[bi], ri, A[bi, ri][:, stats], [cols[k] for k in stats], A[bi, ri, len(cols):])
+
+def grad_rows(pend:list)->StepRows|None:
+    "The gradient rows (`PARAM_STEP_STATS`) of the queued batches, of the parameters that had a gradient"
+    bs,A = _stack(pend, 2)
+    if A is None: return None
+    cols = [s.name for s in PARAM_STEP_STATS]
+    bi,ri = np.nonzero(~np.isnan(A[:, :, cols.index('norm')]))
+    return StepRows(bs[bi], ri, A[bi, ri], cols)
 
 @patch
 def write(self:StepQueue, pend:list):
-    "Submit the statistics of batches `pend` (meta, `step_row`, `ParamStats.take_step`, loss, smooth loss: arrays, or tensors copied here)"
-    if self.writer is None: return
+    "Hand the statistics of batches `pend` (meta, `step_row`, the gradient rows, loss, smooth loss) to the sinks"
+    if not self.sinks: return
     first = lambda t: None if t is None else float(_host(t).reshape(-1)[0])
     metas = [{**meta, 'loss': first(loss), 'smooth_loss': first(smooth)} for meta,_,_,loss,smooth in pend]
-    act = _rows(pend, 1, lambda A: A[:, :, 0] > 0)               # layers that ran on the batch (`step_row`'s first column: its calls)
-    if act is not None: act = np.delete(act, 2, axis=1)           # batch, layer, the `act_step_stats`, the histogram
-    grad = _rows(pend, 2, lambda A: ~np.isnan(A[:, :, _NORM]))    # parameters with a gradient: batch, parameter, the `PARAM_STEP_STATS`
-    self.writer.submit(metas, self.keys, act, self.pkeys, grad)
-    if self.on_write is not None: self.on_write(metas, act, grad)
+    act,grad = act_rows(pend),grad_rows(pend)
+    for f in self.sinks: f(metas, act, grad)
+
+# %% ../nbs/03e_steps.ipynb #22eb93e3
+def packed(r:StepRows|None)->np.ndarray|None:
+    "Rows as the step database takes them, one array: batch, item, the values, the histogram"
+    if r is None: return None
+    return np.column_stack([r.batch, r.item, r.values] + ([] if r.hist is None else [r.hist]))
+
+def db_sink(writer, keys:list, pkeys:list):
+    "A sink of a `StepQueue` that submits each write's rows to the step database `writer` (a `StepWriter`)"
+    return lambda metas, act, grad: writer.submit(metas, keys, packed(act), pkeys, packed(grad))
 
 # %% ../nbs/03e_steps.ipynb #e3a5c009
 @patch
@@ -130,14 +174,12 @@ def gather(self:StepQueue):
     every = [None] * dist.get_world_size()
     dist.all_gather_object(every, self.epoch_steps)
     self.epoch_steps = []
-    if self.writer is not None: self.write(combine_steps(every))
+    if self.sinks: self.write(combine_steps(every))
 
 @patch
 def close(self:StepQueue):
-    "Write what is queued, wait for the writer and close the step database"
+    "Write what is queued, and hand nothing more to the sinks"
     try:
         self.flush(wait=True)
         if self.epoch_steps: self.write(combine_steps([self.epoch_steps]))   # an epoch cut short under DDP: this rank's own
-    finally:
-        w,self.writer,self.pending,self.epoch_steps = self.writer,None,[],[]
-        if w is not None: w.close()
+    finally: self.sinks,self.pending,self.epoch_steps = [],[],[]

@@ -289,7 +289,7 @@ def test_unsupported_outputs_never_raise():
     st = ActStats(5, 'cpu')
     m = nn.Identity()
     for i,o in enumerate([torch.zeros(0, 3), torch.ones(1), torch.ones(2, dtype=torch.complex64), None, 'text']): st.add(i, m, o)
-    st.flush()
+    st.end()
     res = st.finish(['empty', 'one', 'complex', 'none', 'str'])
     assert list(res) == ['one'] and res['one']['std'] is None and res['one']['mean'] == 1.0
 
@@ -398,7 +398,7 @@ def _layout_results(path, monkeypatch)->dict:
     st,cs = stats.ActStats(2, 'cpu', bins=8, hist_range=(-4, 4)),CustomStats()
     for _ in range(2):
         x = torch.randn(16, 6, generator=g)
-        st.add(0, lin, x); st.add(1, relu, x.relu(), x); st.add(1, relu, (x - 1).relu(), x); st.flush()   # `relu` is called twice
+        st.add(0, lin, x); st.add(1, relu, x.relu(), x); st.add(1, relu, (x - 1).relu(), x); st.end()   # `relu` is called twice
         cs.add(CustomStat(torch.mean, name='m'), 'custom_out', 'a', x)
     with monkeypatch.context() as mp:
         mp.setattr(distributed, 'dist', _TwoRanks())
@@ -411,7 +411,7 @@ def _layout_results(path, monkeypatch)->dict:
     for _ in range(2):
         st = stats.ActStats(2, 'cpu', bins=8, steps=True)
         x = torch.randn(8, 6, generator=g); st.add(0, lin, x); st.add(1, relu, x.relu(), x)
-        parts.append([distributed.on_host(({'step': 0, 'epoch': 1, 'split': 'train', 'iter': 0}, st.flush(), None, None, None))])
+        parts.append([distributed.on_host(({'step': 0, 'epoch': 1, 'split': 'train', 'iter': 0}, st.end(), None, None, None))])
     (_,row,*_), = distributed.combine_steps(parts)
     cols = stats.step_row_columns()
     res['combined'] = {k: row[:, i].tolist() for i,k in enumerate(cols)},row[:, len(cols):].tolist()
@@ -420,7 +420,7 @@ def _layout_results(path, monkeypatch)->dict:
     for i in range(DEAD_AFTER):
         x = -torch.rand(4, 3, generator=g); y = x.clone()
         if i == 0: y[0, 0] = float('nan')
-        st.add(0, relu, relu(y), y); st.add(1, relu, relu(x), x); st.flush()
+        st.add(0, relu, relu(y), y); st.add(1, relu, relu(x), x); st.end()
     la = LiveAlerts({'a': 0, 'b': 1})
     la.check([{'step': DEAD_AFTER - 1, 'split': 'train'}], None, None, ['a', 'b'], [], 1, st)
     res['live'] = la.alerts
