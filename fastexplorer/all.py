@@ -5,6 +5,7 @@ from .formats import *
 from .core import *
 from .hooks import *
 from .state import *
+from .batch import *
 from .probe import *
 from .history import *
 from .export import *

@@ -18,6 +18,7 @@ from fastcore.basics import patch, store_attr
 from fastai.torch_core import rank_distrib
 from .core import *
 from .probe import *
+from .batch import *
 from .hooks import *
 from .export import *
 from .stepdb import *

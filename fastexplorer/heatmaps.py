@@ -11,7 +11,7 @@ from functools import partial
 import torch
 from torch import nn
 import torch.nn.functional as F
-from .probe import *
+from .batch import *
 from .hooks import *
 from .state import *
 

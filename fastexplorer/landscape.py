@@ -17,7 +17,7 @@ from fastai.callback.core import Callback
 from fastai.learner import Learner, Recorder
 from fastai.torch_core import to_device, find_bs
 from .core import *
-from .probe import *
+from .batch import *
 from .hooks import *
 from .state import *
 from .callback import ExplorerCallback

@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 from .state import ModelState, preserved_rng, scripted
-from .probe import model_device
+from .batch import model_device
 
 # %% auto #0
 __all__ = ['FirstNonFinite', 'find_nonfinite', 'find_loss_nonfinite']

@@ -19,7 +19,7 @@ from .hooks import *
 from .state import *
 from .nonfinite import find_loss_nonfinite
 from .alerts import loss_op
-from .probe import model_device, to_model_device, split_batch, kept_dl_rng, unwrap_dl
+from .batch import model_device, to_model_device, split_batch, kept_dl_rng, unwrap_dl
 
 # %% auto #0
 __all__ = ['verdict', 'preflight_alerts', 'loss_name', 'loss_kind', 'final_op', 'check_output_activation', 'check_targets',

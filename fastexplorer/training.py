@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 from .core import *
-from .probe import model_device
+from .batch import model_device
 from .state import learner_amp
 
 # %% auto #0
