@@ -81,7 +81,7 @@ def heatmap_samples(
     "The first `k` items of `learn`'s first validation batch, if the model's first input is an image batch"
     dl = unwrap_dl(getattr(learn.dls, 'valid', None))
     if not k or dl is None or not len(dl): return None,None
-    with preserved_rng(), kept_dl_rng(dl): b = dl.one_batch()
+    with preserved_rng(): b = dl_batch(dl)
     xb = split_batch(learn.dls, b)
     if not isinstance(xb[0], torch.Tensor) or xb[0].ndim != 4: return None,None
     k = min(k, len(xb[0]))

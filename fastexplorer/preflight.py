@@ -19,7 +19,7 @@ from .hooks import *
 from .state import *
 from .nonfinite import find_loss_nonfinite
 from .alerts import loss_op
-from .batch import model_device, to_model_device, split_batch, kept_dl_rng, unwrap_dl
+from .batch import model_device, to_model_device, split_batch, dl_batch
 
 # %% auto #0
 __all__ = ['verdict', 'preflight_alerts', 'loss_name', 'loss_kind', 'final_op', 'check_output_activation', 'check_targets',
@@ -429,7 +429,7 @@ def preflight(self:Learner,
     model = unwrap_model(self.model)
     dev = model_device(model)
     if b is None:
-        with preserved_rng(), kept_dl_rng(unwrap_dl(self.dls.train)): b = unwrap_dl(self.dls.train).one_batch()
+        with preserved_rng(): b = dl_batch(self.dls.train)
     b = to_model_device(b, dev)
     xb = split_batch(self.dls, b); yb = tuple(b)[len(xb):] if not isinstance(b, torch.Tensor) else ()
     params = list(model.parameters()); grads = [p.grad for p in params]
