@@ -26,8 +26,6 @@ from .callback import ExplorerCallback
 __all__ = ['filter_normalized_direction', 'Landscape', 'silent_callbacks']
 
 # %% ../nbs/04_landscape.ipynb #d07fd5f5
-def _params(model:nn.Module)->list: return list({id(p): p for p in model.parameters()}.values())
-
 def filter_normalized_direction(
     ps:list,                 # parameters of the model
     g:torch.Generator,       # a private generator (the global random state is not touched)
@@ -280,7 +278,7 @@ def loss_landscape(self:Learner,
 )->Landscape:
     "The loss (and first metric) on an `n`×`n` grid around the weights, through the Learner's callbacks; model and Learner are restored afterwards"
     model = unwrap_model(self.model)
-    ps = _params(model)
+    ps = unique_params(model)
     device = model_device(model)
     d1,d2,path,span,kind,seed = _directions(self, ps, trajectory, seed, span)
     coords = [-span + 2 * span * i / (n - 1) for i in range(n)] if n > 1 else [0.]

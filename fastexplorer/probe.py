@@ -213,10 +213,9 @@ def _materialised(model:nn.Module, run:nn.Module)->dict:
     res = {}
     for (_,o),(_,c) in zip(model.named_modules(remove_duplicate=False), run.named_modules(remove_duplicate=False)):
         if id(o) in res or not any(is_lazy(p) for p in o.parameters()): continue
-        ps = {id(p): p for p in c.parameters()}.values()
+        ps = unique_params(c)
         if not any(is_lazy(p) for p in ps): res[id(o)] = sum(p.numel() for p in ps)   # some never ran: not known
     return res
-
 
 # %% ../nbs/01_probe.ipynb #219804a7
 class _Probe:
