@@ -20,6 +20,7 @@ from .distributed import *
 from .steps import *
 from .training import *
 from .alerts import *
+from .contract import *
 from .preflight import *
 from .losswatch import *
 from .callback import *

@@ -32,6 +32,7 @@ from .distributed import *
 from .steps import *
 from .nonfinite import *
 from .training import *
+from .contract import verdict
 from .preflight import *
 from .losswatch import *
 from .state import learner_autocast

@@ -10,7 +10,7 @@ import math, statistics
 import torch
 from fastcore.basics import patch
 from .alerts import HINTS, SEVERITY
-from .preflight import loss_kind, loss_name
+from .contract import loss_kind, loss_name
 
 # %% auto #0
 __all__ = ['MIN_STEPS', 'HIGH_RATIO', 'LOW_RATIO', 'chance_loss', 'target_sums', 'LossWatch', 'loss_course', 'update_ratio',
