@@ -34,7 +34,7 @@ def kept_dl_rng(dl):
         if rng is not None: rng.setstate(state); dl.rng = rng
 
 def unwrap_dl(dl):
-    "The DataLoader inside fastai's `DistributedDL`, whose batches need every rank (it broadcasts its order from rank 0)"
+    "The DataLoader inside fastai's `DistributedDL` (whose batches need every rank), else `dl`"
     # no DistributedDL exists before `fastai.distributed` is imported; importing it here would register fastai's
     # progress bar as a default callback for every Learner built afterwards
     fd = sys.modules.get('fastai.distributed')
@@ -47,13 +47,14 @@ def dl_batch(dl):
 
 # %% ../nbs/00c_batch.ipynb #cc9944fc
 def to_model_device(o, device):
-    "`o` with every tensor it holds on `device`, its containers rebuilt as they were: a namedtuple from its fields (fastai's `to_device` passes them as one argument), a PackedSequence by its own `to`"
+    "`o` with every tensor it holds on `device`, its containers rebuilt as they were"
     if isinstance(o, PackedSequence): return o.to(device)   # a namedtuple too, whose `batch_sizes` must stay on the CPU
     if isinstance(o, tuple) and hasattr(o, '_fields'): return type(o)(*(to_model_device(v, device) for v in o))
     if isinstance(o, (list, tuple, dict)):
-        items = {k: to_model_device(v, device) for k,v in o.items()} if isinstance(o, dict) else [to_model_device(v, device) for v in o]
+        items = ({k: to_model_device(v, device) for k,v in o.items()} if isinstance(o, dict)
+                 else [to_model_device(v, device) for v in o])
         try: return type(o)(items)
-        except TypeError: return items if isinstance(o, (dict, list)) else tuple(items)   # a container built otherwise (`defaultdict`)
+        except TypeError: return items if isinstance(o, (dict, list)) else tuple(items)
     return to_device(o, device)
 
 def split_batch(dls, b)->tuple:
@@ -62,4 +63,3 @@ def split_batch(dls, b)->tuple:
     b = tuple(b)
     i = getattr(dls, 'n_inp', 1 if len(b)==1 else len(b)-1)
     return b[:i]
-
