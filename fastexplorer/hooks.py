@@ -1,4 +1,4 @@
-"""What a hook reads and how hooks come off: the first tensor of a module's input or output, the model inside its wrappers, and the guard that takes a batch's hooks off however it ends.
+"""What a hook reads (a module's first tensor), the model inside its wrappers, and the guard that takes hooks off.
 
 Docs: https://fastexplorer.github.io/fastexplorer/hooks.html.md"""
 

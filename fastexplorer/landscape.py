@@ -1,4 +1,4 @@
-"""The loss around a Learner's weights on a 2-D grid (Li et al. 2018), with the optimizer's trajectory; the model comes back bitwise.
+"""The loss around a Learner's weights on a 2-D grid (Li et al. 2018) and the optimizer's path; the model left bitwise.
 
 Docs: https://fastexplorer.github.io/fastexplorer/landscape.html.md"""
 

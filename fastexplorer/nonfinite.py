@@ -1,4 +1,4 @@
-"""Where the first non-finite value came from: the module and the operation that made it, found by running the batch again under a dispatch mode that checks every operation.
+"""Where the first non-finite value came from: the module and the operation, found by running the batch again.
 
 Docs: https://fastexplorer.github.io/fastexplorer/nonfinite.html.md"""
 

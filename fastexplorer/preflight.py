@@ -1,4 +1,4 @@
-"""The checks an experienced practitioner runs by hand before training, automated on one batch: the loss at initialisation, the output, loss and target contract, the input's scale, gradient flow and batch independence, each with a verdict, its evidence and a fix, the model left bitwise as it was.
+"""The checks a practitioner runs by hand before training, on one batch: each a verdict, with its evidence and a fix.
 
 Docs: https://fastexplorer.github.io/fastexplorer/preflight.html.md"""
 
