@@ -5,6 +5,7 @@ from .formats import *
 from .core import *
 from .hooks import *
 from .state import *
+from .batch import *
 from .probe import *
 from .history import *
 from .export import *
@@ -22,6 +23,7 @@ from .distributed import *
 from .steps import *
 from .training import *
 from .alerts import *
+from .contract import *
 from .preflight import *
 from .losswatch import *
 from .callback import *

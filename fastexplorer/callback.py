@@ -14,7 +14,7 @@ from fastai.learner import Recorder
 from fastcore.basics import patch, store_attr
 from .formats import HIST_BINS
 from .hooks import *
-from .probe import model_device
+from .batch import model_device
 from .alerts import stale_grad_alert
 from .layers import select_layers, maybe_elementwise
 from .stats import ActStats

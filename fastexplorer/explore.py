@@ -1,4 +1,4 @@
-"""`learn.explore()`: the explorer for the run a `Learner`'s `ExplorerCallback` writes, served from a background thread and shown inline in a notebook; the server's module is imported only then.
+"""`learn.explore()`: the explorer for a `Learner`'s run, served from a background thread and shown inline.
 
 Docs: https://fastexplorer.github.io/fastexplorer/explore.html.md"""
 
@@ -14,7 +14,7 @@ __all__ = []
 
 # %% ../nbs/03j_explore.ipynb #e4a0cced
 def _in_notebook()->bool:
-    "Whether Python runs in an IPython kernel (a notebook), where rich output shows; not in a script or a terminal IPython"
+    "Whether Python runs in an IPython kernel (a notebook, not a terminal), where rich output shows"
     try: from IPython import get_ipython
     except ImportError: return False
     return getattr(get_ipython(), 'kernel', None) is not None
@@ -25,11 +25,12 @@ def explore(self:Learner,
     port:int=8000,         # port (0: any free port)
     inline:bool|None=None, # also show the page in the notebook (default: when running in one)
     height:int=800,        # height of that frame, in pixels
-    legacy_client:bool=False, # also let the original fastexplorer web client connect (its websocket, `/ws`, and its origin)
+    legacy_client:bool=False, # also let the original fastexplorer web client connect (`/ws`, its origin)
 )->str:                    # the page's URL
-    "Serve the explorer for this Learner's `ExplorerCallback` run folder, show it inline in a notebook, and return its URL"
+    "Serve the explorer for this Learner's `ExplorerCallback` run, show it inline in a notebook, return its URL"
     cb = getattr(self, 'explorer', None)
-    if cb is None: raise ValueError("this Learner has no ExplorerCallback: add one with `cbs=ExplorerCallback('runs/name')` and fit first")
+    if cb is None: raise ValueError("this Learner has no ExplorerCallback: add one with "
+                                    "`cbs=ExplorerCallback('runs/name')` and fit first")
     url = cb.explore(host, port, legacy_client)
     if inline if inline is not None else _in_notebook():
         from IPython.display import IFrame, display

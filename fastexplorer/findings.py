@@ -11,7 +11,8 @@ from fastcore.basics import patch
 from .hooks import unwrap_model
 from .state import learner_autocast
 from .alerts import *
-from .preflight import verdict, preflight_alerts
+from .contract import verdict
+from .preflight import preflight_alerts
 from .losswatch import loss_alerts, settle
 from .training import loss_of
 

@@ -20,7 +20,8 @@ from .layers import layer_params, select_layers
 from .reduce import HistRanges
 from .stats import CallSites
 from .heatmaps import heatmap_samples
-from .probe import model_device
+from .probe import *
+from .batch import model_device
 from .distributed import is_distributed, agree_ranges, agree_on_start
 from .steps import StepQueue, step_layout, db_sink
 from .losswatch import LossWatch
@@ -195,10 +196,16 @@ def _abort(self:FitLife, e:BaseException):
 
 # %% ../nbs/03id_fitlife.ipynb #a43aa2c0
 @patch
-def explore(self:FitLife, host:str='127.0.0.1', port:int=8000, legacy_client:bool=False)->str:
-    "Serve the explorer for this run folder from a background thread and return its URL (see `ExplorerServer`)"
+def explore(self:FitLife,
+    host:str='127.0.0.1',      # interface to bind
+    port:int=8000,             # port (0: any free port)
+    legacy_client:bool=False,  # also serve the original fastexplorer client's websocket
+)->str:                        # the page's URL
+    "Serve the explorer for this run folder from a background thread and return its URL"
     from fastexplorer.explorer import ExplorerServer
-    if self.writer is None: raise ValueError("nothing to serve yet: the run folder is created when the first fit starts")
-    if self.server is not None and self.server.legacy_client != legacy_client: self.server.stop(); self.server = None
+    if self.writer is None:
+        raise ValueError("nothing to serve yet: the run folder is created when the first fit starts")
+    if self.server is not None and self.server.legacy_client != legacy_client:
+        self.server.stop(); self.server = None
     if self.server is None: self.server = ExplorerServer(self.path, host, port, legacy_client=legacy_client)
     return self.server.url

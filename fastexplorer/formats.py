@@ -1,4 +1,4 @@
-"""The plain files of a run folder, without torch: strict, versioned JSON written atomically, SQLite opened to read, the schemas they follow, call-site keys and argument checks.
+"""The plain files of a run folder, without torch: versioned JSON written atomically, SQLite, schemas, checks.
 
 Docs: https://fastexplorer.github.io/fastexplorer/formats.html.md"""
 

@@ -1,4 +1,4 @@
-"""Channel-mean activation maps of a few fixed validation samples, for every layer with an image-like output, stored compactly for the explorer.
+"""Channel-mean activation maps of a few fixed validation samples for each image-like layer, stored compactly.
 
 Docs: https://fastexplorer.github.io/fastexplorer/heatmaps.html.md"""
 
@@ -11,7 +11,7 @@ from functools import partial
 import torch
 from torch import nn
 import torch.nn.functional as F
-from .probe import *
+from .batch import *
 from .hooks import *
 from .state import *
 
@@ -40,14 +40,15 @@ def activation_maps(
     model:nn.Module,
     xb:tuple,       # inputs of the samples, on the model's device
     size:int=16,    # maps are pooled to at most `size`×`size`
-)->dict:
-    "`{path: {h, w, maps, lo, hi}}`: channel-mean activation maps of every module with a 4-D output; the model is left as it was"
+)->dict:            # `{path: {h, w, maps, lo, hi}}`
+    "Channel-mean activation maps of every module with a 4-D output; the model is left as it was"
     mods,res,handles = dict(model.named_modules()),{},[]
     state = ModelState(model)
     try:
         model.eval()
         for p,m in mods.items():
-            if not scripted(m): handles.append(m.register_forward_hook(partial(_map_hook, res, p, size)))   # TorchScript takes no hooks
+            if not scripted(m):   # TorchScript takes no hooks
+                handles.append(m.register_forward_hook(partial(_map_hook, res, p, size)))
         with torch.no_grad(), preserved_rng(model_device(model)): model(*xb)
     finally:
         for h in handles: h.remove()
@@ -77,11 +78,11 @@ def input_images(dl, x:torch.Tensor, max_size:int=64)->list:
 def heatmap_samples(
     learn,   # the Learner whose first validation batch holds the samples
     k:int,   # how many samples, at most
-)->tuple:    # `(xb, info)`: the samples' inputs on the model's device and `{index, target, image}` of each, or `(None, None)`
+)->tuple:    # `(xb, info)`: inputs on the model's device, each one's `{index, target, image}`; or `(None, None)`
     "The first `k` items of `learn`'s first validation batch, if the model's first input is an image batch"
     dl = unwrap_dl(getattr(learn.dls, 'valid', None))
     if not k or dl is None or not len(dl): return None,None
-    with preserved_rng(), kept_dl_rng(dl): b = dl.one_batch()
+    with preserved_rng(): b = dl_batch(dl)
     xb = split_batch(learn.dls, b)
     if not isinstance(xb[0], torch.Tensor) or xb[0].ndim != 4: return None,None
     k = min(k, len(xb[0]))

@@ -1,4 +1,4 @@
-"""What a hook reads and how hooks come off: the first tensor of a module's input or output, the model inside its wrappers, and the guard that takes a batch's hooks off however it ends.
+"""What a hook reads (a module's first tensor), the model inside its wrappers, and the guard that takes hooks off.
 
 Docs: https://fastexplorer.github.io/fastexplorer/hooks.html.md"""
 
@@ -11,15 +11,16 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 from fastcore.basics import patch
-from fastai.callback.core import (CancelBatchException, CancelTrainException, CancelValidException, CancelEpochException,
-                                  CancelFitException, CancelStepException, CancelBackwardException)
+from fastai.callback.core import (CancelBatchException, CancelTrainException, CancelValidException,
+                                  CancelEpochException, CancelFitException, CancelStepException,
+                                  CancelBackwardException)
 
 # %% auto #0
 __all__ = ['first_tensor', 'unwrap_model', 'HookGuard']
 
 # %% ../nbs/00a_hooks.ipynb #a4f3e1d2
 def first_tensor(o):
-    "The first tensor in a module's input or output (tuples, lists and dicts searched in order; a `PackedSequence`'s data), or `None`"
+    "The first tensor in a module's input or output (containers searched in order, a `PackedSequence`'s data)"
     if isinstance(o, torch.Tensor): return o
     if isinstance(o, PackedSequence): return o.data
     vals = o.values() if isinstance(o, dict) else o if isinstance(o, (list, tuple)) else ()
@@ -34,21 +35,24 @@ def _is_compiled(m)->bool:
     return ev is not None and isinstance(m, ev.OptimizedModule)
 
 def unwrap_model(m:nn.Module)->nn.Module:
-    "The model inside `DataParallel`, `DistributedDataParallel` and `torch.compile` wrappers (paths then have no `module.` or `_orig_mod.` prefix)"
+    "The model inside `DataParallel`, `DistributedDataParallel` and `torch.compile` wrappers (no `module.` in paths)"
     while True:
         if isinstance(m, (nn.DataParallel, nn.parallel.DistributedDataParallel)): m = m.module
         elif _is_compiled(m): m = m._orig_mod
         else: return m
 
 # %% ../nbs/00a_hooks.ipynb #eb896bac
+# fastai's own way to stop: it sends the `after_cancel_` events
 _CANCELS = (CancelBatchException, CancelTrainException, CancelValidException, CancelEpochException, CancelFitException,
-            CancelStepException, CancelBackwardException)   # fastai's own way to stop: it sends the `after_cancel_` events
-_WRAPPED = ('one_batch', '_do_epoch', '_call_one')            # a batch; what runs the model, loss and optimiser; every callback's events
+            CancelStepException, CancelBackwardException)
+# a batch; what runs the model, loss and optimiser; every callback's events
+_WRAPPED = ('one_batch', '_do_epoch', '_call_one')
 
 class HookGuard:
-    "Hook handles kept by key and removed together; on a `Learner` (`HookGuard.of`), removed in one `finally` after each batch, however it ends"
+    "Hook handles kept by key and removed together; on a `Learner` (`HookGuard.of`), after each batch however it ends"
     def __init__(self, learn=None):
-        self.learn,self.kept,self.users,self.own = learn,{},{},{}   # users: `{callback: on_error}`; own: the learner's methods it wrapped
+        # users: `{callback: on_error}`; own: the learner's methods it wrapped
+        self.learn,self.kept,self.users,self.own = learn,{},{},{}
         if learn is None: return
         for name in _WRAPPED:
             self.own[name] = learn.__dict__.get(name)   # a method the learner object holds itself, if any
@@ -65,7 +69,7 @@ class HookGuard:
             while hs: hs.pop().remove()
 
     def _guarded(self, inner, batch:bool):
-        "`inner`, run so that an exception that ends the fit is seen here, and after a batch (`batch`) every hook comes off"
+        "`inner`, run so that an exception that ends the fit is seen here, and every hook comes off after a `batch`"
         def f(*args, **kwargs):
             try: return inner(*args, **kwargs)
             except _CANCELS: raise
@@ -75,11 +79,10 @@ class HookGuard:
         f.hook_guard = self
         return f
 
-
 # %% ../nbs/00a_hooks.ipynb #06ea2d57
 @patch(cls_method=True)
 def of(cls:HookGuard, learn, user, on_error=None)->HookGuard:
-    "The guard of `learn`'s batches, put on it if it has none, for as long as the callback `user` uses it; `on_error(e)` hears of an exception that ends the fit"
+    "The guard of `learn`'s batches, put on it if it has none, for as long as the callback `user` uses it"
     g = getattr(learn.__dict__.get('one_batch'), 'hook_guard', None) or cls(learn)
     g.users[user] = on_error
     return g
@@ -89,7 +92,7 @@ def leave(self:HookGuard, user):
     "The callback `user` is done with the learner: when no callback of it uses the guard any more, the guard comes off"
     self.users.pop(user, None)
     if self.learn is None: return
-    self.users = {u: f for u,f in self.users.items() if u in self.learn.cbs}   # not those of a fit that ended out of sight
+    self.users = {u: f for u,f in self.users.items() if u in self.learn.cbs}   # not those of a fit ended out of sight
     if not self.users: self.remove(); self._unwrap()
 
 @patch
@@ -103,11 +106,10 @@ def _unwrap(self:HookGuard):
 
 @patch
 def _fail(self:HookGuard, e:BaseException):
-    "An exception ends the fit: every hook comes off, the callbacks that asked hear of it, and the guard comes off the learner"
+    "An exception ends the fit: every hook comes off, the callbacks that asked hear of it, the guard leaves the learner"
     users,self.users = self.users,{}
     try:
         self.remove()
         for u,f in users.items():
             if f is not None and u in self.learn.cbs: f(e)
     finally: self._unwrap()
-

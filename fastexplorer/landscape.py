@@ -1,4 +1,4 @@
-"""The loss around a Learner's weights on a 2-D grid (Li et al. 2018), with the optimizer's trajectory; the model comes back bitwise.
+"""The loss around a Learner's weights on a 2-D grid (Li et al. 2018) and the optimizer's path; the model left bitwise.
 
 Docs: https://fastexplorer.github.io/fastexplorer/landscape.html.md"""
 
@@ -17,7 +17,7 @@ from fastai.callback.core import Callback
 from fastai.learner import Learner, Recorder
 from fastai.torch_core import to_device, find_bs
 from .core import *
-from .probe import *
+from .batch import *
 from .hooks import *
 from .state import *
 from .callback import ExplorerCallback
@@ -26,8 +26,6 @@ from .callback import ExplorerCallback
 __all__ = ['filter_normalized_direction', 'Landscape', 'silent_callbacks']
 
 # %% ../nbs/04_landscape.ipynb #d07fd5f5
-def _params(model:nn.Module)->list: return list({id(p): p for p in model.parameters()}.values())
-
 def filter_normalized_direction(
     ps:list,                 # parameters of the model
     g:torch.Generator,       # a private generator (the global random state is not touched)
@@ -61,9 +59,9 @@ class Landscape:
         self.trajectory,self.seed,self.kind,self.evaluated_on,self.path = trajectory,seed,kind,evaluated_on,path
     def to_dict(self)->dict:
         "The `fastexplorer/landscape` document"
-        return {'schema': 'fastexplorer/landscape', 'version': SCHEMA_VERSION, 'directions': self.kind, 'seed': self.seed,
-                'x': self.x, 'y': self.y, 'loss': self.loss, 'metric': self.metric, 'metric_name': self.metric_name,
-                'trajectory': self.trajectory, 'evaluated_on': self.evaluated_on}
+        return {'schema': 'fastexplorer/landscape', 'version': SCHEMA_VERSION, 'directions': self.kind,
+                'seed': self.seed, 'x': self.x, 'y': self.y, 'loss': self.loss, 'metric': self.metric,
+                'metric_name': self.metric_name, 'trajectory': self.trajectory, 'evaluated_on': self.evaluated_on}
     def save(self, fname):
         "Write the landscape to `fname` as strict JSON (what the explorer reads as `landscape.json`); sets `path`"
         save_json(self.to_dict(), fname); self.path = Path(fname); return fname
@@ -104,7 +102,9 @@ class _GridPoint(Callback):
     def after_batch(self):
         "The batch's loss as `after_loss` left it, its size and the metric on `learn.pred` as callbacks left it"
         yb = self.learn.yb
-        if not len(yb): raise ValueError("the validation batches have no targets (`dls.n_inp` leaves none): a landscape needs a loss")
+        if not len(yb):
+            raise ValueError("the validation batches have no targets (`dls.n_inp` leaves none): "
+                             "a landscape needs a loss")
         m = self.metric(self.learn.pred, *yb) if self.metric is not None else None
         self.rows.append((self.learn.loss, find_bs(yb), m))
 
@@ -113,9 +113,9 @@ class _GridPoint(Callback):
         if not self.rows: return None,None
         for l,_,_ in self.rows:
             if not isinstance(l, torch.Tensor) or l.numel() != 1:
-                raise ValueError(f"the loss is not a scalar: `learn.loss` after `after_loss` is "
-                                 f"{f'a tensor of shape {tuple(l.shape)}' if isinstance(l, torch.Tensor) else type(l).__name__}; "
-                                 f"a landscape needs one value per batch (is `loss_func` {self.learn.loss_func!r} reduced?)")
+                what = f'a tensor of shape {tuple(l.shape)}' if isinstance(l, torch.Tensor) else type(l).__name__
+                raise ValueError(f"the loss is not a scalar: `learn.loss` after `after_loss` is {what}; a landscape "
+                                 f"needs one value per batch (is `loss_func` {self.learn.loss_func!r} reduced?)")
         n = sum(bs for _,bs,_ in self.rows)
         loss = sum(float(l) * bs for l,bs,_ in self.rows) / n
         m = sum(float(o) * bs for _,bs,o in self.rows) / n if self.metric is not None else None
@@ -123,7 +123,7 @@ class _GridPoint(Callback):
 
 # %% ../nbs/04_landscape.ipynb #7a7a1d73
 class _LearnerState:
-    "What running the Learner's events can change in it: its attributes, its callback list and each callback's attributes"
+    "What running the Learner's events can change: its attributes, its callback list and each callback's attributes"
     def __init__(self, learn:Learner):
         self.learn,self.attrs,self.cbs = learn,dict(learn.__dict__),list(learn.cbs)
         self.cb_attrs = [dict(cb.__dict__) for cb in self.cbs]
@@ -136,14 +136,15 @@ class _LearnerState:
 
 @contextmanager
 def _grid_events(learn:Learner, gp:_GridPoint):
-    "`learn` as `validate` runs it (no logging, `before_fit`…`after_fit` around), with `gp` and without the silent callbacks"
+    "`learn` as `validate` runs it (no logging, `before_fit`…`after_fit` around), with `gp`, without silent callbacks"
     silent = silent_callbacks()
     off = [cb for cb in learn.cbs if isinstance(cb, silent)]
-    learn.cbs = learn.cbs.filter(lambda cb: not isinstance(cb, silent))    # a copy: `_LearnerState` brings the list back
+    learn.cbs = learn.cbs.filter(lambda cb: not isinstance(cb, silent))    # a copy: `_LearnerState` puts it back
     for cb in off:
         if getattr(learn, cb.name, None) is cb: delattr(learn, cb.name)
     learn.add_cb(gp)
-    learn.training = False; learn.model.eval()        # as `TrainEvalCallback.before_validate` does, should a Learner lack it
+    # as `TrainEvalCallback.before_validate` does, should a Learner lack it
+    learn.training = False; learn.model.eval()
     with learn.no_logging(), learn.no_mbar(), learn.lock, learn: yield
 
 # %% ../nbs/04_landscape.ipynb #37ec2062
@@ -187,15 +188,17 @@ def _unflat(v:torch.Tensor, ps:list)->list:
     return res
 
 def _offsets(snaps:list, final:torch.Tensor, chunk:int):
-    "The snapshots' offsets from `final`, `chunk` weights at a time (snapshot files are memory-mapped: one chunk in memory)"
+    "The snapshots' offsets from `final`, `chunk` weights at a time (the files are memory-mapped: one chunk in memory)"
     arrs = [s if isinstance(s, torch.Tensor) else np.load(s, mmap_mode='r') for s in snaps]
     for c in range(0, final.numel(), chunk):
-        yield c,torch.stack([torch.as_tensor(np.array(a[c:c + chunk])) for a in arrs]).double() - final[c:c + chunk].double()
+        yield c,(torch.stack([torch.as_tensor(np.array(a[c:c + chunk])) for a in arrs]).double()
+                 - final[c:c + chunk].double())
 
 def _pca_directions(snaps:list, ps:list, chunk:int=1<<22)->tuple:
     """Two unit directions from the PCA of the snapshots' offsets from the current weights, and each snapshot's
-    coordinates. The offsets `M` (snapshots × weights) never sit in memory whole: the small Gram matrix `M Mᵀ` gives the
-    components (`M = U S Vᵀ`, so `M Mᵀ = U S² Uᵀ` and `Vᵀ = S⁻¹ Uᵀ M`), in two passes over the snapshots"""
+    coordinates. The offsets `M` (snapshots × weights) never sit in memory whole: the small Gram matrix `M Mᵀ`
+    gives the components (`M = U S Vᵀ`, so `M Mᵀ = U S² Uᵀ` and `Vᵀ = S⁻¹ Uᵀ M`), in two passes over the
+    snapshots"""
     final = _flat(ps)
     k = len(snaps)
     G = torch.zeros(k, k, dtype=torch.float64)
@@ -205,7 +208,8 @@ def _pca_directions(snaps:list, ps:list, chunk:int=1<<22)->tuple:
     ok = lam > max(lam[0].item(), 1e-30) * 1e-12                      # components with no spread have no direction
     s = torch.where(ok, lam.sqrt(), 1.)
     V = torch.zeros(2, final.numel())
-    for c,M in _offsets(snaps, final, chunk): V[:len(s), c:c + M.shape[1]] = ((U.T @ M) / s[:, None] * ok[:, None]).float()
+    for c,M in _offsets(snaps, final, chunk):
+        V[:len(s), c:c + M.shape[1]] = ((U.T @ M) / s[:, None] * ok[:, None]).float()
     coords = (U * lam.sqrt() * ok).tolist()
     if k == 1: coords = [xy + [0.] for xy in coords]
     return _unflat(V[0], ps), _unflat(V[1], ps), coords
@@ -245,8 +249,9 @@ def _directions(learn:Learner, ps:list, trajectory:bool, seed:int|None, span:flo
     return filter_normalized_direction(ps, g),filter_normalized_direction(ps, g),None,span or 1.,'random',seed
 
 # %% ../nbs/04_landscape.ipynb #a4b1c010
-def _sweep(learn:Learner, ps:list, saved:list, d1:list, d2:list, coords:list, batches:list, gp:_GridPoint, progress:bool)->tuple:
-    "Loss and metric grids: each point evaluated with `saved + x·d₁ + y·d₂` written into `ps` (left there at the end)"
+def _sweep(learn:Learner, ps:list, saved:list, d1:list, d2:list, coords:list, batches:list, gp:_GridPoint,
+           progress:bool)->tuple:
+    "Loss and metric grids: each point evaluated with `saved + x·d₁ + y·d₂` written into `ps` (left there)"
     n = len(coords)
     loss = [[None] * n for _ in range(n)]
     met = [[None] * n for _ in range(n)] if gp.metric is not None else None
@@ -255,7 +260,8 @@ def _sweep(learn:Learner, ps:list, saved:list, d1:list, d2:list, coords:list, ba
         from fastprogress.fastprogress import progress_bar
         it = progress_bar(it, leave=False)
     # only parameters with a non-zero direction move; their directions are cast to their dtype once
-    moving = [(p, w, a.to(p.dtype), b.to(p.dtype), torch.empty_like(w)) for p,w,a,b in zip(ps, saved, d1, d2) if a.any() or b.any()]
+    moving = [(p, w, a.to(p.dtype), b.to(p.dtype), torch.empty_like(w))
+              for p,w,a,b in zip(ps, saved, d1, d2) if a.any() or b.any()]
     with _grid_events(learn, gp):
         for k in it:
             i,j = divmod(k, n)
@@ -264,7 +270,9 @@ def _sweep(learn:Learner, ps:list, saved:list, d1:list, d2:list, coords:list, ba
                     for p,w,a,b,row in moving: torch.add(w, b, alpha=coords[i], out=row)
                 for p,w,a,b,row in moving: torch.add(row, a, alpha=coords[j], out=p)
             try: loss[i][j],m = _evaluate(learn, batches, gp)
-            except BaseException as e: e.add_note(f"while evaluating the loss landscape at grid point x={coords[j]:g}, y={coords[i]:g}"); raise
+            except BaseException as e:
+                e.add_note(f"while evaluating the loss landscape at grid point x={coords[j]:g}, y={coords[i]:g}")
+                raise
             if met is not None: met[i][j] = m
     return loss,met
 
@@ -278,15 +286,15 @@ def loss_landscape(self:Learner,
     trajectory:bool=False,   # use the PCA directions of the `ExplorerCallback`'s weight snapshots and store the path
     progress:bool=True,      # show a fastprogress bar
 )->Landscape:
-    "The loss (and first metric) on an `n`×`n` grid around the weights, through the Learner's callbacks; model and Learner are restored afterwards"
+    "The loss (and first metric) on an `n`×`n` grid around the weights, through the Learner's callbacks, then restored"
     model = unwrap_model(self.model)
-    ps = _params(model)
+    ps = unique_params(model)
     device = model_device(model)
     d1,d2,path,span,kind,seed = _directions(self, ps, trajectory, seed, span)
     coords = [-span + 2 * span * i / (n - 1) for i in range(n)] if n > 1 else [0.]
     metric = getattr(self.metrics[0], 'func', None) if len(self.metrics) else None
     mname = getattr(self.metrics[0], 'name', None) if metric is not None else None
-    lstate,saved = _LearnerState(self),[p.detach().clone() for p in ps]   # `saved`: the copy the weights are restored from
+    lstate,saved = _LearnerState(self),[p.detach().clone() for p in ps]   # `saved`: the weights restored at the end
     state = ModelState(self.model)                    # `self.model`: a wrapper is put in eval mode too
     try:
         with preserved_rng(device):

@@ -11,7 +11,7 @@ import torch
 from fastcore.basics import patch
 from .core import StatRecorder
 from .alerts import HINTS, SEVERITY
-from .preflight import loss_kind, loss_name
+from .contract import loss_kind, loss_name
 
 # %% auto #0
 __all__ = ['MIN_STEPS', 'HIGH_RATIO', 'LOW_RATIO', 'chance_loss', 'target_sums', 'LossWatch', 'loss_course', 'update_ratio',

@@ -1,4 +1,4 @@
-"""Where the first non-finite value came from: the module and the operation that made it, found by running the batch again under a dispatch mode that checks every operation.
+"""Where the first non-finite value came from: the module and the operation, found by running the batch again.
 
 Docs: https://fastexplorer.github.io/fastexplorer/nonfinite.html.md"""
 
@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 from .state import ModelState, preserved_rng, scripted
-from .probe import model_device
+from .batch import model_device
 
 # %% auto #0
 __all__ = ['FirstNonFinite', 'find_nonfinite', 'find_loss_nonfinite']
@@ -20,7 +20,8 @@ __all__ = ['FirstNonFinite', 'find_nonfinite', 'find_loss_nonfinite']
 def _floats(o)->list: return [t for t in tree_leaves(o) if isinstance(t, torch.Tensor) and t.is_floating_point()]
 def _finite(ts:list)->bool: return all(bool(torch.isfinite(t).all()) for t in ts)
 
-# operations that return memory they did not write: what it holds (NaN under `torch.use_deterministic_algorithms`) is no result
+# operations that return memory they did not write: what it holds (NaN under `torch.use_deterministic_algorithms`) is
+# no result
 _UNINITIALISED = {'aten::empty', 'aten::empty_like', 'aten::empty_strided', 'aten::empty_permuted', 'aten::new_empty',
                   'aten::new_empty_strided'}
 
@@ -28,10 +29,12 @@ class FirstNonFinite(TorchDispatchMode):
     "A dispatch mode that notes the first operation returning a non-finite value, inside the module on top of `stack`"
     def __init__(self, stack:list, params:dict):
         super().__init__()
-        self.stack,self.params,self.found = stack,params,None   # `params`: `{id(tensor): name}` of the model's parameters
-        self.nodes,self.ops = None,{}   # in the backward pass: `{autograd node: path of the module whose forward made it}`, `{node: its first non-finite op}`
-    # torch wraps a mode's `__torch_dispatch__` to keep `torch.compile` out of it, and that wrapper imports dynamo on its
-    # first call: 2.6 s before the first NaN could be named (torch 2.15, 2 cores). The batch runs again eagerly (a
+        self.stack,self.params,self.found = stack,params,None   # `params`: `{id(tensor): name}` of its parameters
+        # in the backward pass: `{autograd node: path of the module whose forward made it}`,
+        # `{node: its first non-finite op}`
+        self.nodes,self.ops = None,{}
+    # torch wraps a mode's `__torch_dispatch__` to keep `torch.compile` out of it, and that wrapper imports dynamo on
+    # its first call: 2.6 s before the first NaN could be named (torch 2.15, 2 cores). The batch runs again eagerly (a
     # compiled model is run through its original module), so there is nothing to keep out
     @classmethod
     def _should_skip_dynamo(cls): return False
@@ -45,14 +48,15 @@ class FirstNonFinite(TorchDispatchMode):
             self.found = {'module': self.stack[-1] if self.stack else '', 'op': func._schema.name,
                           'inputs_finite': _finite(ins),
                           'param': bad[0] if bad else None, 'phase': 'forward', 'dtype': str(dt).removeprefix('torch.')}
-            if self.nodes is not None:   # the backward: noted per autograd node, whose own outputs decide (one may mask a NaN it made)
+            # the backward: noted per autograd node, whose own outputs decide (one may mask a NaN it made)
+            if self.nodes is not None:
                 self.ops.setdefault(torch._C._current_autograd_node(), self.found)
                 self.found = None
         return out
 
 # %% ../nbs/03g_nonfinite.ipynb #49a6ac2f
 def _node_owners(o, owner:str, nodes:dict):
-    "Map the autograd nodes that made `o` and are not mapped yet (the ops of a module, after its children's) to module path `owner`"
+    "Map the autograd nodes that made `o` and are not mapped yet (a module's after its children's) to path `owner`"
     todo = [t.grad_fn for t in tree_leaves(o) if isinstance(t, torch.Tensor) and t.grad_fn is not None]
     while todo:
         n = todo.pop()
@@ -64,11 +68,11 @@ def _node_owners(o, owner:str, nodes:dict):
 def find_nonfinite(
     model:nn.Module,
     xb:tuple,          # the batch's inputs
-    rng=None,          # torch's CPU random state before the batch (`torch.get_rng_state()`), to draw the same dropout masks
+    rng=None,          # torch's CPU random state before the batch (`torch.get_rng_state()`), for the same dropout masks
     cuda_rng=None,     # the CUDA random state of the model's device before the batch, for a model on a GPU
-    loss=None,         # `f(output)`, the batch's loss: then the backward pass is looked at too, when the forward made no NaN
-)->dict|None:          # `{'module', 'op', 'inputs_finite', 'param', 'phase'}` of the first operation that returned a non-finite value
-    "Run `model(*xb)` once more (and, with `loss`, its backward) and name the module and ATen operation that first returned NaN or Inf"
+    loss=None,         # `f(output)`, the batch's loss: the backward pass is looked at too, if the forward made no NaN
+)->dict|None:          # `{'module', 'op', 'inputs_finite', 'param', 'phase'}` of the first non-finite operation
+    "Run `model(*xb)` again (and its backward, with `loss`): the module and ATen operation that first made NaN or Inf"
     stack,hooks,nodes = [],[],{}
     params = {id(p): n for n,p in model.named_parameters(remove_duplicate=False)}
     state = ModelState(model)
@@ -97,7 +101,7 @@ def find_nonfinite(
 
 # %% ../nbs/03g_nonfinite.ipynb #1985eaa7
 def _backward(mode:FirstNonFinite, nodes:dict, l:torch.Tensor, ws:list)->dict|None:
-    "Run the backward of loss `l` into new tensors (the batch's own `.grad` stay), and name the first autograd node whose gradients came out non-finite from finite ones"
+    "Run the backward of `l` into new tensors: the first autograd node making non-finite gradients of finite ones"
     first,handles = [],[]
     def check(n):
         def hook(grads_in, grads_out):   # `grads_in`: what the node computed, for its forward's inputs
@@ -119,7 +123,7 @@ def find_loss_nonfinite(
     loss:callable,  # `f(output)`: the batch's loss
     out,            # the model's output for the batch (finite)
 )->dict|None:       # `{'module': 'loss', 'op', 'phase', …}` of the loss's first operation that made NaN or Inf
-    "Compute `loss(out)` again, and its gradient at `out`, and name the ATen operation of the loss that first returned NaN or Inf"
+    "Compute `loss(out)` again, and its gradient at `out`, and name the loss's ATen operation that made NaN or Inf"
     def leaf(t): return t.detach().requires_grad_(True) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
     o = tree_map(leaf, out)
     ws = [t for t in tree_leaves(o) if isinstance(t, torch.Tensor) and t.requires_grad]

@@ -1,4 +1,4 @@
-"""The checks an experienced practitioner runs by hand before training, automated on one batch: the loss at initialisation, the output, loss and target contract, the input's scale, gradient flow and batch independence, each with a verdict, its evidence and a fix, the model left bitwise as it was.
+"""The checks a practitioner runs by hand before training, on one batch: each a verdict, with its evidence and a fix.
 
 Docs: https://fastexplorer.github.io/fastexplorer/preflight.html.md"""
 
@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/preflight.html.md"""
 
 # %% ../nbs/03i_preflight.ipynb #a1ec1bc1
 from __future__ import annotations
-import math, re
+import math
 from contextlib import nullcontext
 from functools import partial
 import torch
@@ -19,38 +19,19 @@ from .hooks import *
 from .state import *
 from .nonfinite import find_loss_nonfinite
 from .alerts import loss_op
-from .probe import model_device, to_model_device, split_batch, kept_dl_rng, unwrap_dl
+from .contract import *
+from .batch import model_device, to_model_device, split_batch, dl_batch
 
 # %% auto #0
-__all__ = ['verdict', 'preflight_alerts', 'loss_name', 'loss_kind', 'final_op', 'check_output_activation', 'check_targets',
-           'check_loss_contract', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'check_gradients',
-           'find_cut', 'explain_cut', 'check_batch_independence', 'check_loss_gradient', 'name_loss_op',
-           'scaled_backward', 'check_overfit']
+__all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'check_gradients', 'find_cut',
+           'explain_cut', 'check_batch_independence', 'check_loss_gradient', 'name_loss_op', 'scaled_backward',
+           'check_overfit']
 
 # %% ../nbs/03i_preflight.ipynb #19db9e9f
-def verdict(check:str, severity:str, evidence:str, fix:str='', layer:str='', **numbers)->dict:
-    "One check's verdict: `severity` is `ok`, `warning`, `error` or `skipped`; `evidence` says what was seen, `fix` what to try"
-    return {'check': check, 'severity': severity, 'evidence': evidence, 'fix': fix, 'layer': layer, **numbers}
-
 def preflight_alerts(verdicts:list, epoch:int=1)->list:
     "The verdicts that ask something of the user, as alerts (`kind` is the check; `source`: `preflight`, before step 0 of `epoch`)"
     return [{'kind': v['check'], 'layer': v['layer'], 'severity': v['severity'], 'source': 'preflight', 'step': 0, 'epoch': epoch,
              'message': v['evidence'], 'hint': v['fix']} for v in verdicts if v['severity'] in ('warning', 'error')]
-
-# %% ../nbs/03i_preflight.ipynb #bcbfbd42
-def loss_name(loss_func)->str:
-    "The name of the loss `loss_func` computes: its class's for a module, its own for a function (through fastai's flat wrappers)"
-    f = getattr(loss_func, 'func', loss_func)          # fastai's flat losses wrap torch's
-    return type(f).__name__ if isinstance(f, nn.Module) else getattr(f, '__name__', type(f).__name__)
-
-def loss_kind(loss_func)->str|None:
-    "`ce` (class scores, softmax inside), `bce_logits` (a logit a class), `nll`, `bce` (probabilities), `regression`, or `None`"
-    name = loss_name(loss_func)
-    for k,names in (('bce_logits', ('BCEWithLogits', 'binary_cross_entropy_with_logits')), ('ce', ('CrossEntropy', 'cross_entropy')),
-                    ('nll', ('NLLLoss', 'nll_loss')), ('bce', ('BCELoss', 'binary_cross_entropy')),
-                    ('regression', ('MSELoss', 'L1Loss', 'SmoothL1', 'Huber', 'mse_loss', 'l1_loss'))):
-        if any(n in name for n in names): return k
-    return None
 
 # %% ../nbs/03i_preflight.ipynb #eed337c6
 def _loss(loss_func, out, yb:tuple):
@@ -65,97 +46,6 @@ def _groups(learn, model)->list:
     if learn.opt is not None: return [list(g['params']) for g in learn.opt.param_groups]
     ps = list(learn.splitter(model))
     return [list(g) for g in ps] if ps and not isinstance(ps[0], torch.Tensor) else [ps]
-
-# %% ../nbs/03i_preflight.ipynb #8527a36e
-_SHAPE_OPS = ('View', 'UnsafeView', 'Reshape', 'Squeeze', 'Unsqueeze', 'Permute', 'Transpose', 'T', 'Clone', 'Expand', 'Select', 'Slice',
-              'Alias', 'ToCopy', 'Contiguous')
-
-def final_op(o)->str|None:
-    "The last operation that made tensor `o`, looking through reshapes and casts (`sigmoid`, `softmax`, `log_softmax`, `relu`, `addmm`…); `None` without autograd"
-    f = getattr(o, 'grad_fn', None)
-    for _ in range(16):
-        if f is None: return None
-        n = re.sub(r'Backward\d*$', '', f.name())
-        if n not in _SHAPE_OPS: return re.sub(r'(?<!^)(?=[A-Z])', '_', n).lower()
-        f = next((g for g,_ in f.next_functions if g is not None), None)
-    return None
-
-def _probabilities(o:torch.Tensor, axis:int=1)->bool:
-    "Whether `o` is a probability distribution along its class axis `axis`: a softmax's output"
-    return o.ndim >= 2 and o.shape[axis] > 1 and bool((o >= 0).all()) and bool(((o.sum(axis) - 1).abs() < 1e-3).all())
-
-def _unit_range(o:torch.Tensor)->bool: return bool(((o >= 0) & (o <= 1)).all())
-
-# %% ../nbs/03i_preflight.ipynb #69eb94de
-_PROBS,_LINEAR = ('softmax', 'sigmoid'),('addmm', 'mm', 'bmm', 'convolution', 'linear')
-
-def check_output_activation(o:torch.Tensor, op:str|None, kind:str|None, axis:int=1)->list:
-    "Verdicts on the output's last operation `op` (`final_op`) and values `o` against what a loss of `kind` (`loss_kind`) wants"
-    def bad(sev, ev, fix): return [verdict('output_activation', sev, ev, fix)]
-    probs = op in _PROBS or (op is None and _probabilities(o, axis))
-    squash = 'a ' + (op or 'softmax')
-    if kind == 'ce' and o.ndim >= 2 and o.shape[axis] > 1:
-        if probs: return bad('error', f"the model's outputs are probabilities ({squash}) but the loss is a cross-entropy, which applies its own softmax",
-                             "remove the final activation: give the loss the logits")
-        if op == 'relu': return bad('warning', "the class scores come out of a ReLU: a class pushed below 0 is stuck there with no gradient",
-                                    "remove the final ReLU: give the loss the logits")
-    if kind == 'bce_logits' and (op == 'sigmoid' or (op is None and o.numel() > 1 and _unit_range(o))):
-        return bad('error', "the outputs come out of a sigmoid, but `BCEWithLogits` applies its own", "remove the final sigmoid: give the loss the logits")
-    if kind == 'nll' and o.ndim >= 2 and o.shape[axis] > 1:
-        if probs: return bad('error', f"`NLLLoss` takes log-probabilities but the outputs are probabilities ({squash}): the loss is negative and meaningless",
-                             "use `log_softmax` (or `CrossEntropyLossFlat` on the logits)")
-        if op != 'log_softmax' and not bool(((o.logsumexp(axis)).abs() < 1e-3).all()):
-            return bad('error', "`NLLLoss` takes log-probabilities but the outputs are not (no `log_softmax`)", "add a `log_softmax`, or use `CrossEntropyLossFlat` on the logits")
-    if kind == 'bce' and (not _unit_range(o) or op in _LINEAR):
-        return bad('error', "`BCELoss` takes probabilities but the outputs come straight from a linear layer (no sigmoid)",
-                   "use `BCEWithLogitsLossFlat` on the logits (or add a sigmoid)")
-    return []
-
-# %% ../nbs/03i_preflight.ipynb #153d20ae
-def check_targets(o:torch.Tensor, y, op:str|None, kind:str|None, axis:int=1)->list:
-    "Verdicts on targets `y` against the output `o` (made by `op`) and a loss of `kind`: classes, range and scale"
-    if not isinstance(y, torch.Tensor) or not y.numel() or y.dtype == torch.bool: return []
-    res,c = [],o.shape[axis] if o.ndim >= 2 else 1
-    if kind in ('ce', 'nll'):
-        if not y.is_floating_point() and int(y.max()) >= c > 1:
-            res.append(verdict('target_classes', 'error', f"a target is class {int(y.max())} but the model has {c} outputs", f"give the model {int(y.max()) + 1} outputs or more"))
-        return res
-    # one target per output (regression, binary classes, a sigmoid each); a loss of one's own may turn class indices into what it wants
-    if o.numel() != y.numel() or (kind is None and not y.is_floating_point()): return res
-    yf = y.float(); lo,hi = float(yf.min()),float(yf.max())
-    if (kind in ('bce', 'bce_logits') or op in _PROBS or (op is None and _unit_range(o))) and (lo < 0 or hi > 1):
-        what = 'the loss wants targets in [0, 1]' if kind in ('bce', 'bce_logits') else f"the model's outputs lie in [0, 1] (a {op or 'sigmoid'})"
-        res.append(verdict('target_range', 'error', f"the targets reach [{lo:.3g}, {hi:.3g}] but {what}", "scale the targets, or remove the output's squashing activation"))
-    elif lo < 0 and (op == 'relu' or (op is None and kind == 'regression' and bool((o >= 0).all()))):
-        res.append(verdict('target_range', 'warning', f"the targets go down to {lo:.3g} but the outputs come out of a ReLU", "remove the final ReLU"))
-    if kind == 'regression' and (s := max(abs(float(yf.mean())), float(yf.std()) if yf.numel() > 1 else 0.)) > 1e3:
-        res.append(verdict('target_scale', 'warning', f"the regression targets are of the order of {s:.3g}: the loss starts near {s * s:.3g} and the steps it asks for are huge",
-                           "standardise the targets (or predict their log), or give the output fastai's `y_range`"))
-    if kind == 'regression' and (op == 'softmax' or _probabilities(o)) and set(y.unique().tolist()) <= {0., 1.}:
-        res.append(verdict('loss_for_classes', 'warning', "class probabilities and one-hot targets under a regression loss (MSE, L1)",
-                           "use a cross-entropy on the logits (`CrossEntropyLossFlat`) with class indices"))
-    return res
-
-# %% ../nbs/03i_preflight.ipynb #6bb73d10
-def check_loss_contract(out:torch.Tensor, y, loss:float|None, kind:str|None, axis:int=1, op:str|None=None)->list:
-    "Verdicts on the loss at initialisation (`None`: it could not be computed) and on what feeds it (classes along `axis` of the output, made by `op`)"
-    res,o = [],out.detach().float()
-    if loss is not None and not math.isfinite(loss):
-        if bool(torch.isfinite(o).all()): res.append(verdict('nonfinite_loss', 'error', f"the loss is {loss} on the first batch, from finite outputs: the loss function made it",
-                                                             "a log of a probability that is 0? give logits to a loss that takes them, or clamp"))
-        else: res.append(verdict('nonfinite', 'error', "the model's outputs hold NaN or Inf on the first batch, before any step", "look at what the model computes: `find_nonfinite` names the operation"))
-    c = o.shape[axis] if o.ndim >= 2 else 1
-    if kind == 'ce' and o.ndim >= 2 and c == 1:
-        res.append(verdict('output_classes', 'error', "cross-entropy over one output unit: its softmax is always 1, so the loss is 0 and nothing learns",
-                           "give the model one output per class (2 for a binary task), or use `BCEWithLogitsLossFlat` on one logit"))
-    res += (act := check_output_activation(o, op, kind, axis))
-    if kind in ('ce', 'nll', 'bce', 'bce_logits') and loss is not None and loss < -1e-6 and not act:
-        res.append(verdict('loss_at_init', 'error', f"the loss is {loss:.4g}: a cross-entropy is never negative", "the outputs or the targets are not what the loss expects"))
-    elif kind == 'ce' and c > 1 and not act and loss is not None and math.isfinite(loss) and loss > 3 * math.log(c) + 3:
-        res.append(verdict('loss_at_init', 'warning', f"the loss at initialisation is {loss:.3g}, far above ln {c} = {math.log(c):.3g} for {c} equally likely classes",
-                           "the initial predictions are confidently wrong: scale the inputs, or initialise the last layer smaller", loss=loss, expected=math.log(c)))
-    res += check_targets(o, y, op, kind, axis)
-    return res or [verdict('loss_contract', 'ok', (f"loss {loss:.4g} at initialisation; " if loss is not None else '') + "outputs, loss and targets fit")]
 
 # %% ../nbs/03i_preflight.ipynb #203c7424
 def check_inputs(xb:tuple, big:float=10.)->list:
@@ -429,7 +319,7 @@ def preflight(self:Learner,
     model = unwrap_model(self.model)
     dev = model_device(model)
     if b is None:
-        with preserved_rng(), kept_dl_rng(unwrap_dl(self.dls.train)): b = unwrap_dl(self.dls.train).one_batch()
+        with preserved_rng(): b = dl_batch(self.dls.train)
     b = to_model_device(b, dev)
     xb = split_batch(self.dls, b); yb = tuple(b)[len(xb):] if not isinstance(b, torch.Tensor) else ()
     params = list(model.parameters()); grads = [p.grad for p in params]

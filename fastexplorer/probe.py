@@ -6,9 +6,8 @@ Docs: https://fastexplorer.github.io/fastexplorer/probe.html.md"""
 
 # %% ../nbs/01_probe.ipynb #a3ae2f28
 from __future__ import annotations
-import copy, dataclasses, sys
+import copy, dataclasses
 from collections import OrderedDict, defaultdict
-from contextlib import contextmanager
 from functools import partial
 import torch
 from torch import nn, Tensor
@@ -16,14 +15,13 @@ from threading import get_ident
 from torch.nn.utils.rnn import PackedSequence
 from fastcore.basics import patch, ifnone
 from fastai.learner import Learner
-from fastai.torch_core import to_device
 from .core import *
 from .hooks import *
 from .state import *
+from .batch import *
 
 # %% auto #0
-__all__ = ['describe', 'first_shape', 'model_device', 'probe', 'kept_dl_rng', 'unwrap_dl', 'to_model_device', 'split_batch',
-           'represent']
+__all__ = ['describe', 'first_shape', 'probe', 'represent']
 
 # %% ../nbs/01_probe.ipynb #afca51c0
 _MAX_ITEMS,_MAX_DEPTH = 64,8
@@ -207,12 +205,6 @@ def _exec_links(node:Node, seq:list)->list:
     return links
 
 # %% ../nbs/01_probe.ipynb #2782f891
-def model_device(m:nn.Module)->torch.device:
-    "The device of `m`'s first parameter or buffer (CPU if it has none)"
-    for t in m.parameters(): return t.device
-    for t in m.buffers(): return t.device
-    return torch.device('cpu')
-
 def _path_of(model:nn.Module)->dict: return {id(m): p for p,m in model.named_modules()}
 
 # %% ../nbs/01_probe.ipynb #4a368912
@@ -221,10 +213,9 @@ def _materialised(model:nn.Module, run:nn.Module)->dict:
     res = {}
     for (_,o),(_,c) in zip(model.named_modules(remove_duplicate=False), run.named_modules(remove_duplicate=False)):
         if id(o) in res or not any(is_lazy(p) for p in o.parameters()): continue
-        ps = {id(p): p for p in c.parameters()}.values()
+        ps = unique_params(c)
         if not any(is_lazy(p) for p in ps): res[id(o)] = sum(p.numel() for p in ps)   # some never ran: not known
     return res
-
 
 # %% ../nbs/01_probe.ipynb #219804a7
 class _Probe:
@@ -279,51 +270,10 @@ def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
     return p.run(xb, kw)
 
 # %% ../nbs/01_probe.ipynb #fd710a7e
-@contextmanager
-def kept_dl_rng(dl):
-    "Put fastai DataLoader `dl`'s random generator back on exit: iterating replaces it with one seeded from the old"
-    rng = getattr(dl, 'rng', None)
-    state = rng.getstate() if rng is not None else None
-    try: yield dl
-    finally:
-        if rng is not None: rng.setstate(state); dl.rng = rng
-
-def unwrap_dl(dl):
-    "The DataLoader inside fastai's `DistributedDL`, whose batches need every rank (it broadcasts its order from rank 0)"
-    # no DistributedDL exists before `fastai.distributed` is imported; importing it here would register fastai's
-    # progress bar as a default callback for every Learner built afterwards
-    fd = sys.modules.get('fastai.distributed')
-    return dl.dl if fd is not None and isinstance(dl, fd.DistributedDL) else dl
-
-def _dl_batch(dl):
-    "The first batch of fastai DataLoader `dl`, leaving its random generator as it was"
-    dl = unwrap_dl(dl)
-    with kept_dl_rng(dl): return dl.one_batch()
-
 def _default_batch(dls):
     for dl in (getattr(dls, 'valid', None), getattr(dls, 'train', None)):
-        if dl is not None and len(dl): return _dl_batch(dl)
+        if dl is not None and len(dl): return dl_batch(dl)
     raise ValueError("the Learner's DataLoaders have no batch to probe with: pass one as `b`")
-
-
-# %% ../nbs/01_probe.ipynb #cc9944fc
-def to_model_device(o, device):
-    "`o` with every tensor it holds on `device`, its containers rebuilt as they were: a namedtuple from its fields (fastai's `to_device` passes them as one argument), a PackedSequence by its own `to`"
-    if isinstance(o, PackedSequence): return o.to(device)   # a namedtuple too, whose `batch_sizes` must stay on the CPU
-    if isinstance(o, tuple) and hasattr(o, '_fields'): return type(o)(*(to_model_device(v, device) for v in o))
-    if isinstance(o, (list, tuple, dict)):
-        items = {k: to_model_device(v, device) for k,v in o.items()} if isinstance(o, dict) else [to_model_device(v, device) for v in o]
-        try: return type(o)(items)
-        except TypeError: return items if isinstance(o, (dict, list)) else tuple(items)   # a container built otherwise (`defaultdict`)
-    return to_device(o, device)
-
-def split_batch(dls, b)->tuple:
-    "The inputs of batch `b`, split as `Learner` does with `dls.n_inp`"
-    if isinstance(b, torch.Tensor): return (b,)
-    b = tuple(b)
-    i = getattr(dls, 'n_inp', 1 if len(b)==1 else len(b)-1)
-    return b[:i]
-
 
 # %% ../nbs/01_probe.ipynb #84d65e75
 _NOT_RUN = {True: "not called by the probe, which runs in eval mode: a branch run only in training (an auxiliary head) runs then",

@@ -1,4 +1,4 @@
-"""What a forward can change in a model, saved and put back: each module's attributes, registries and buffers (`ModelState`), and the random state (`preserved_rng`); the precision training computes in (`learner_autocast`). The probe, the heatmaps, the loss landscape and the NaN tracer run the user's model through it.
+"""A model's state saved and put back around a forward (`ModelState`, `preserved_rng`), and `learner_autocast`.
 
 Docs: https://fastexplorer.github.io/fastexplorer/state.html.md"""
 

@@ -13,7 +13,6 @@ from torch import nn
 from fastcore.basics import ifnone, patch, store_attr, val2idx
 from typing import NamedTuple
 from .core import *
-from .probe import *
 from .hooks import *
 from .state import *
 from .layers import *

@@ -1,4 +1,4 @@
-"""What the callback reads of fastai's training loop, as plain functions of a `Learner`: the row of its `Recorder`, the loss scale and skipped steps of mixed precision, the random state and loss function to run a batch again, and compiled code run eagerly while hooks are on.
+"""What the callback reads of fastai's training loop: the recorder's row, mixed precision, a batch's state and loss.
 
 Docs: https://fastexplorer.github.io/fastexplorer/training.html.md"""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 from .core import *
-from .probe import model_device
+from .batch import model_device
 from .state import learner_amp
 
 # %% auto #0
@@ -34,7 +34,7 @@ def grad_scale(learn)->float:
     return float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else 1.
 
 def loss_scale(learn)->torch.Tensor|None:
-    "The loss scale the gradients carry as the scaler holds it, a tensor on the device: no read, no synchronisation (`None` without a scaler)"
+    "The loss scale the gradients carry, a tensor on the device: no read, no synchronisation (`None` without a scaler)"
     scaler = getattr(getattr(learn, 'mixed_precision', None), 'scaler', None)
     if scaler is None or not scaler.is_enabled(): return None
     get = getattr(scaler, '_get_scale_async', None)   # PyTorch's own, the scale before `get_scale` reads it
@@ -47,7 +47,7 @@ def amp_skipped(learn)->bool:
     return mp is not None and getattr(mp, 'skipped', False) is True
 
 def amp_info(learn, skipped_steps:int)->dict|None:
-    "What mixed precision did this epoch (its dtype, the steps its scaler skipped, the loss scale), or `None` without it"
+    "What mixed precision did this epoch (its dtype, the steps its scaler skipped, the loss scale); `None` without"
     mp = getattr(learn, 'mixed_precision', None)
     if mp is None: return None
     sc,(dt,_) = grad_scale(learn),learner_amp(learn)
@@ -61,14 +61,14 @@ def rng_states(model:nn.Module)->tuple:
     return torch.get_rng_state(),(torch.cuda.get_rng_state(dev) if dev.type == 'cuda' else None)
 
 def loss_of(learn):
-    "The batch's loss as a function of the model's output, as fastai computed it (a part of a tuple a callback took, as `RNNCallback` does)"
+    "The batch's loss as a function of the model's output, as fastai computed it (of the part a callback took)"
     one = not isinstance(learn.pred, (tuple, list))
     def f(out): return learn.loss_func(out[0] if one and isinstance(out, (tuple, list)) else out, *learn.yb)
     return f
 
 # %% ../nbs/03ea_training.ipynb #4da9cb9b
 class Eager:
-    "Compiled code runs eagerly from here until `remove()`: kept with a sampled batch's hooks (if dynamo, hence compiled code, is loaded), it ends when they come off"
+    "Compiled code runs eagerly until `remove()`: kept with a sampled batch's hooks, it ends when they come off"
     def __init__(self): self.stance = torch.compiler.set_stance('force_eager')
     def remove(self):
         "Back to the stance before: compiled code runs compiled again (once, however often it is called)"
