@@ -312,13 +312,8 @@ def write_snapshot(self:RunWriter, epoch:int, weights:np.ndarray)->Path:
     "Write the flat float32 `weights` at the end of `epoch` as `snapshot_NNNN.npy` (read back memory-mapped)"
     fname = self.path/f"snapshot_{epoch:04d}.npy"
     self.claim(fname.name)
-    fd,tmp = temp_beside(fname)   # a temporary `open` knows to clean
-    try:
-        with _naming(fname), os.fdopen(fd, 'wb') as f: np.save(f, np.ascontiguousarray(weights, dtype=np.float32))
-        os.replace(tmp, fname)
-    except BaseException:
-        if os.path.exists(tmp): os.unlink(tmp)
-        raise
+    with _naming(fname), atomic_file(fname, 'wb') as f:   # a temporary `open` knows to clean
+        np.save(f, np.ascontiguousarray(weights, dtype=np.float32))
     return fname
 
 # %% ../nbs/02_export.ipynb #e03cd7af

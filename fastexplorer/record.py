@@ -15,6 +15,7 @@ from fastai.callback.core import Callback
 from fastai.learner import Learner
 from fastcore.basics import ifnone, patch, store_attr
 from .core import *
+from .formats import atomic_file
 from .hooks import unwrap_model, first_tensor
 from .hooks import HookGuard
 
@@ -275,14 +276,7 @@ def save(self:RawRecorder, fname)->str:
     fname = os.fspath(fname)
     d = os.path.dirname(os.path.abspath(fname))
     if not os.path.isdir(d): raise FileNotFoundError(f"cannot save the recording: folder {d!r} does not exist")
-    fd,tmp = temp_beside(os.path.join(d, os.path.basename(fname)))
-    os.close(fd)
-    try:
-        torch.save(self._state(), tmp)
-        os.replace(tmp, fname)
-    except BaseException:
-        if os.path.exists(tmp): os.unlink(tmp)
-        raise
+    with atomic_file(fname) as tmp: torch.save(self._state(), tmp)
     return fname
 
 def load_recording(fname)->dict:
