@@ -12,6 +12,7 @@ import numpy as np, pandas as pd
 from fastcore.basics import patch
 from .formats import *
 from . import stepdb, stepseries, history
+from .history import walk_tree, own_stats
 from .stepdb import read_steps, read_step_hist
 from .stepseries import open_steps, layer_range
 
@@ -127,30 +128,24 @@ class Run:
         return f"Run({str(self.path)!r}, {self.meta['model']}, {len(self.meta['epochs'])} epochs, {self.meta['status']})"
 
 # %% ../nbs/02b_run.ipynb #a3682997
-def _walk(d:dict):
-    yield d
-    for c in d.get('nodes', []): yield from _walk(c)
-
 DF_COLUMNS = ['epoch', 'layer', 'class', 'kind', 'stat', 'value']
 
 @patch(as_prop=True)
 def df(self:Run)->pd.DataFrame:
-    "One row per epoch, layer, kind and scalar statistic (a custom statistic's row holds its epoch mean); the model's root is `output`"
+    "One row per epoch, layer, kind and scalar statistic; the model's root is `output`"
     rows,paths = [],set()   # one frame made once: a thousand epochs made a thousand frames to join (30x slower)
     for e in self._each_epoch():
         n = e['epoch']
-        for d in _walk(e['tree']):
-            x = d.get('xtra', {})
-            paths.add(d.get('path'))
-            if 'shared_with' in x: continue
-            for kind,s in x.get('stats', {}).items():
+        paths.update(d.get('path') for d in walk_tree(e['tree']))
+        for d,st in own_stats(e['tree']):
+            for kind,s in st.items():
                 custom = kind.startswith('custom_')
                 for k,v in (s or {}).items():
                     if custom and isinstance(v, dict): v = v.get('mean')   # custom statistics: the epoch mean
-                    if (t := type(v)) is float or t is int or v is None: rows.append((n, d['path'], x.get('class'), kind, k, v))
+                    if (t := type(v)) is float or t is int or v is None:
+                        rows.append((n, d['path'], d['xtra'].get('class'), kind, k, v))
     d = pd.DataFrame(rows, columns=DF_COLUMNS).astype({'value': float})
     return root_last(d, root_label(paths)) if len(d) else d   # the root is `output`, after its layers
-
 
 # %% ../nbs/02b_run.ipynb #2a43de04
 @patch(as_prop=True)
@@ -168,7 +163,7 @@ def alerts(self:Run)->pd.DataFrame:
     rows += [{'epoch': e['epoch'], 'source': 'epoch', **a} for e in self.epochs for a in e['alerts']]
     d = pd.DataFrame(rows, columns=ALERT_COLUMNS)
     if (whole := d.layer.fillna('').eq('')).any():   # the files' `''`: the root module, or no layer at all
-        paths = {x.get('path') for e in self.epochs[-1:] for x in _walk(e['tree'])}
+        paths = {x.get('path') for e in self.epochs[-1:] for x in walk_tree(e['tree'])}
         d['layer'] = d.layer.where(~whole, np.where(d.kind.isin(LAYER_KINDS), root_label(paths), None))
     return d
 
@@ -178,7 +173,7 @@ def stats(self:Run, layer:str, kind:str='act')->list:
     "The `kind` statistics of `layer` in each epoch (`None` where not recorded)"
     res = []
     for e in self.epochs:
-        d = next((d for d in _walk(e['tree']) if d.get('path') == layer), None)
+        d = next((d for d in walk_tree(e['tree']) if d.get('path') == layer), None)
         if d is None: raise KeyError(f"no layer {layer!r} in epoch {e['epoch']}")
         res.append((d.get('xtra', {}).get('stats') or {}).get(kind))
     return res
