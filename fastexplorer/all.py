@@ -10,6 +10,7 @@ from .history import *
 from .export import *
 from .run import *
 from .stepdb import *
+from .stepread import *
 from .stepseries import *
 from .stats import *
 from .params import *

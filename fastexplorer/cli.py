@@ -125,15 +125,12 @@ def demo(
         if epochs == 0:
             print(f"\nwrote {_write_probe(path, learn, r)}")
             return r
-        bar = contextlib.nullcontext() if sys.stdout.isatty() else learn.no_bar()   # a log file: no bar redraws
-        with bar:
+        with (contextlib.nullcontext() if sys.stdout.isatty() else learn.no_bar()):   # a log file: no bar redraws
             learn.fit_one_cycle(epochs, lr, cbs=ExplorerCallback(path, every=every, valid=True, overwrite=True))
-    except (OSError, RunLockedError) as e:   # a folder holding others' files, written now, full
-        raise CliError(str(e)) from None
+    except (OSError, RunLockedError) as e: raise CliError(str(e)) from None   # others' files, written now, full
     run = load_run(path)
     print(f"\nwrote {len(run.epochs)} epochs to {path}: {', '.join(e['file'] for e in run.meta['epochs'])}")
-    alerts = run.epochs[-1]['alerts']
-    print('alerts of the last epoch:' if alerts else 'no alerts in the last epoch')
+    print('alerts of the last epoch:' if (alerts := run.epochs[-1]['alerts']) else 'no alerts in the last epoch')
     for a in alerts: print(f"  [{a['kind']}] {a['message']}")
     if not no_serve: _serve_until_interrupted(path, '127.0.0.1', port)
     return run

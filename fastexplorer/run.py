@@ -13,7 +13,7 @@ from fastcore.basics import patch
 from .formats import *
 from . import stepdb, stepseries, history
 from .history import walk_tree, own_stats
-from .stepdb import read_steps, read_step_hist
+from .stepread import read_steps, read_step_hist
 from .stepseries import open_steps, layer_range
 
 # %% auto #0
