@@ -26,6 +26,7 @@ from .callback import *
 from .explore import *
 from .landscape import *
 from .legacy import *
+from .app import *
 from .explorer import *
 from .cli import digits_dls, digits_cnn, digits_learner
 from .record import *

@@ -199,7 +199,7 @@ def test_custom_stats_and_depth_idx(page, tmp_path):
 
 def test_page_modules_and_worker(runs, page):
     "The page is ES modules of a few hundred lines at most, served as they are and allow-listed; its worker digests the epochs; without the worker it still works"
-    import fastexplorer.explorer as fe
+    import fastexplorer.app as fe
     static = Path(fe.__file__).parent/'static'
     sizes = {p.name: len(p.read_text().splitlines()) for p in static.glob('*.js')}
     assert max(sizes.values()) <= 300, sizes
