@@ -19,11 +19,13 @@ __all__ = ['STEP_KINDS', 'MAX_POINTS', 'step_query', 'make_app']
 # %% ../nbs/04a_app.ipynb #01acc469
 _TYPES = {'.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8'}
 # the allow-list of static files: the page's scripts and style as the package ships them, by exact name
-_STATIC = {p.name: _TYPES[Path(p.name).suffix] for p in files('fastexplorer').joinpath('static').iterdir() if Path(p.name).suffix in _TYPES}
-# frame-ancestors: only pages served from this machine (a notebook showing the page inline) and VS Code's notebooks may frame it
+_STATIC = {p.name: _TYPES[Path(p.name).suffix] for p in files('fastexplorer').joinpath('static').iterdir()
+           if Path(p.name).suffix in _TYPES}
+# frame-ancestors: only pages served from this machine (a notebook showing the page inline) and VS Code's notebooks
 _CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
         "connect-src 'self'; base-uri 'none'; form-action 'none'; "
-        "frame-ancestors 'self' http://localhost:* http://127.0.0.1:* https://localhost:* https://127.0.0.1:* vscode-webview:")
+        "frame-ancestors 'self' http://localhost:* http://127.0.0.1:* https://localhost:* https://127.0.0.1:* "
+        "vscode-webview:")
 _HEADERS = [(b'x-content-type-options', b'nosniff'), (b'referrer-policy', b'no-referrer'),
             (b'content-security-policy', _CSP.encode()), (b'cache-control', b'no-store')]
 
@@ -48,10 +50,10 @@ class _Guard:
         if scope['type'] not in ('http', 'websocket'): return await self.app(scope, receive, send)
         hdrs = {k.decode('latin-1').lower(): v.decode('latin-1') for k,v in scope.get('headers', [])}
         origin = hdrs.get('origin')
-        # two Host (or Origin) headers: this guard and the application could each read a different one, so neither is trusted
+        # two Host (or Origin) headers: the guard and the application could each read a different one: neither trusted
         dup = [n for n in (b'host', b'origin') if sum(k.lower() == n for k,_ in scope.get('headers', [])) > 1]
-        ours = origin is None or (origin.startswith('http://') and self._host_ok(origin[7:]))   # no Origin, or this server's
-        if scope['type'] == 'websocket':     # a websocket is the original client's (`legacy_client`): its origin, or ours
+        ours = origin is None or (origin.startswith('http://') and self._host_ok(origin[7:]))   # none, or this server's
+        if scope['type'] == 'websocket':     # the original client's (`legacy_client`): its origin, or ours
             if not dup and self._host_ok(hdrs.get('host', '')) and (ours or origin in self.ws_origins):
                 return await self.app(scope, receive, send)
             await receive()
@@ -67,8 +69,8 @@ class _Guard:
 
 async def _error(send, status:int, msg:str):
     body = json.dumps({'error': msg}).encode()
-    await send({'type': 'http.response.start', 'status': status,
-                'headers': [(b'content-type', b'application/json'), (b'content-length', str(len(body)).encode())] + _HEADERS})
+    hdrs = [(b'content-type', b'application/json'), (b'content-length', str(len(body)).encode())] + _HEADERS
+    await send({'type': 'http.response.start', 'status': status, 'headers': hdrs})
     await send({'type': 'http.response.body', 'body': body})
 
 # %% ../nbs/04a_app.ipynb #118a5967
@@ -82,7 +84,7 @@ def _run_of(store:RunStore, req)->Path:
     return p
 
 def _unreadable(e:Exception, store:RunStore):
-    "The reply to a run file that cannot be read: 404 if it is gone, else 422 naming it (from the served folder) and what is wrong"
+    "The reply to a run file that cannot be read: 404 if it is gone, else 422 naming it and what is wrong"
     from starlette.exceptions import HTTPException
     return HTTPException(404 if isinstance(e, FileNotFoundError) else 422, store.why(e))
 
@@ -118,7 +120,7 @@ def _file_routes(store:RunStore)->dict:
         return _file(p/name, p, store)
     async def epoch(req):
         p,n = _run_of(store, req),req.path_params['n']
-        if not re.fullmatch('[0-9]{1,9}', n): raise HTTPException(404, 'not found')   # checked here: Starlette's `int` takes any length
+        if not re.fullmatch('[0-9]{1,9}', n): raise HTTPException(404, 'not found')   # Starlette's `int`: any length
         try: f = store.epoch_file(p, int(n))
         except (OSError, ValueError) as e: raise _unreadable(e, store)
         if f is None: raise HTTPException(404, f'no epoch {int(n)}')
@@ -130,37 +132,43 @@ STEP_KINDS = ('act', 'valid_act', 'grad', 'weight', 'loss', 'hyper')
 MAX_POINTS = 2000   # the most buckets one request of the step series may ask for
 
 def _int_arg(q, name:str, lo:int=0, hi:int=2**62):
-    "Integer query parameter `name` of `q`, or `None` when absent; `ValueError` naming it when it is not an integer in [`lo`, `hi`]"
+    "Integer query parameter `name` of `q`, or `None` if absent; `ValueError` unless an integer in [`lo`, `hi`]"
     v = q.get(name)
     if v is None or v == '': return None
-    if not re.fullmatch(r'-?[0-9]{1,19}', v): raise ValueError(f"query parameter `{name}` must be an integer, not {v[:40]!r}")
+    if not re.fullmatch(r'-?[0-9]{1,19}', v):
+        raise ValueError(f"query parameter `{name}` must be an integer, not {v[:40]!r}")
     if not lo <= int(v) <= hi: raise ValueError(f"query parameter `{name}` must be between {lo} and {hi}, not {v}")
     return int(v)
 
 def step_query(q, hist:bool=False)->dict:
-    "The keyword arguments of `step_series` (`step_hist_series` if `hist`) from query parameters `q`; `ValueError` naming a bad one"
+    "The keyword arguments of `step_series` (`step_hist_series` if `hist`) from query parameters `q`, checked"
     if bad := [k for k in q.keys() if k not in ('layer', 'kind', 'stats', 'start', 'stop', 'points', 'split')]:
         raise ValueError(f"unknown query parameter `{bad[0][:40]}`")
     res = {'layer': q.get('layer'), 'start': _int_arg(q, 'start'), 'stop': _int_arg(q, 'stop'),
            'points': _int_arg(q, 'points', 1, MAX_POINTS)}
-    if res['start'] is not None and res['stop'] is not None and res['stop'] < res['start']: raise ValueError("query parameter `stop` must not be below `start`")
+    if res['start'] is not None and res['stop'] is not None and res['stop'] < res['start']:
+        raise ValueError("query parameter `stop` must not be below `start`")
     if hist:
-        if (split := q.get('split', 'train')) not in ('train', 'valid'): raise ValueError(f"query parameter `split` must be 'train' or 'valid', not {split[:40]!r}")
+        if (split := q.get('split', 'train')) not in ('train', 'valid'):
+            raise ValueError(f"query parameter `split` must be 'train' or 'valid', not {split[:40]!r}")
         if res['layer'] is None: raise ValueError("query parameter `layer` is required")
         res['split'] = split
     else:
-        if (kind := q.get('kind', 'act')) not in STEP_KINDS: raise ValueError(f"query parameter `kind` must be one of {', '.join(STEP_KINDS)}, not {kind[:40]!r}")
-        if kind not in ('loss', 'hyper') and res['layer'] is None: raise ValueError(f"query parameter `layer` is required for kind {kind!r}")
+        if (kind := q.get('kind', 'act')) not in STEP_KINDS:
+            raise ValueError(f"query parameter `kind` must be one of {', '.join(STEP_KINDS)}, not {kind[:40]!r}")
+        if kind not in ('loss', 'hyper') and res['layer'] is None:
+            raise ValueError(f"query parameter `layer` is required for kind {kind!r}")
         res['kind'] = kind
         if s := q.get('stats'):
             names = list(dict.fromkeys(s.split(',')))   # each once: a statistic asked for twice is one column
-            if len(names) > 64: raise ValueError(f"query parameter `stats` names {len(names)} statistics: at most 64 a request")
+            if len(names) > 64:
+                raise ValueError(f"query parameter `stats` names {len(names)} statistics: at most 64 a request")
             res['stats'] = names[0] if kind == 'hyper' else names
     return {k: v for k,v in res.items() if v is not None}
 
 # %% ../nbs/04a_app.ipynb #a473e005
 def _step_routes(store:RunStore)->dict:
-    "The handlers, by name, of a run's step series: its summary (`steps`), and a series or a layer's histograms (`steps_what`)"
+    "The handlers, by name, of a run's step series: its summary (`steps`), a series or histograms (`steps_what`)"
     from starlette.responses import Response, JSONResponse
     from starlette.exceptions import HTTPException
     from starlette.concurrency import run_in_threadpool
@@ -168,16 +176,21 @@ def _step_routes(store:RunStore)->dict:
         p,what = _run_of(store, req),req.path_params.get('what')
         try:
             if what is None:
-                if req.query_params: raise ValueError(f"unknown query parameter `{next(iter(req.query_params.keys()))[:40]}`")
+                if req.query_params:
+                    raise ValueError(f"unknown query parameter `{next(iter(req.query_params.keys()))[:40]}`")
                 return JSONResponse(await run_in_threadpool(store.step_info, p))
             q = step_query(req.query_params, hist=what == 'hist')
             f = store.step_hist_series if what == 'hist' else store.step_series
             return Response(dumps(await run_in_threadpool(f, p, **q)), media_type='application/json')
         except ValueError as e: raise HTTPException(400, str(e))
         except KeyError as e: raise HTTPException(404, e.args[0] if e.args else 'not found')
-        except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no step series (steps.sqlite): it was recorded without them or by an older fastexplorer")
+        except FileNotFoundError:
+            raise HTTPException(404, f"run {req.path_params['run']!r} has no step series (steps.sqlite): "
+                                     "it was recorded without them or by an older fastexplorer")
         except OSError as e: raise _unreadable(e, store)
-        except sqlite3.Error as e: raise HTTPException(422, f"the step series of run {req.path_params['run']!r} cannot be read (steps.sqlite: {e})")
+        except sqlite3.Error as e:
+            raise HTTPException(422, f"the step series of run {req.path_params['run']!r} cannot be read "
+                                     f"(steps.sqlite: {e})")
     async def steps_what(req):
         if req.path_params['what'] not in ('series', 'hist'): raise HTTPException(404, 'not found')
         return await steps(req)
@@ -185,33 +198,41 @@ def _step_routes(store:RunStore)->dict:
 
 # %% ../nbs/04a_app.ipynb #4576d1a1
 def _history_routes(store:RunStore)->dict:
-    "The handlers, by name, of a run's epoch history: every epoch's summary (`summaries`) and a few nodes' statistics (`history`)"
+    "The handlers, by name, of a run's epoch history: epoch summaries (`summaries`), nodes' statistics (`history`)"
     from starlette.responses import Response
     from starlette.exceptions import HTTPException
     from starlette.concurrency import run_in_threadpool
     async def summaries(req):
         p = _run_of(store, req)
         try: return Response(await run_in_threadpool(store.summaries, p), media_type='application/json')
-        except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite): an older fastexplorer wrote it; `build_history` makes one")
+        except FileNotFoundError:
+            raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite): "
+                                     "an older fastexplorer wrote it; `build_history` makes one")
         except RunFileError as e: raise _unreadable(e, store)
         except (ValueError, sqlite3.Error) as e: raise HTTPException(404, str(e))
     async def history(req):
         p = _run_of(store, req)
-        if set(req.query_params.keys()) - {'path'}: raise HTTPException(400, f"unknown query parameter `{next(iter(set(req.query_params.keys()) - {'path'}))[:40]}`")
-        try: return Response(await run_in_threadpool(store.history, p, req.query_params.getlist('path')), media_type='application/json')
+        if bad := set(req.query_params.keys()) - {'path'}:
+            raise HTTPException(400, f"unknown query parameter `{next(iter(bad))[:40]}`")
+        try:
+            text = await run_in_threadpool(store.history, p, req.query_params.getlist('path'))
+            return Response(text, media_type='application/json')
         except ValueError as e: raise HTTPException(400, str(e))
-        except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite)")
+        except FileNotFoundError:
+            raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite)")
         except sqlite3.Error as e: raise HTTPException(404, str(e))
     return dict(summaries=summaries, history=history)
 
 # %% ../nbs/04a_app.ipynb #aaa5c6b1
 def _events_route(store:RunStore, poll:float=0.5, closing:threading.Event|None=None):
-    "The handler of a run's event stream: `update` when its `run.json` changes, `steps` when its step database does; it ends when `closing` is set"
+    "The handler of a run's event stream: `update` when its `run.json` changes, `steps` when its step database does"
     from starlette.responses import StreamingResponse
     from starlette.concurrency import run_in_threadpool
     async def events(req):
         p = _run_of(store, req)
-        def db_mtime(): return max(((p/f).stat().st_mtime_ns for f in ('steps.sqlite', 'steps.sqlite-wal') if (p/f).exists()), default=None)
+        def db_mtime():
+            return max(((p/f).stat().st_mtime_ns for f in ('steps.sqlite', 'steps.sqlite-wal') if (p/f).exists()),
+                       default=None)
         async def stream():
             last,last_db = None,None
             while not (closing is not None and closing.is_set()) and not await req.is_disconnected():
@@ -220,14 +241,16 @@ def _events_route(store:RunStore, poll:float=0.5, closing:threading.Event|None=N
                     if st != last:
                         last = st
                         m = store.manifest(p)
-                        data = {'epochs': [e['epoch'] for e in m.get('epochs', [])], 'status': m.get('status'), 'live_alerts': len(m.get('live_alerts') or [])}
+                        data = {'epochs': [e['epoch'] for e in m.get('epochs', [])], 'status': m.get('status'),
+                                'live_alerts': len(m.get('live_alerts') or [])}
                         yield f"event: update\ndata: {json.dumps(data)}\n\n"
                     # new steps: the database (or its write-ahead log) changed; its summary is read off the event loop
                     if (db := db_mtime()) is not None and db != last_db:
                         info = await run_in_threadpool(store.step_info, p)
                         last_db = db
-                        yield f"event: steps\ndata: {dumps({k: info[k] for k in ('batches', 'last_step', 'epochs', 'fits')})}\n\n"
-                except (OSError, ValueError, sqlite3.Error): pass      # mid-replace, removed, or mid-creation: try again at the next poll
+                        news = {k: info[k] for k in ('batches', 'last_step', 'epochs', 'fits')}
+                        yield f"event: steps\ndata: {dumps(news)}\n\n"
+                except (OSError, ValueError, sqlite3.Error): pass      # mid-replace, removed, mid-creation: next poll
                 await asyncio.sleep(poll)
         return StreamingResponse(stream(), media_type='text/event-stream', headers={'x-accel-buffering': 'no'})
     return events
@@ -239,7 +262,7 @@ def make_app(
     any_ip:bool=False,   # also accept any IP-literal `Host` (for a server bound to all interfaces)
     poll:float=0.5,      # seconds between checks of `run.json` for the event stream
     closing:threading.Event|None=None, # set when the server stops: event streams end, so shutdown is graceful
-    legacy_client:bool=False, # also serve the original fastexplorer client's websocket at `/ws`, and accept its origin
+    legacy_client:bool=False, # also serve the original client's websocket at `/ws`, and accept its origin
 ):
     "The Starlette application serving the explorer page and the runs under `root`, read-only"
     from starlette.applications import Starlette
@@ -248,14 +271,15 @@ def make_app(
     from starlette.exceptions import HTTPException
     root = Path(root)
     store = RunStore(root)
-    h = {**_file_routes(store), **_step_routes(store), **_history_routes(store), 'events': _events_route(store, poll, closing)}
+    h = {**_file_routes(store), **_step_routes(store), **_history_routes(store),
+         'events': _events_route(store, poll, closing)}
     async def http_error(req, exc): return JSONResponse({'error': exc.detail}, status_code=exc.status_code)
     routes = [Route('/', h['index']), Route('/static/{name}', h['static']), Route('/api/runs', h['runs']),
               Route('/api/runs/{run}/epochs', h['summaries']), Route('/api/runs/{run}/epochs/{n}', h['epoch']),
               Route('/api/runs/{run}/history', h['history']), Route('/api/runs/{run}/events', h['events']),
               Route('/api/runs/{run}/steps', h['steps']), Route('/api/runs/{run}/steps/{what:str}', h['steps_what']),
               Route('/api/runs/{run}/{name}', h['run_file'])]
-    if legacy_client:      # the original client's support reads the tree with the training stack: loaded only when asked for
+    if legacy_client:      # the original client's support reads the tree with the training stack: only when asked
         from fastexplorer.legacy import legacy_endpoint, LEGACY_ORIGIN
         routes.append(WebSocketRoute('/ws', legacy_endpoint(root)))
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, 404: http_error, 405: http_error})

@@ -22,21 +22,24 @@ __all__ = ['REPORT_POINTS', 'REPORT_HIST_POINTS', 'REPORT_BUDGET', 'ExplorerServ
 def _bind(host:str, port:int)->socket.socket:
     "A listening TCP socket bound to `host`:`port` (0: any free port); a busy port is an `OSError` naming it"
     fam = socket.AF_INET6 if ':' in host else socket.AF_INET
-    # protocol IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on accepted sockets whose `proto` says TCP (they inherit
-    # it from this one); without it every small response on a kept-alive connection waits for a delayed ACK (~40 ms)
+    # protocol IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on accepted sockets whose `proto` says TCP (they
+    # inherit it from this one); without it every small response on a kept-alive connection waits for a delayed ACK
+    # (~40 ms)
     sock = socket.socket(fam, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     # as every server does: reuse a port whose old connections linger in TIME_WAIT (a listening socket still blocks it)
     if os.name == 'posix': sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try: sock.bind((host, port))
     except OSError as e:
         sock.close()
-        if e.errno == errno.EADDRINUSE: raise OSError(errno.EADDRINUSE, f"port {port} on {host} is already in use: pass another `port` (or 0 for any free one)") from None
+        if e.errno == errno.EADDRINUSE:
+            raise OSError(errno.EADDRINUSE, f"port {port} on {host} is already in use: "
+                                            "pass another `port` (or 0 for any free one)") from None
         raise OSError(e.errno, f"cannot serve on {host}:{port}: {e.strerror}") from None
     sock.listen(128)
     return sock
 
 def _served_as(host:str, port:int)->tuple:
-    "`(hosts, any_ip, url)` of a server bound to `host`:`port`: the `Host` values it answers, whether any IP literal too, and its URL"
+    "`(hosts, any_ip, url)` of a server bound to `host`:`port`: the `Host`s it answers, any IP literal too?, its URL"
     name = f"[{host}]" if ':' in host else host
     hosts = {f"{name}:{port}"} | ({f"localhost:{port}", f"127.0.0.1:{port}"} if _loopback(host) else set())
     any_ip = host in ('0.0.0.0', '::')
@@ -50,20 +53,22 @@ class ExplorerServer:
         host:str='127.0.0.1',  # interface to bind: loopback unless told otherwise
         port:int=8000,         # port (0: any free port)
         poll:float=0.5,        # seconds between checks for new epochs
-        legacy_client:bool=False, # also serve the original fastexplorer client's websocket (`/ws`) and accept its origin
+        legacy_client:bool=False, # also serve the original client's websocket (`/ws`) and accept its origin
     ):
         import uvicorn
         root = Path(root)
         if not root.is_dir(): raise NotADirectoryError(f"nothing to serve: {str(root)!r} is not a folder")
         if not _loopback(host):
-            warnings.warn(f"serving {str(root)!r} on {host}: anyone who can reach this machine on port {port} can read these runs")
+            warnings.warn(f"serving {str(root)!r} on {host}: "
+                          f"anyone who can reach this machine on port {port} can read these runs")
         self.sock = _bind(host, port)
         self.port = self.sock.getsockname()[1]
         self.host,self.legacy_client = host,legacy_client
         hosts,any_ip,self.url = _served_as(host, self.port)
         self.closing = threading.Event()
         app = make_app(root, hosts, any_ip=any_ip, poll=poll, closing=self.closing, legacy_client=legacy_client)
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level='warning', lifespan='off', timeout_graceful_shutdown=1))
+        cfg = uvicorn.Config(app, log_level='warning', lifespan='off', timeout_graceful_shutdown=1)
+        self.server = uvicorn.Server(cfg)
         self.server.install_signal_handlers = lambda: None   # uvicorn < 0.29
         self.thread = threading.Thread(target=self._run, name='fastexplorer-server', daemon=True)
         self.thread.start()
@@ -72,8 +77,10 @@ class ExplorerServer:
             time.sleep(0.025)
         if legacy_client:
             from fastexplorer.legacy import LEGACY_CLIENT
-            print(f"the original fastexplorer client may connect: open {LEGACY_CLIENT} (it reaches ws://localhost:8000/ws"
-                  + ("" if self.port == 8000 and _loopback(host) else f"; this server is on {host}:{self.port}, so it will not find it") + ")")
+            where = ("" if self.port == 8000 and _loopback(host)
+                     else f"; this server is on {host}:{self.port}, so it will not find it")
+            print(f"the original fastexplorer client may connect: open {LEGACY_CLIENT} "
+                  "(it reaches ws://localhost:8000/ws" + where + ")")
 
     def _run(self):
         try: asyncio.run(self.server.serve(sockets=[self.sock]))
@@ -106,27 +113,31 @@ _IMPORT = re.compile(r"^import \{[^}]*\} from '\./([\w-]+\.js)';\n", re.M)
 def _page_modules(name:str='app.js', done:list|None=None, busy:tuple=())->list:
     "The page's script modules that `name` imports, directly or not, each after the ones it imports, and `name` last"
     done = [] if done is None else done
-    if name in busy: raise RuntimeError(f"fastexplorer's page scripts import each other in a cycle: {' -> '.join(busy + (name,))}")
+    if name in busy:
+        raise RuntimeError(f"fastexplorer's page scripts import each other in a cycle: {' -> '.join(busy + (name,))}")
     for dep in _IMPORT.findall(_static(name).decode()):
         if dep not in done: _page_modules(dep, done, busy + (name,))
     if name not in done: done.append(name)
     return done
 
 def _inline_js()->str:
-    "The page's modules as one script for the report (browsers load no module from `file://`): imports dropped, exports unmarked"
+    "The page's modules as one script for the report (browsers load no module from `file://`), imports and exports out"
     res = []
     for name in _page_modules():
-        js = re.sub(r'^export (?=(async )?function |const |let |class )', '', _IMPORT.sub('', _static(name).decode()), flags=re.M)
-        if re.search(r'^(import|export)\b', js, re.M): raise RuntimeError(f"static/{name} has an import or export that `report` cannot inline")
+        js = re.sub(r'^export (?=(async )?function |const |let |class )', '', _IMPORT.sub('', _static(name).decode()),
+                    flags=re.M)
+        if re.search(r'^(import|export)\b', js, re.M):
+            raise RuntimeError(f"static/{name} has an import or export that `report` cannot inline")
         res.append(f"// {name}\n{js}")
     return '\n'.join(res)
 
 # %% ../nbs/05_explorer.ipynb #b67f6b5f
-# the step series a report embeds: buckets per series and per histogram, and in all (a net of 1,000 layers gets fewer each)
+# the step series a report embeds: buckets per series and per histogram, and in all (1,000 layers get fewer each)
 REPORT_POINTS,REPORT_HIST_POINTS,REPORT_BUDGET = 200,100,100_000
 
-def _steps_pieces(store:RunStore, p:Path, points:int=REPORT_POINTS, hist_points:int=REPORT_HIST_POINTS, budget:int=REPORT_BUDGET):
-    "The JSON of the step series the page draws, downsampled for a report, in pieces (one series each): the summary, and each layer's and parameter's series by `kind|layer`"
+def _steps_pieces(store:RunStore, p:Path, points:int=REPORT_POINTS, hist_points:int=REPORT_HIST_POINTS,
+                  budget:int=REPORT_BUDGET):
+    "The JSON of the step series the page draws, downsampled for a report, in pieces: the summary, then a series each"
     if not (p/'steps.sqlite').is_file(): yield 'null'; return
     con = store.steps(p)                 # one connection for the thousands of reads of a deep net
     try:
@@ -135,14 +146,20 @@ def _steps_pieces(store:RunStore, p:Path, points:int=REPORT_POINTS, hist_points:
         points = max(10, min(points, budget // (2 + 2 * nl + 2 * nq)))
         hist_points = max(10, min(hist_points, budget // max(1, 2 * nl)))
         yield f'{{"info": {dumps(info)}, "points": {points}, "series": {{'
-        yield f'"loss|": {dumps(store.step_series(con, kind="loss", points=points))}, "hyper|group 0": {dumps(store.step_series(con, "group 0", "hyper", "lr", points=points))}'
-        charted = {k: [d['name'] for d in info['stats'] if d['kind'] == k and d['charted']] for k in ('act', 'grad', 'weight')}
+        loss = dumps(store.step_series(con, kind="loss", points=points))
+        lr = dumps(store.step_series(con, "group 0", "hyper", "lr", points=points))
+        yield f'"loss|": {loss}, "hyper|group 0": {lr}'
+        charted = {k: [d['name'] for d in info['stats'] if d['kind'] == k and d['charted']]
+                   for k in ('act', 'grad', 'weight')}
         for l in info['layers']:
-            for k in ('act', 'valid_act'): yield f', {dumps(f"{k}|{l}")}: {dumps(store.step_series(con, l, k, charted["act"], points=points))}'
+            for k in ('act', 'valid_act'):
+                yield f', {dumps(f"{k}|{l}")}: {dumps(store.step_series(con, l, k, charted["act"], points=points))}'
         for q in info['params']:
-            for k in ('grad', 'weight'): yield f', {dumps(f"{k}|{q}")}: {dumps(store.step_series(con, q, k, charted[k], points=points))}'
+            for k in ('grad', 'weight'):
+                yield f', {dumps(f"{k}|{q}")}: {dumps(store.step_series(con, q, k, charted[k], points=points))}'
         yield '}, "hist": {'
-        for i,l in enumerate(info['layers']): yield f'{", " if i else ""}{dumps(l)}: {dumps(store.step_hist_series(con, l, points=hist_points))}'
+        for i,l in enumerate(info['layers']):
+            yield f'{", " if i else ""}{dumps(l)}: {dumps(store.step_hist_series(con, l, points=hist_points))}'
         yield '}}'
     finally: con.close()
 
@@ -157,9 +174,11 @@ def _raw_json(f)->str:
     return text
 
 def _run_pieces(store:RunStore, p:Path, run:dict):
-    "The JSON of one run of the report, in pieces: epoch files are copied as they are, one at a time, so memory holds one"
+    "The JSON of one run of the report, in pieces: epoch files copied as they are, one at a time, so memory holds one"
     m = store.manifest(p)
-    yield f'{{"id": {dumps(run["id"])}, "name": {dumps(run["name"])}, "meta": {dumps(m)}, "representation": {_raw_json(p/"representation.json")}, "epochs": ['
+    rep = _raw_json(p/"representation.json")
+    yield f'{{"id": {dumps(run["id"])}, "name": {dumps(run["name"])}, "meta": {dumps(m)}, "representation": {rep}, '
+    yield '"epochs": ['
     files = store.epoch_files(p)
     for i,f in enumerate(files): yield (', ' if i else '') + _raw_json(f)
     yield f'], "landscape": {_raw_json(p/"landscape.json")}, "steps": '
@@ -175,9 +194,10 @@ def report(
     store = RunStore(root)
     runs = store.runs()
     if not runs: raise FileNotFoundError(f"no run (a folder with run.json) in {str(root)!r}")
-    for r in runs:
-        if 'error' in r and (p := store.folder(r['id'])) is not None: store.manifest(p)   # unreadable: its error, naming the file, before anything is written
-    html = re.sub(r'<!-- every module .*-->\n|<link rel="modulepreload" [^>]*>\n', '', _static('index.html').decode())   # inlined below
+    for r in runs:   # an unreadable run: its error, naming the file, before anything is written
+        if 'error' in r and (p := store.folder(r['id'])) is not None: store.manifest(p)
+    # the modules' list and preloads out: they are inlined below
+    html = re.sub(r'<!-- every module .*-->\n|<link rel="modulepreload" [^>]*>\n', '', _static('index.html').decode())
     css,js = _static('app.css').decode(),_inline_js()
     js = js.replace('</script', '<\\/script')
     tag = '<script type="module" src="static/app.js"></script>'
@@ -185,8 +205,9 @@ def report(
         if t not in html: raise RuntimeError(f"fastexplorer's index.html lacks {t!r}: the package is damaged")
     head,tail = html.replace('<link rel="stylesheet" href="static/app.css">', f"<style>\n{css}\n</style>").split(tag)
     def pieces():
-        # the data are written as they are read, a run and an epoch at a time; `<` is escaped in every piece (JSON allows
-        # it only inside strings, where `\u003c` means the same), so no `</script>` in the data can end the script
+        # the data are written as they are read, a run and an epoch at a time; `<` is escaped in every piece (JSON
+        # allows it only inside strings, where `\u003c` means the same), so no `</script>` in the data can end the
+        # script
         yield head + '<script>window.FASTEXPLORER_DATA = {"runs": ['
         for i,r in enumerate(runs):
             if i: yield ', '
