@@ -1,4 +1,4 @@
-"""The run folder: the representation, one JSON file per epoch and a manifest, written atomically, and repaired after a crash.
+"""The run folder: the representation, a JSON file per epoch and a manifest, written atomically, repaired if cut.
 
 Docs: https://fastexplorer.github.io/fastexplorer/export.html.md"""
 

@@ -1,4 +1,4 @@
-"""`history.sqlite`, the run folder's index of its epoch files: each node's statistics by epoch and each epoch's summary, so that a view reads the few rows it shows rather than every epoch file.
+"""`history.sqlite`, the run folder's index of its epoch files: each node's statistics by epoch, each epoch's summary.
 
 Docs: https://fastexplorer.github.io/fastexplorer/history.html.md"""
 

@@ -1,4 +1,4 @@
-"""The seed project's web client, fastexplorer-js, drawing our runs: the representation in the seed's format, and the websocket it talks to.
+"""The seed project's web client, fastexplorer-js, drawing our runs: the tree in its format, and its websocket.
 
 Docs: https://fastexplorer.github.io/fastexplorer/legacy.html.md"""
 

@@ -1,4 +1,4 @@
-"""Keep the raw inputs, outputs or output gradients of chosen layers, with a condition and a running reduction; and read the activations of the latest forward by layer label.
+"""Keep the raw inputs, outputs or output gradients of chosen layers; read the latest forward's outputs by label.
 
 Docs: https://fastexplorer.github.io/fastexplorer/record.html.md"""
 

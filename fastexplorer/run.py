@@ -1,4 +1,4 @@
-"""A run folder read back: its epoch index, each file checked as it is read, `load_run` with its pandas views and plots, the runs under a folder, and `RunStore`, the one interface the server reads through.
+"""A run folder read back: its epoch index, checked files, `load_run` with pandas views and plots, and `RunStore`.
 
 Docs: https://fastexplorer.github.io/fastexplorer/run.html.md"""
 

@@ -1,4 +1,4 @@
-"""What a chart asks of the step database: a layer's series cut into buckets of steps (minimum, maximum and mean of each), its histograms, and what a page needs first; on one read-only connection for many reads.
+"""What a chart asks of the step database: a layer's series in buckets of steps, its histograms, a page's first read.
 
 Docs: https://fastexplorer.github.io/fastexplorer/stepseries.html.md"""
 
