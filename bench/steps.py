@@ -22,7 +22,8 @@ import argparse, shutil, statistics, tempfile, time
 from pathlib import Path
 import numpy as np
 import torch
-from fastexplorer.stepdb import StepWriter, table_stats, read_steps, hist_every_for
+from fastexplorer.stepdb import StepWriter, table_stats, hist_every_for
+from fastexplorer.stepread import read_steps
 from fastexplorer.stepseries import step_series, step_hist_series, step_info
 from fastexplorer.steps import step_layout
 ACT_STATS,GRAD_STATS = table_stats(step_layout(), 'act'),table_stats(step_layout(), 'grad')

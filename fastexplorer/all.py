@@ -11,6 +11,7 @@ from .history import *
 from .export import *
 from .run import *
 from .stepdb import *
+from .stepread import *
 from .stepseries import *
 from .layers import *
 from .reduce import *
@@ -30,6 +31,7 @@ from .callback import *
 from .explore import *
 from .landscape import *
 from .legacy import *
+from .app import *
 from .explorer import *
 from .cli import digits_dls, digits_cnn, digits_learner
 from .record import *

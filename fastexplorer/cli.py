@@ -44,14 +44,15 @@ def digits_cnn(
     from torch import nn
     def block(ni, nf, stride): return nn.Sequential(nn.Conv2d(ni, nf, 3, stride=stride, padding=1, bias=False),
                                                     nn.BatchNorm2d(nf), nn.ReLU(inplace=True))
-    return nn.Sequential(block(1, nf, 1), block(nf, 2*nf, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2*nf, 10))
+    return nn.Sequential(block(1, nf, 1), block(nf, 2*nf, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(2*nf, 10))
 
 def digits_learner(
     bs:int=64,   # batch size
     seed:int=42, # seed of the split, the shuffling and the model's initial weights
     **kwargs,    # passed to `Learner`
 ):
-    "A fastai `Learner` training `digits_cnn` on `digits_dls`, the same each time for one `seed`; the global random state is left as it was"
+    "A fastai `Learner` training `digits_cnn` on `digits_dls`, the same each time for one `seed`"
     import torch
     from fastai.learner import Learner
     from fastai.losses import CrossEntropyLossFlat
@@ -104,7 +105,8 @@ def demo(
     no_serve:bool=False,  # do not serve the explorer afterwards (for scripts)
     port:int=8000,        # port of the explorer
 ):
-    "Train a small CNN on scikit-learn's digits with `ExplorerCallback`, print its tree, write the run folder and serve the explorer"
+    ("Train a small CNN on scikit-learn's digits with `ExplorerCallback`, print its tree, "
+     "write the run folder and serve the explorer")
     _check_options(epochs=epochs, lr=lr, every=every, bs=bs, seed=seed, port=port)
     from fastexplorer import quiet_fastai; quiet_fastai()   # the training stack, loaded only by the command that trains
     from fastai.callback.schedule import fit_one_cycle  # noqa: F401  (patches Learner)
@@ -123,13 +125,12 @@ def demo(
         if epochs == 0:
             print(f"\nwrote {_write_probe(path, learn, r)}")
             return r
-        with learn.no_bar() if not sys.stdout.isatty() else contextlib.nullcontext():   # a log file gets no progress-bar redraws
+        with (contextlib.nullcontext() if sys.stdout.isatty() else learn.no_bar()):   # a log file: no bar redraws
             learn.fit_one_cycle(epochs, lr, cbs=ExplorerCallback(path, every=every, valid=True, overwrite=True))
-    except (OSError, RunLockedError) as e: raise CliError(str(e)) from None   # a folder holding others' files, written now, full
+    except (OSError, RunLockedError) as e: raise CliError(str(e)) from None   # others' files, written now, full
     run = load_run(path)
     print(f"\nwrote {len(run.epochs)} epochs to {path}: {', '.join(e['file'] for e in run.meta['epochs'])}")
-    alerts = run.epochs[-1]['alerts']
-    print('alerts of the last epoch:' if alerts else 'no alerts in the last epoch')
+    print('alerts of the last epoch:' if (alerts := run.epochs[-1]['alerts']) else 'no alerts in the last epoch')
     for a in alerts: print(f"  [{a['kind']}] {a['message']}")
     if not no_serve: _serve_until_interrupted(path, '127.0.0.1', port)
     return run
@@ -149,7 +150,8 @@ def serve_runs(
     path:str,                # a run folder, or a folder of run folders
     port:int=8000,           # port to serve on
     host:str='127.0.0.1',    # interface to bind (anything but loopback is announced with a warning)
-    legacy_client:bool=False, # also serve the original fastexplorer web client's websocket (`/ws`) and accept its origin
+    # also serve the original fastexplorer web client's websocket (`/ws`) and accept its origin
+    legacy_client:bool=False,
 ):
     "Serve the explorer for a run folder (or a folder of runs) until interrupted"
     _check_options(port=port)
@@ -167,11 +169,12 @@ def report_runs(
     from fastexplorer.run import RunFileError
     out = Path(output)
     if is_run_file(out.name):   # `-o RUN/run.json` would replace the run's own manifest
-        raise CliError(f"--output must be an HTML file whose name is not one of a run folder's own ({out.name}: run.json, "
-                       f"epoch_NNNN.json, …), not {output!r}")
+        raise CliError(f"--output must be an HTML file whose name is not one of a run folder's own "
+                       f"({out.name}: run.json, epoch_NNNN.json, …), not {output!r}")
     if out.is_dir(): raise CliError(f"--output must be a file to write, not the folder {output!r}")
     try: out = report(path, output)
-    except (FileNotFoundError, NotADirectoryError, RunFileError) as e: raise CliError(str(e)) from None   # an unreadable run: named
+    except (FileNotFoundError, NotADirectoryError, RunFileError) as e:   # an unreadable run: named
+        raise CliError(str(e)) from None
     print(f"wrote {out}")
 
 # %% ../nbs/06_cli.ipynb #2b082fca
@@ -181,7 +184,7 @@ def main(argv:list|None=None):
     "Entry point of the `fastexplorer` console script: `fastexplorer COMMAND [options]`"
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] not in COMMANDS:
-        asked = bool(argv) and argv[0] in ('-h', '--help')   # help asked for goes to stdout; a wrong command's usage to stderr
+        asked = bool(argv) and argv[0] in ('-h', '--help')   # help asked for: stdout; a wrong command's usage: stderr
         print("usage: fastexplorer COMMAND [options]\n\ncommands:\n" +
               '\n'.join(f"  {k:10s} {f.__doc__}" for k,f in COMMANDS.items()), file=sys.stdout if asked else sys.stderr)
         return 0 if asked else 2

@@ -12,275 +12,34 @@ from pathlib import Path
 from fastcore.basics import patch
 from .formats import *
 from .run import RunStore, RunFileError
+from .app import *
+from .app import _loopback, _static
 
 # %% auto #0
-__all__ = ['STEP_KINDS', 'MAX_POINTS', 'REPORT_POINTS', 'REPORT_HIST_POINTS', 'REPORT_BUDGET', 'step_query', 'make_app',
-           'ExplorerServer', 'serve', 'report']
-
-# %% ../nbs/05_explorer.ipynb #01acc469
-_TYPES = {'.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8'}
-# the allow-list of static files: the page's scripts and style as the package ships them, by exact name
-_STATIC = {p.name: _TYPES[Path(p.name).suffix] for p in files('fastexplorer').joinpath('static').iterdir() if Path(p.name).suffix in _TYPES}
-# frame-ancestors: only pages served from this machine (a notebook showing the page inline) and VS Code's notebooks may frame it
-_CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
-        "connect-src 'self'; base-uri 'none'; form-action 'none'; "
-        "frame-ancestors 'self' http://localhost:* http://127.0.0.1:* https://localhost:* https://127.0.0.1:* vscode-webview:")
-_HEADERS = [(b'x-content-type-options', b'nosniff'), (b'referrer-policy', b'no-referrer'),
-            (b'content-security-policy', _CSP.encode()), (b'cache-control', b'no-store')]
-
-def _loopback(host:str)->bool:
-    try: return ipaddress.ip_address(host.strip('[]')).is_loopback
-    except ValueError: return host == 'localhost'
-
-# %% ../nbs/05_explorer.ipynb #4fb7ae0b
-class _Guard:
-    "ASGI middleware: only GET/HEAD, only the served origin's `Host` and `Origin`, security headers on every response"
-    def __init__(self, app, hosts:set, any_ip:bool=False, ws_origins:tuple=()):
-        self.app,self.hosts,self.any_ip,self.ws_origins = app,hosts,any_ip,ws_origins
-
-    def _host_ok(self, host:str)->bool:
-        if host in self.hosts: return True
-        if not self.any_ip: return False
-        h = host.rsplit(':', 1)[0].strip('[]')
-        try: ipaddress.ip_address(h); return True        # an IP literal cannot be DNS-rebound
-        except ValueError: return False
-
-    async def __call__(self, scope, receive, send):
-        if scope['type'] not in ('http', 'websocket'): return await self.app(scope, receive, send)
-        hdrs = {k.decode('latin-1').lower(): v.decode('latin-1') for k,v in scope.get('headers', [])}
-        origin = hdrs.get('origin')
-        # two Host (or Origin) headers: this guard and the application could each read a different one, so neither is trusted
-        dup = [n for n in (b'host', b'origin') if sum(k.lower() == n for k,_ in scope.get('headers', [])) > 1]
-        ours = origin is None or (origin.startswith('http://') and self._host_ok(origin[7:]))   # no Origin, or this server's
-        if scope['type'] == 'websocket':     # a websocket is the original client's (`legacy_client`): its origin, or ours
-            if not dup and self._host_ok(hdrs.get('host', '')) and (ours or origin in self.ws_origins):
-                return await self.app(scope, receive, send)
-            await receive()
-            return await send({'type': 'websocket.close', 'code': 1008})
-        if scope['method'] not in ('GET', 'HEAD'): return await _error(send, 405, 'only GET and HEAD are allowed')
-        if dup: return await _error(send, 400, f'more than one {dup[0].decode().title()} header')
-        if not self._host_ok(hdrs.get('host', '')): return await _error(send, 403, 'unexpected Host header')
-        if not ours: return await _error(send, 403, 'cross-origin requests are not allowed')
-        async def send_h(msg):
-            if msg['type'] == 'http.response.start': msg['headers'] = list(msg.get('headers', [])) + _HEADERS
-            await send(msg)
-        await self.app(scope, receive, send_h)
-
-async def _error(send, status:int, msg:str):
-    body = json.dumps({'error': msg}).encode()
-    await send({'type': 'http.response.start', 'status': status,
-                'headers': [(b'content-type', b'application/json'), (b'content-length', str(len(body)).encode())] + _HEADERS})
-    await send({'type': 'http.response.body', 'body': body})
-
-# %% ../nbs/05_explorer.ipynb #118a5967
-def _static(name:str)->bytes: return files('fastexplorer').joinpath('static', name).read_bytes()
-
-def _run_of(store:RunStore, req)->Path:
-    "The folder of the run that request `req` names in `store`; a 404 if there is no such run"
-    from starlette.exceptions import HTTPException
-    p = store.folder(req.path_params['run'])
-    if p is None: raise HTTPException(404, 'no such run')
-    return p
-
-def _unreadable(e:Exception, store:RunStore):
-    "The reply to a run file that cannot be read: 404 if it is gone, else 422 naming it (from the served folder) and what is wrong"
-    from starlette.exceptions import HTTPException
-    return HTTPException(404 if isinstance(e, FileNotFoundError) else 422, store.why(e))
-
-def _file(p:Path, base:Path, store:RunStore):
-    "A response with the JSON file `p` of run folder `base` in `store`; a 404 if it is not there or not inside `base`"
-    from starlette.responses import Response
-    from starlette.exceptions import HTTPException
-    try:
-        if not p.is_file() or not store.contains(base, p): raise HTTPException(404, 'not found')
-        return Response(p.read_bytes(), media_type='application/json')
-    except OSError as e: raise _unreadable(e, store)
-
-# %% ../nbs/05_explorer.ipynb #3dbd9618
-def _file_routes(store:RunStore)->dict:
-    "The handlers, by name, of the page, its static files, the list of runs, a run's JSON files and its epoch files"
-    from starlette.responses import Response, JSONResponse
-    from starlette.exceptions import HTTPException
-    async def index(req): return Response(_static('index.html'), media_type='text/html; charset=utf-8')
-    async def static(req):
-        name = req.path_params['name']
-        if name not in _STATIC: raise HTTPException(404, 'not found')
-        return Response(_static(name), media_type=_STATIC[name])
-    async def runs(req):
-        try: return JSONResponse({'runs': store.runs()})
-        except OSError as e: raise HTTPException(404, f"cannot list the served folder: {e.strerror or e}")
-    async def run_file(req):
-        name = req.path_params['name']
-        if name not in ('run.json', 'representation.json', 'landscape.json'): raise HTTPException(404, 'not found')
-        p = _run_of(store, req)
-        if name == 'run.json':     # the manifest with its epochs, whichever version wrote it
-            try: return Response(dumps(store.manifest(p)), media_type='application/json')
-            except (OSError, ValueError) as e: raise _unreadable(e, store)
-        return _file(p/name, p, store)
-    async def epoch(req):
-        p,n = _run_of(store, req),req.path_params['n']
-        if not re.fullmatch('[0-9]{1,9}', n): raise HTTPException(404, 'not found')   # checked here: Starlette's `int` takes any length
-        try: f = store.epoch_file(p, int(n))
-        except (OSError, ValueError) as e: raise _unreadable(e, store)
-        if f is None: raise HTTPException(404, f'no epoch {int(n)}')
-        return _file(f, p, store)
-    return dict(index=index, static=static, runs=runs, run_file=run_file, epoch=epoch)
-
-# %% ../nbs/05_explorer.ipynb #75d4fb54
-STEP_KINDS = ('act', 'valid_act', 'grad', 'weight', 'loss', 'hyper')
-MAX_POINTS = 2000   # the most buckets one request of the step series may ask for
-
-def _int_arg(q, name:str, lo:int=0, hi:int=2**62):
-    "Integer query parameter `name` of `q`, or `None` when absent; `ValueError` naming it when it is not an integer in [`lo`, `hi`]"
-    v = q.get(name)
-    if v is None or v == '': return None
-    if not re.fullmatch(r'-?[0-9]{1,19}', v): raise ValueError(f"query parameter `{name}` must be an integer, not {v[:40]!r}")
-    if not lo <= int(v) <= hi: raise ValueError(f"query parameter `{name}` must be between {lo} and {hi}, not {v}")
-    return int(v)
-
-def step_query(q, hist:bool=False)->dict:
-    "The keyword arguments of `step_series` (`step_hist_series` if `hist`) from query parameters `q`; `ValueError` naming a bad one"
-    if bad := [k for k in q.keys() if k not in ('layer', 'kind', 'stats', 'start', 'stop', 'points', 'split')]:
-        raise ValueError(f"unknown query parameter `{bad[0][:40]}`")
-    res = {'layer': q.get('layer'), 'start': _int_arg(q, 'start'), 'stop': _int_arg(q, 'stop'),
-           'points': _int_arg(q, 'points', 1, MAX_POINTS)}
-    if res['start'] is not None and res['stop'] is not None and res['stop'] < res['start']: raise ValueError("query parameter `stop` must not be below `start`")
-    if hist:
-        if (split := q.get('split', 'train')) not in ('train', 'valid'): raise ValueError(f"query parameter `split` must be 'train' or 'valid', not {split[:40]!r}")
-        if res['layer'] is None: raise ValueError("query parameter `layer` is required")
-        res['split'] = split
-    else:
-        if (kind := q.get('kind', 'act')) not in STEP_KINDS: raise ValueError(f"query parameter `kind` must be one of {', '.join(STEP_KINDS)}, not {kind[:40]!r}")
-        if kind not in ('loss', 'hyper') and res['layer'] is None: raise ValueError(f"query parameter `layer` is required for kind {kind!r}")
-        res['kind'] = kind
-        if s := q.get('stats'):
-            names = list(dict.fromkeys(s.split(',')))   # each once: a statistic asked for twice is one column
-            if len(names) > 64: raise ValueError(f"query parameter `stats` names {len(names)} statistics: at most 64 a request")
-            res['stats'] = names[0] if kind == 'hyper' else names
-    return {k: v for k,v in res.items() if v is not None}
-
-# %% ../nbs/05_explorer.ipynb #a473e005
-def _step_routes(store:RunStore)->dict:
-    "The handlers, by name, of a run's step series: its summary (`steps`), and a series or a layer's histograms (`steps_what`)"
-    from starlette.responses import Response, JSONResponse
-    from starlette.exceptions import HTTPException
-    from starlette.concurrency import run_in_threadpool
-    async def steps(req):
-        p,what = _run_of(store, req),req.path_params.get('what')
-        try:
-            if what is None:
-                if req.query_params: raise ValueError(f"unknown query parameter `{next(iter(req.query_params.keys()))[:40]}`")
-                return JSONResponse(await run_in_threadpool(store.step_info, p))
-            q = step_query(req.query_params, hist=what == 'hist')
-            f = store.step_hist_series if what == 'hist' else store.step_series
-            return Response(dumps(await run_in_threadpool(f, p, **q)), media_type='application/json')
-        except ValueError as e: raise HTTPException(400, str(e))
-        except KeyError as e: raise HTTPException(404, e.args[0] if e.args else 'not found')
-        except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no step series (steps.sqlite): it was recorded without them or by an older fastexplorer")
-        except OSError as e: raise _unreadable(e, store)
-        except sqlite3.Error as e: raise HTTPException(422, f"the step series of run {req.path_params['run']!r} cannot be read (steps.sqlite: {e})")
-    async def steps_what(req):
-        if req.path_params['what'] not in ('series', 'hist'): raise HTTPException(404, 'not found')
-        return await steps(req)
-    return dict(steps=steps, steps_what=steps_what)
-
-# %% ../nbs/05_explorer.ipynb #4576d1a1
-def _history_routes(store:RunStore)->dict:
-    "The handlers, by name, of a run's epoch history: every epoch's summary (`summaries`) and a few nodes' statistics (`history`)"
-    from starlette.responses import Response
-    from starlette.exceptions import HTTPException
-    from starlette.concurrency import run_in_threadpool
-    async def summaries(req):
-        p = _run_of(store, req)
-        try: return Response(await run_in_threadpool(store.summaries, p), media_type='application/json')
-        except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite): an older fastexplorer wrote it; `build_history` makes one")
-        except RunFileError as e: raise _unreadable(e, store)
-        except (ValueError, sqlite3.Error) as e: raise HTTPException(404, str(e))
-    async def history(req):
-        p = _run_of(store, req)
-        if set(req.query_params.keys()) - {'path'}: raise HTTPException(400, f"unknown query parameter `{next(iter(set(req.query_params.keys()) - {'path'}))[:40]}`")
-        try: return Response(await run_in_threadpool(store.history, p, req.query_params.getlist('path')), media_type='application/json')
-        except ValueError as e: raise HTTPException(400, str(e))
-        except FileNotFoundError: raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite)")
-        except sqlite3.Error as e: raise HTTPException(404, str(e))
-    return dict(summaries=summaries, history=history)
-
-# %% ../nbs/05_explorer.ipynb #aaa5c6b1
-def _events_route(store:RunStore, poll:float=0.5, closing:threading.Event|None=None):
-    "The handler of a run's event stream: `update` when its `run.json` changes, `steps` when its step database does; it ends when `closing` is set"
-    from starlette.responses import StreamingResponse
-    from starlette.concurrency import run_in_threadpool
-    async def events(req):
-        p = _run_of(store, req)
-        def db_mtime(): return max(((p/f).stat().st_mtime_ns for f in ('steps.sqlite', 'steps.sqlite-wal') if (p/f).exists()), default=None)
-        async def stream():
-            last,last_db = None,None
-            while not (closing is not None and closing.is_set()) and not await req.is_disconnected():
-                try:
-                    st = (p/'run.json').stat().st_mtime_ns
-                    if st != last:
-                        last = st
-                        m = store.manifest(p)
-                        data = {'epochs': [e['epoch'] for e in m.get('epochs', [])], 'status': m.get('status'), 'live_alerts': len(m.get('live_alerts') or [])}
-                        yield f"event: update\ndata: {json.dumps(data)}\n\n"
-                    # new steps: the database (or its write-ahead log) changed; its summary is read off the event loop
-                    if (db := db_mtime()) is not None and db != last_db:
-                        info = await run_in_threadpool(store.step_info, p)
-                        last_db = db
-                        yield f"event: steps\ndata: {dumps({k: info[k] for k in ('batches', 'last_step', 'epochs', 'fits')})}\n\n"
-                except (OSError, ValueError, sqlite3.Error): pass      # mid-replace, removed, or mid-creation: try again at the next poll
-                await asyncio.sleep(poll)
-        return StreamingResponse(stream(), media_type='text/event-stream', headers={'x-accel-buffering': 'no'})
-    return events
-
-# %% ../nbs/05_explorer.ipynb #e58fa759
-def make_app(
-    root,                # the folder served: a run folder or a folder of run folders
-    hosts:set|None=None, # `Host` values accepted (default: none, which rejects every request)
-    any_ip:bool=False,   # also accept any IP-literal `Host` (for a server bound to all interfaces)
-    poll:float=0.5,      # seconds between checks of `run.json` for the event stream
-    closing:threading.Event|None=None, # set when the server stops: event streams end, so shutdown is graceful
-    legacy_client:bool=False, # also serve the original fastexplorer client's websocket at `/ws`, and accept its origin
-):
-    "The Starlette application serving the explorer page and the runs under `root`, read-only"
-    from starlette.applications import Starlette
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route, WebSocketRoute
-    from starlette.exceptions import HTTPException
-    root = Path(root)
-    store = RunStore(root)
-    h = {**_file_routes(store), **_step_routes(store), **_history_routes(store), 'events': _events_route(store, poll, closing)}
-    async def http_error(req, exc): return JSONResponse({'error': exc.detail}, status_code=exc.status_code)
-    routes = [Route('/', h['index']), Route('/static/{name}', h['static']), Route('/api/runs', h['runs']),
-              Route('/api/runs/{run}/epochs', h['summaries']), Route('/api/runs/{run}/epochs/{n}', h['epoch']),
-              Route('/api/runs/{run}/history', h['history']), Route('/api/runs/{run}/events', h['events']),
-              Route('/api/runs/{run}/steps', h['steps']), Route('/api/runs/{run}/steps/{what:str}', h['steps_what']),
-              Route('/api/runs/{run}/{name}', h['run_file'])]
-    if legacy_client:      # the original client's support reads the tree with the training stack: loaded only when asked for
-        from fastexplorer.legacy import legacy_endpoint, LEGACY_ORIGIN
-        routes.append(WebSocketRoute('/ws', legacy_endpoint(root)))
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, 404: http_error, 405: http_error})
-    return _Guard(app, set(hosts or ()), any_ip, (LEGACY_ORIGIN,) if legacy_client else ())
+__all__ = ['REPORT_POINTS', 'REPORT_HIST_POINTS', 'REPORT_BUDGET', 'ExplorerServer', 'serve', 'report']
 
 # %% ../nbs/05_explorer.ipynb #29cfc97e
 def _bind(host:str, port:int)->socket.socket:
     "A listening TCP socket bound to `host`:`port` (0: any free port); a busy port is an `OSError` naming it"
     fam = socket.AF_INET6 if ':' in host else socket.AF_INET
-    # protocol IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on accepted sockets whose `proto` says TCP (they inherit
-    # it from this one); without it every small response on a kept-alive connection waits for a delayed ACK (~40 ms)
+    # protocol IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on accepted sockets whose `proto` says TCP (they
+    # inherit it from this one); without it every small response on a kept-alive connection waits for a delayed ACK
+    # (~40 ms)
     sock = socket.socket(fam, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     # as every server does: reuse a port whose old connections linger in TIME_WAIT (a listening socket still blocks it)
     if os.name == 'posix': sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try: sock.bind((host, port))
     except OSError as e:
         sock.close()
-        if e.errno == errno.EADDRINUSE: raise OSError(errno.EADDRINUSE, f"port {port} on {host} is already in use: pass another `port` (or 0 for any free one)") from None
+        if e.errno == errno.EADDRINUSE:
+            raise OSError(errno.EADDRINUSE, f"port {port} on {host} is already in use: "
+                                            "pass another `port` (or 0 for any free one)") from None
         raise OSError(e.errno, f"cannot serve on {host}:{port}: {e.strerror}") from None
     sock.listen(128)
     return sock
 
 def _served_as(host:str, port:int)->tuple:
-    "`(hosts, any_ip, url)` of a server bound to `host`:`port`: the `Host` values it answers, whether any IP literal too, and its URL"
+    "`(hosts, any_ip, url)` of a server bound to `host`:`port`: the `Host`s it answers, any IP literal too?, its URL"
     name = f"[{host}]" if ':' in host else host
     hosts = {f"{name}:{port}"} | ({f"localhost:{port}", f"127.0.0.1:{port}"} if _loopback(host) else set())
     any_ip = host in ('0.0.0.0', '::')
@@ -294,20 +53,22 @@ class ExplorerServer:
         host:str='127.0.0.1',  # interface to bind: loopback unless told otherwise
         port:int=8000,         # port (0: any free port)
         poll:float=0.5,        # seconds between checks for new epochs
-        legacy_client:bool=False, # also serve the original fastexplorer client's websocket (`/ws`) and accept its origin
+        legacy_client:bool=False, # also serve the original client's websocket (`/ws`) and accept its origin
     ):
         import uvicorn
         root = Path(root)
         if not root.is_dir(): raise NotADirectoryError(f"nothing to serve: {str(root)!r} is not a folder")
         if not _loopback(host):
-            warnings.warn(f"serving {str(root)!r} on {host}: anyone who can reach this machine on port {port} can read these runs")
+            warnings.warn(f"serving {str(root)!r} on {host}: "
+                          f"anyone who can reach this machine on port {port} can read these runs")
         self.sock = _bind(host, port)
         self.port = self.sock.getsockname()[1]
         self.host,self.legacy_client = host,legacy_client
         hosts,any_ip,self.url = _served_as(host, self.port)
         self.closing = threading.Event()
         app = make_app(root, hosts, any_ip=any_ip, poll=poll, closing=self.closing, legacy_client=legacy_client)
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level='warning', lifespan='off', timeout_graceful_shutdown=1))
+        cfg = uvicorn.Config(app, log_level='warning', lifespan='off', timeout_graceful_shutdown=1)
+        self.server = uvicorn.Server(cfg)
         self.server.install_signal_handlers = lambda: None   # uvicorn < 0.29
         self.thread = threading.Thread(target=self._run, name='fastexplorer-server', daemon=True)
         self.thread.start()
@@ -316,8 +77,10 @@ class ExplorerServer:
             time.sleep(0.025)
         if legacy_client:
             from fastexplorer.legacy import LEGACY_CLIENT
-            print(f"the original fastexplorer client may connect: open {LEGACY_CLIENT} (it reaches ws://localhost:8000/ws"
-                  + ("" if self.port == 8000 and _loopback(host) else f"; this server is on {host}:{self.port}, so it will not find it") + ")")
+            where = ("" if self.port == 8000 and _loopback(host)
+                     else f"; this server is on {host}:{self.port}, so it will not find it")
+            print(f"the original fastexplorer client may connect: open {LEGACY_CLIENT} "
+                  "(it reaches ws://localhost:8000/ws" + where + ")")
 
     def _run(self):
         try: asyncio.run(self.server.serve(sockets=[self.sock]))
@@ -350,27 +113,31 @@ _IMPORT = re.compile(r"^import \{[^}]*\} from '\./([\w-]+\.js)';\n", re.M)
 def _page_modules(name:str='app.js', done:list|None=None, busy:tuple=())->list:
     "The page's script modules that `name` imports, directly or not, each after the ones it imports, and `name` last"
     done = [] if done is None else done
-    if name in busy: raise RuntimeError(f"fastexplorer's page scripts import each other in a cycle: {' -> '.join(busy + (name,))}")
+    if name in busy:
+        raise RuntimeError(f"fastexplorer's page scripts import each other in a cycle: {' -> '.join(busy + (name,))}")
     for dep in _IMPORT.findall(_static(name).decode()):
         if dep not in done: _page_modules(dep, done, busy + (name,))
     if name not in done: done.append(name)
     return done
 
 def _inline_js()->str:
-    "The page's modules as one script for the report (browsers load no module from `file://`): imports dropped, exports unmarked"
+    "The page's modules as one script for the report (browsers load no module from `file://`), imports and exports out"
     res = []
     for name in _page_modules():
-        js = re.sub(r'^export (?=(async )?function |const |let |class )', '', _IMPORT.sub('', _static(name).decode()), flags=re.M)
-        if re.search(r'^(import|export)\b', js, re.M): raise RuntimeError(f"static/{name} has an import or export that `report` cannot inline")
+        js = re.sub(r'^export (?=(async )?function |const |let |class )', '', _IMPORT.sub('', _static(name).decode()),
+                    flags=re.M)
+        if re.search(r'^(import|export)\b', js, re.M):
+            raise RuntimeError(f"static/{name} has an import or export that `report` cannot inline")
         res.append(f"// {name}\n{js}")
     return '\n'.join(res)
 
 # %% ../nbs/05_explorer.ipynb #b67f6b5f
-# the step series a report embeds: buckets per series and per histogram, and in all (a net of 1,000 layers gets fewer each)
+# the step series a report embeds: buckets per series and per histogram, and in all (1,000 layers get fewer each)
 REPORT_POINTS,REPORT_HIST_POINTS,REPORT_BUDGET = 200,100,100_000
 
-def _steps_pieces(store:RunStore, p:Path, points:int=REPORT_POINTS, hist_points:int=REPORT_HIST_POINTS, budget:int=REPORT_BUDGET):
-    "The JSON of the step series the page draws, downsampled for a report, in pieces (one series each): the summary, and each layer's and parameter's series by `kind|layer`"
+def _steps_pieces(store:RunStore, p:Path, points:int=REPORT_POINTS, hist_points:int=REPORT_HIST_POINTS,
+                  budget:int=REPORT_BUDGET):
+    "The JSON of the step series the page draws, downsampled for a report, in pieces: the summary, then a series each"
     if not (p/'steps.sqlite').is_file(): yield 'null'; return
     con = store.steps(p)                 # one connection for the thousands of reads of a deep net
     try:
@@ -379,14 +146,20 @@ def _steps_pieces(store:RunStore, p:Path, points:int=REPORT_POINTS, hist_points:
         points = max(10, min(points, budget // (2 + 2 * nl + 2 * nq)))
         hist_points = max(10, min(hist_points, budget // max(1, 2 * nl)))
         yield f'{{"info": {dumps(info)}, "points": {points}, "series": {{'
-        yield f'"loss|": {dumps(store.step_series(con, kind="loss", points=points))}, "hyper|group 0": {dumps(store.step_series(con, "group 0", "hyper", "lr", points=points))}'
-        charted = {k: [d['name'] for d in info['stats'] if d['kind'] == k and d['charted']] for k in ('act', 'grad', 'weight')}
+        loss = dumps(store.step_series(con, kind="loss", points=points))
+        lr = dumps(store.step_series(con, "group 0", "hyper", "lr", points=points))
+        yield f'"loss|": {loss}, "hyper|group 0": {lr}'
+        charted = {k: [d['name'] for d in info['stats'] if d['kind'] == k and d['charted']]
+                   for k in ('act', 'grad', 'weight')}
         for l in info['layers']:
-            for k in ('act', 'valid_act'): yield f', {dumps(f"{k}|{l}")}: {dumps(store.step_series(con, l, k, charted["act"], points=points))}'
+            for k in ('act', 'valid_act'):
+                yield f', {dumps(f"{k}|{l}")}: {dumps(store.step_series(con, l, k, charted["act"], points=points))}'
         for q in info['params']:
-            for k in ('grad', 'weight'): yield f', {dumps(f"{k}|{q}")}: {dumps(store.step_series(con, q, k, charted[k], points=points))}'
+            for k in ('grad', 'weight'):
+                yield f', {dumps(f"{k}|{q}")}: {dumps(store.step_series(con, q, k, charted[k], points=points))}'
         yield '}, "hist": {'
-        for i,l in enumerate(info['layers']): yield f'{", " if i else ""}{dumps(l)}: {dumps(store.step_hist_series(con, l, points=hist_points))}'
+        for i,l in enumerate(info['layers']):
+            yield f'{", " if i else ""}{dumps(l)}: {dumps(store.step_hist_series(con, l, points=hist_points))}'
         yield '}}'
     finally: con.close()
 
@@ -401,9 +174,11 @@ def _raw_json(f)->str:
     return text
 
 def _run_pieces(store:RunStore, p:Path, run:dict):
-    "The JSON of one run of the report, in pieces: epoch files are copied as they are, one at a time, so memory holds one"
+    "The JSON of one run of the report, in pieces: epoch files copied as they are, one at a time, so memory holds one"
     m = store.manifest(p)
-    yield f'{{"id": {dumps(run["id"])}, "name": {dumps(run["name"])}, "meta": {dumps(m)}, "representation": {_raw_json(p/"representation.json")}, "epochs": ['
+    rep = _raw_json(p/"representation.json")
+    yield f'{{"id": {dumps(run["id"])}, "name": {dumps(run["name"])}, "meta": {dumps(m)}, "representation": {rep}, '
+    yield '"epochs": ['
     files = store.epoch_files(p)
     for i,f in enumerate(files): yield (', ' if i else '') + _raw_json(f)
     yield f'], "landscape": {_raw_json(p/"landscape.json")}, "steps": '
@@ -419,9 +194,10 @@ def report(
     store = RunStore(root)
     runs = store.runs()
     if not runs: raise FileNotFoundError(f"no run (a folder with run.json) in {str(root)!r}")
-    for r in runs:
-        if 'error' in r and (p := store.folder(r['id'])) is not None: store.manifest(p)   # unreadable: its error, naming the file, before anything is written
-    html = re.sub(r'<!-- every module .*-->\n|<link rel="modulepreload" [^>]*>\n', '', _static('index.html').decode())   # inlined below
+    for r in runs:   # an unreadable run: its error, naming the file, before anything is written
+        if 'error' in r and (p := store.folder(r['id'])) is not None: store.manifest(p)
+    # the modules' list and preloads out: they are inlined below
+    html = re.sub(r'<!-- every module .*-->\n|<link rel="modulepreload" [^>]*>\n', '', _static('index.html').decode())
     css,js = _static('app.css').decode(),_inline_js()
     js = js.replace('</script', '<\\/script')
     tag = '<script type="module" src="static/app.js"></script>'
@@ -429,8 +205,9 @@ def report(
         if t not in html: raise RuntimeError(f"fastexplorer's index.html lacks {t!r}: the package is damaged")
     head,tail = html.replace('<link rel="stylesheet" href="static/app.css">', f"<style>\n{css}\n</style>").split(tag)
     def pieces():
-        # the data are written as they are read, a run and an epoch at a time; `<` is escaped in every piece (JSON allows
-        # it only inside strings, where `\u003c` means the same), so no `</script>` in the data can end the script
+        # the data are written as they are read, a run and an epoch at a time; `<` is escaped in every piece (JSON
+        # allows it only inside strings, where `\u003c` means the same), so no `</script>` in the data can end the
+        # script
         yield head + '<script>window.FASTEXPLORER_DATA = {"runs": ['
         for i,r in enumerate(runs):
             if i: yield ', '

@@ -1,4 +1,4 @@
-"""The run folder: the representation, one JSON file per epoch and a manifest, written atomically, and repaired after a crash.
+"""The run folder: the representation, a JSON file per epoch and a manifest, written atomically, repaired if cut.
 
 Docs: https://fastexplorer.github.io/fastexplorer/export.html.md"""
 
@@ -25,13 +25,16 @@ __all__ = ['LOCK', 'RESERVE', 'append_line', 'RunLockedError', 'lock_run', 'free
 def _versions()->dict:
     import fastai, torch, fastcore
     from fastexplorer import __version__
-    return {'fastexplorer': __version__, 'fastai': fastai.__version__, 'fastcore': fastcore.__version__, 'torch': torch.__version__}
+    return {'fastexplorer': __version__, 'fastai': fastai.__version__, 'fastcore': fastcore.__version__,
+            'torch': torch.__version__}
 
 def _now()->str: return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
 
-_NAMES = r'(run|representation|landscape|epoch_\d{4,})\.json|epochs\.jsonl|(steps|history)\.sqlite(-wal|-shm|-journal)?|snapshot_\d{4,}\.npy'
+_NAMES = (r'(run|representation|landscape|epoch_\d{4,})\.json|epochs\.jsonl'
+          r'|(steps|history)\.sqlite(-wal|-shm|-journal)?|snapshot_\d{4,}\.npy')
 _OURS = re.compile(f'^({_NAMES})$')                      # the names a run folder's files have
-_TEMP = re.compile(f'^\\.({_NAMES})[a-z0-9_]{{8}}\\.tmp(-wal|-shm|-journal)?$')  # temporaries of them (and a database's journals), left by a killed write
+# temporaries of them (and a database's journals), left by a killed write
+_TEMP = re.compile(f'^\\.({_NAMES})[a-z0-9_]{{8}}\\.tmp(-wal|-shm|-journal)?$')
 LOCK = '.lock'           # the run folder's lock file: `pid@host` of the process writing the run
 
 def append_line(fname, d:dict):
@@ -41,7 +44,8 @@ def append_line(fname, d:dict):
             f.seek(-1, os.SEEK_END)
             if f.read(1) != b'\n': f.write(b'\n')
         f.write(dumps(d).encode() + b'\n')
-        f.flush(); os.fsync(f.fileno())
+        f.flush()
+        os.fsync(f.fileno())
 
 # %% ../nbs/02_export.ipynb #91689d98
 RESERVE = 256 * 1024   # bytes the lock file holds while the run is open: room for `run.json` on a full disk
@@ -49,29 +53,40 @@ RESERVE = 256 * 1024   # bytes the lock file holds while the run is open: room f
 class RunLockedError(RuntimeError):
     "The run folder is being written by another writer: another process, or another `RunWriter` in this one"
 
+def _write_owner(f):
+    "Make lock file `f` hold `pid@host` only"
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}@{socket.gethostname()}")
+    f.flush()
+
 def lock_run(p:Path):
-    "Take run folder `p`'s lock: an OS lock on `p/.lock` (the OS drops it when the process ends) holding `pid@host`; returns the open lock file"
+    "The open lock file of run folder `p`, locked: an OS lock on `p/.lock` holding `pid@host`"
     f = open(Path(p)/LOCK, 'a+', encoding='utf-8')
     if fcntl is None: return f             # no `fcntl` (Windows): the folder is not locked
     try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        f.seek(0); who = f.read().strip(); f.close()
+        f.seek(0)
+        who = f.read().strip()
+        f.close()
         pid,_,host = who.partition('@')
         by = f"process {pid} on host {host}" if host else 'a process that has not yet written its pid'
         raise RunLockedError(f"run folder {str(p)!r} is being written by {by} (see {LOCK}): wait until its fit ends, "
                              "or write this run to another folder") from None
     except OSError as e:                   # a file system without locks (some network ones): go on, unlocked
-        warnings.warn(f"fastexplorer cannot lock run folder {str(p)!r} ({e.strerror or e}): a second writer would not be detected")
+        warnings.warn(f"fastexplorer cannot lock run folder {str(p)!r} ({e.strerror or e}): "
+                      "a second writer would not be detected")
         return f
     _write_owner(f)
-    try: f.write('\n' + ' ' * RESERVE); f.flush()   # room kept for the run's last word (`free_reserve`)
+    try:                                     # room kept for the run's last word (`free_reserve`)
+        f.write('\n' + ' ' * RESERVE)
+        f.flush()
     except OSError: pass
     return f
 
-def _write_owner(f): f.seek(0); f.truncate(); f.write(f"{os.getpid()}@{socket.gethostname()}"); f.flush()   # `pid@host` only
-
+# %% ../nbs/02_export.ipynb #5ef6ce3b
 def free_reserve(f):
-    "Give back the room lock file `f` keeps, keeping the lock and `pid@host`: a full disk then takes the run's final status"
+    "Give back the room lock file `f` keeps, keeping the lock and `pid@host`, for the run's final status on a full disk"
     if f is None or f.closed: return
     try: _write_owner(f)
     except OSError: pass
@@ -79,13 +94,15 @@ def free_reserve(f):
 def unlock_run(f):
     "Release the lock `lock_run` returned"
     if f is None or f.closed: return
-    try: f.seek(0); f.truncate()
+    try:
+        f.seek(0)
+        f.truncate()
     except OSError: pass                   # the lock goes with the file all the same
     f.close()
 
 # %% ../nbs/02_export.ipynb #ce821e08
 _SCHEMA_HEAD = re.compile(rb'^\{\s*"schema":\s*"fastexplorer/')
-_NUMBERED = re.compile(r'^(epoch|snapshot)_(\d+)\.')   # the files a run numbers: `files` keeps the highest number of each kind
+_NUMBERED = re.compile(r'^(epoch|snapshot)_(\d+)\.')   # the files a run numbers: `files` keeps each kind's highest
 
 def _our_json(f:Path)->bool:
     "Whether JSON file `f` starts as fastexplorer writes its documents: `{\"schema\": \"fastexplorer/…`"
@@ -100,19 +117,20 @@ def _run_manifest(p:Path)->dict|None:
     try: m = json.loads(f.read_text(encoding='utf-8'))
     except (OSError, ValueError): m = None
     if not (isinstance(m, dict) and m.get('schema') == 'fastexplorer/run'):
-        raise FileExistsError(f"run folder {str(p)!r} holds a run.json that fastexplorer did not write (or cannot read): "
-                              "move it away, or write the run to another folder")
+        raise FileExistsError(f"run folder {str(p)!r} holds a run.json that fastexplorer did not write "
+                              "(or cannot read): move it away, or write the run to another folder")
     return m
 
 def _is_ours(f:Path, m:dict|None)->bool:
-    "Whether `f` (a name `_OURS` matches) was written by the run of manifest `m`: listed in its `files` (or, unlisted, see below)"
+    "Whether `f` (a name `_OURS` matches) was written by the run of manifest `m`: listed in its `files`, or unlisted"
     if m is None: return False
     if (files := m.get('files')) is not None:
         base = re.sub(r'-(wal|shm|journal)$', '', f.name)
         if base in files.get('names', []): return True
         if (e := _NUMBERED.match(base)) and int(e[2]) <= files.get(e[1] + 's', 0): return True
     if f.suffix == '.json' and not _our_json(f): return False      # another tool's
-    # unlisted: `landscape.json`, which `loss_landscape` writes after a fit, outside the writer; any name in a run from before the list
+    # unlisted: `landscape.json`, which `loss_landscape` writes after a fit, outside the writer;
+    # any name in a run from before the list
     return files is None or f.name == 'landscape.json'
 
 def foreign_files(p:Path, m:dict|None=None)->list:
@@ -126,7 +144,7 @@ def is_run_file(name:str)->bool:
 # %% ../nbs/02_export.ipynb #55a4579f
 @contextlib.contextmanager
 def _naming(fname):
-    "An error of the file system or SQLite while writing `fname` names it (`[Errno 28] No space left on device` alone does not say where)"
+    "An error of the file system or SQLite while writing `fname` names it"
     try: yield
     except OSError as e:
         if e.filename is not None or str(fname) in str(e): raise
@@ -134,25 +152,25 @@ def _naming(fname):
     except sqlite3.Error as e: raise type(e)(f"cannot write {str(fname)!r}: {e}") from e
 
 def _mark_crashed(p:Path, m:dict)->dict:
-    "Mark the run of manifest `m` failed: its status says `running`, but its lock is free (the caller holds it), so its writer is gone"
+    "Mark the run of manifest `m` failed: it says `running`, but its lock was free (the caller holds it now)"
     m = {**m, 'status': 'failed', 'updated': _now(),
          'error': f"the writing process ({m.get('writer') or 'unknown'}) ended without closing the run"}
     with _naming(p/'run.json'): save_json(m, p/'run.json', indent=1)
     return m
 
 def _remove_temporaries(p:Path):
-    "Remove the temporaries that killed writes left in run folder `p` (the caller holds its lock, so no write of ours is under way)"
+    "Remove the temporaries killed writes left in run folder `p` (the caller holds its lock: no write is under way)"
     for f in p.iterdir():
         if _TEMP.match(f.name): f.unlink(missing_ok=True)
 
 # %% ../nbs/02_export.ipynb #a3d4e43f
 def repair_run(p)->bool:
-    "If the run in folder `p` was left `running` by a writer that is gone (its lock is free), mark it `failed`; remove stale temporaries. Returns whether it was marked"
+    "Whether the run in folder `p` was left `running` by a writer now gone (its lock free), marking it `failed`"
     p = Path(p)
     try:
         if _run_manifest(p) is None: return False
         lock = lock_run(p)
-    except (FileExistsError, RunLockedError, OSError): return False    # not our run, being written now, or a read-only folder
+    except (FileExistsError, RunLockedError, OSError): return False    # not our run, being written now, or read-only
     try:
         _remove_temporaries(p)
         m = _run_manifest(p)                                          # again, under the lock
@@ -168,18 +186,20 @@ def _remove_new(p:Path):
 
 # %% ../nbs/02_export.ipynb #4cd4751c
 class RunWriter:
-    "Writes one run folder (`representation.json`, `epoch_0001.json`, … and the `run.json` manifest), holding its lock from `open` to `close`"
+    "Writes one run folder (`representation.json`, `epoch_0001.json`, … and the `run.json` manifest) under its lock"
     def __init__(self,
         path,                 # the run folder
         overwrite:bool=False, # replace a run already in `path` (only the files it wrote are removed)
         resume:bool=False,    # go on with the run already in `path`: its epochs follow the last one written
     ):
-        if overwrite and resume: raise ValueError("RunWriter: `overwrite=True` replaces the run and `resume=True` goes on with it: pass one of them")
+        if overwrite and resume:
+            raise ValueError("RunWriter: `overwrite=True` replaces the run and `resume=True` goes on with it: "
+                             "pass one of them")
         self.path,self.overwrite,self.resume = Path(path),overwrite,resume
         self.manifest,self.lock,self.last_epoch,self.last_steps = None,None,0,0
 
     def open(self, model_class:str='', **info):
-        "Check the folder can be written, create it, take its lock and start the manifest (with `resume`, take the run's up)"
+        "Check the folder can be written, create it, take its lock and start the manifest (`resume`: the run's)"
         p = self.path
         if p.exists() and not p.is_dir(): raise NotADirectoryError(f"run folder {str(p)!r} exists and is not a folder")
         made = not p.exists()
@@ -200,7 +220,8 @@ class RunWriter:
 @patch
 def close(self:RunWriter):
     "Release the folder's lock: the run's files are all written; `relock` takes it again for another fit"
-    unlock_run(self.lock); self.lock = None
+    unlock_run(self.lock)
+    self.lock = None
 
 @patch
 def relock(self:RunWriter):
@@ -211,13 +232,14 @@ def relock(self:RunWriter):
     except FileExistsError: m = None
     if m is None or m.get('id') != self.manifest.get('id'):
         self.close()
-        raise FileExistsError(f"run folder {str(self.path)!r} no longer holds this run: another writer replaced it since the last fit")
+        raise FileExistsError(f"run folder {str(self.path)!r} no longer holds this run: "
+                              "another writer replaced it since the last fit")
     return self
 
 # %% ../nbs/02_export.ipynb #70080842
 @patch
 def claim(self:RunWriter, *names):
-    "List `names` in the manifest's `files` before they are written, so that `overwrite` knows them for ours (epoch and snapshot files by their highest number)"
+    "List `names` in the manifest's `files` before they are written, so that `overwrite` knows them for ours"
     fs,new = self.manifest['files'],False
     for n in names:
         if (e := _NUMBERED.match(n)):
@@ -227,7 +249,7 @@ def claim(self:RunWriter, *names):
 
 @patch
 def write_manifest(self:RunWriter, final:bool=False, **updates):
-    "Update the manifest with `updates` and write `run.json`; the `final` status of a run may use the room its lock kept"
+    "Update the manifest with `updates` and write `run.json`; a run's `final` status may use the room its lock kept"
     self.manifest.update(updates, updated=_now())
     with _naming(self.path/'run.json'):
         try: save_json(self.manifest, self.path/'run.json', indent=1)
@@ -256,17 +278,18 @@ def _start(self:RunWriter, model_class:str, info:dict):
     _remove_temporaries(p)
     if old is not None and old.get('status') == 'running' and not self.overwrite: old = _mark_crashed(p, old)
     if (foreign := foreign_files(p, old)):
-        raise FileExistsError(f"run folder {str(p)!r} holds {', '.join(foreign)}, which fastexplorer did not write there: "
-                              "move them away, or write the run to another folder")
+        raise FileExistsError(f"run folder {str(p)!r} holds {', '.join(foreign)}, which fastexplorer did not "
+                              "write there: move them away, or write the run to another folder")
     if old is not None and not (self.overwrite or self.resume):
-        raise FileExistsError(f"run folder {str(p)!r} already holds a run: choose another folder, or pass `overwrite=True` "
-                              "to replace it or `resume=True` to go on with it")
+        raise FileExistsError(f"run folder {str(p)!r} already holds a run: choose another folder, "
+                              "or pass `overwrite=True` to replace it or `resume=True` to go on with it")
     if self.resume: return self._take_up(old, model_class, info)
     for f in p.iterdir():
         if _OURS.match(f.name): f.unlink()   # all ours: `foreign_files` found none that is not
     self.manifest = {'schema': 'fastexplorer/run', 'version': RUN_VERSION, 'id': os.urandom(8).hex(), 'created': _now(),
-                     'updated': _now(), 'status': 'running', 'error': None, 'writer': self.lock_owner, 'versions': _versions(),
-                     'model': model_class, 'fits': [], **info, 'files': {'names': ['run.json'], 'epochs': 0, 'snapshots': 0}}
+                     'updated': _now(), 'status': 'running', 'error': None, 'writer': self.lock_owner,
+                     'versions': _versions(), 'model': model_class, 'fits': [], **info,
+                     'files': {'names': ['run.json'], 'epochs': 0, 'snapshots': 0}}
     self.write_manifest()
 
 # %% ../nbs/02_export.ipynb #222e4e0b
@@ -274,35 +297,42 @@ def _start(self:RunWriter, model_class:str, info:dict):
 def _take_up(self:RunWriter, old:dict|None, model_class:str, info:dict):
     "Go on with the run of manifest `old` (`resume`): its next epoch follows the last one its index lists"
     p = self.path
-    if old is None: raise FileNotFoundError(f"run folder {str(p)!r} holds no run to resume (no run.json): leave `resume` off to start one")
+    if old is None:
+        raise FileNotFoundError(f"run folder {str(p)!r} holds no run to resume (no run.json): "
+                                "leave `resume` off to start one")
     if old.get('version') != RUN_VERSION:
-        raise ValueError(f"{str(p/'run.json')!r} is a run of version {old.get('version')!r}; this fastexplorer resumes version {RUN_VERSION}")
+        raise ValueError(f"{str(p/'run.json')!r} is a run of version {old.get('version')!r}; "
+                         f"this fastexplorer resumes version {RUN_VERSION}")
     last = (read_epoch_index(p) or [{}])[-1]     # the last epoch written, and the steps taken by its end
     self.last_epoch,self.last_steps = last.get('epoch', 0),last.get('steps', 0)
     _forget_after(p, self.last_epoch)
     if 'files' not in old:                   # a run from before the list: every file of ours it holds
-        num = lambda k: max((int(e[2]) for f in p.iterdir() if _OURS.match(f.name) and (e := _NUMBERED.match(f.name)) and e[1] == k), default=0)
-        old['files'] = {'names': sorted(f.name for f in p.iterdir() if _OURS.match(f.name) and not f.name.startswith(('epoch_', 'snapshot_'))),
+        ours = [f.name for f in p.iterdir() if _OURS.match(f.name)]
+        num = lambda k: max((int(e[2]) for n in ours if (e := _NUMBERED.match(n)) and e[1] == k), default=0)
+        old['files'] = {'names': sorted(n for n in ours if not n.startswith(('epoch_', 'snapshot_'))),
                         'epochs': num('epoch'), 'snapshots': num('snapshot')}
-    self.manifest = {**old, 'id': old.get('id') or os.urandom(8).hex(), 'status': 'running', 'error': None, 'writer': self.lock_owner,
-                     'versions': _versions(), 'model': model_class or old.get('model', ''), **info}
+    self.manifest = {**old, 'id': old.get('id') or os.urandom(8).hex(), 'status': 'running', 'error': None,
+                     'writer': self.lock_owner, 'versions': _versions(), 'model': model_class or old.get('model', ''),
+                     **info}
     self.write_manifest()
 
 def _forget_after(p:Path, epoch:int):
-    "Remove what the step database and the epoch history of run folder `p` hold of epochs after `epoch` (a writer killed mid-epoch left them)"
+    "Remove what the step database and the epoch history of run folder `p` hold of epochs after `epoch`"
     for name,forget in (('steps.sqlite', forget_steps_after), (HISTORY, forget_epochs_after)):
         with _naming(p/name): forget(p, epoch)
 
 # %% ../nbs/02_export.ipynb #035d8138
 @patch
 def write_epoch(self:RunWriter, doc:dict, steps:int|None=None)->Path:
-    "Write one epoch's document as `epoch_NNNN.json`, index it in `history.sqlite`, list it in `epochs.jsonl` (with `steps`, the steps taken by its end) and touch the manifest"
+    "Write epoch document `doc` as `epoch_NNNN.json`, index it, list it in `epochs.jsonl` and touch the manifest"
     fname,text = self.path/f"epoch_{doc['epoch']:04d}.json",dumps(doc)
     self.claim(fname.name, EPOCH_INDEX, 'history.sqlite')
     with _naming(fname): atomic_write(fname, text)
-    with _naming(self.path/'history.sqlite'): add_epoch(self.path, doc, fname.name)   # before it is listed: a reader never finds an epoch listed but not indexed
+    # indexed before it is listed: a reader never finds an epoch listed but not indexed
+    with _naming(self.path/'history.sqlite'): add_epoch(self.path, doc, fname.name)
     entry = {'epoch': doc['epoch'], 'file': fname.name, 'partial': doc.get('partial', False)}
-    with _naming(self.path/EPOCH_INDEX): append_line(self.path/EPOCH_INDEX, entry if steps is None else {**entry, 'steps': steps})
+    with _naming(self.path/EPOCH_INDEX):
+        append_line(self.path/EPOCH_INDEX, entry if steps is None else {**entry, 'steps': steps})
     self.last_epoch = max(self.last_epoch, doc['epoch'])
     self.write_manifest()       # `updated`, and the signal readers watch for
     return fname
@@ -312,13 +342,8 @@ def write_snapshot(self:RunWriter, epoch:int, weights:np.ndarray)->Path:
     "Write the flat float32 `weights` at the end of `epoch` as `snapshot_NNNN.npy` (read back memory-mapped)"
     fname = self.path/f"snapshot_{epoch:04d}.npy"
     self.claim(fname.name)
-    fd,tmp = temp_beside(fname)   # a temporary `open` knows to clean
-    try:
-        with _naming(fname), os.fdopen(fd, 'wb') as f: np.save(f, np.ascontiguousarray(weights, dtype=np.float32))
-        os.replace(tmp, fname)
-    except BaseException:
-        if os.path.exists(tmp): os.unlink(tmp)
-        raise
+    with _naming(fname), atomic_file(fname, 'wb') as f:   # a temporary `open` knows to clean
+        np.save(f, np.ascontiguousarray(weights, dtype=np.float32))
     return fname
 
 # %% ../nbs/02_export.ipynb #e03cd7af
@@ -331,7 +356,7 @@ def _node_copy(d:dict, stats:dict, calls:dict)->dict:
     if key in stats: xtra['stats'] = stats[key]
     if xtra: res['xtra'] = xtra
     kids = [_node_copy(o, stats, calls) for o in d.get('nodes', [])]
-    for c in calls.get(key, ()):          # a further call of this module: a node of its own, with that call's statistics
+    for c in calls.get(key, ()):          # a further call of this module: a node of its own, with its statistics
         kids.append({'name': f"call {c}", 'type': 'Call', 'index': len(kids), 'path': site_key(d['path'], c),
                      'xtra': {'call': c, 'stats': stats[site_key(key, c)]}})
     if kids: res['nodes'] = kids
@@ -340,12 +365,12 @@ def _node_copy(d:dict, stats:dict, calls:dict)->dict:
 def epoch_doc(
     tree:dict,              # the representation's root node dictionary
     epoch:int,              # the epoch number, counting from 1 over all fits
-    stats:dict,             # `{path: {'act': {...}, 'grad': {...}, ...}}`, with `path#2`… for further calls of a module
+    stats:dict,             # `{path: {'act': {...}, 'grad': {...}, ...}}`, `path#2`… for further calls of a module
     recorder:dict|None=None,# the epoch's row of fastai's `Recorder`
     alerts:list|None=None,  # alerts found in `stats`
     **info,                 # more top-level keys: `fit`, `partial`, `sampled`, `hist`
 )->dict:
-    "The document of one epoch: the tree with each node's statistics (a `Call` node under a module for each of its further calls), the recorder's row and the alerts"
+    "The document of one epoch: the tree with each node's statistics, the recorder's row and the alerts"
     calls = {}
     for k in stats:
         if (s := site_of(k))[1] > 1: calls.setdefault(s[0], []).append(s[1])

@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/formats.html.md"""
 
 # %% ../nbs/00_formats.ipynb #c679c617
 from __future__ import annotations
-import difflib, json, math, numbers, os, sqlite3, sys
+import contextlib, difflib, json, math, numbers, os, sqlite3, sys
 from enum import Enum
 from importlib.resources import files
 from pathlib import Path, PurePath
@@ -14,8 +14,8 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'FALLBACK_RANGE', 'HIST_BINS', 'ROOT', 'dtype_name', 'to_jsonable', 'dumps', 'temp_beside',
-           'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_delete', 'sqlite_create', 'load_schema', 'validate',
-           'missing_message', 'is_int', 'is_real', 'site_key', 'site_of', 'root_label', 'root_last']
+           'atomic_file', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_delete', 'sqlite_create', 'load_schema',
+           'validate', 'missing_message', 'is_int', 'is_real', 'site_key', 'site_of', 'root_label', 'root_last']
 
 # %% ../nbs/00_formats.ipynb #0c38ee32
 def _json_key(k):
@@ -69,8 +69,9 @@ def dumps(o, indent:int|None=None)->str:
     try: return json.dumps(o, default=to_jsonable, **kw)   # plain values in C, the rest (tensors, numpy) as met
     except (ValueError, TypeError): return json.dumps(to_jsonable(o), **kw)   # NaN, Inf or a tuple key: converted first
 
+# %% ../nbs/00_formats.ipynb #caa6c852
 def temp_beside(fname)->tuple:
-    "`(fd, path)` of a new temporary file in `fname`'s folder, named `.NAME…tmp`, with the mode the umask gives a new file"
+    "`(fd, path)` of a new temporary file `.NAME…tmp` in `fname`'s folder, with the mode the umask gives a new file"
     d,base = os.path.dirname(os.path.abspath(fname)),os.path.basename(fname)
     for _ in range(100):   # `mkstemp` makes it 0600: a run or report copied to a shared folder could not be read
         tmp = os.path.join(d, f".{base}{os.urandom(4).hex()}.tmp")
@@ -78,24 +79,42 @@ def temp_beside(fname)->tuple:
         except FileExistsError: continue
     raise FileExistsError(f"no free temporary name beside {str(fname)!r}")
 
-def atomic_write(fname, text):
-    "Write `text` (a string, or strings one after another) to `fname` through a temporary file in the same folder and `os.replace`"
+@contextlib.contextmanager
+def atomic_file(
+    fname,              # the file to write
+    mode:str|None=None, # yield the temporary opened in `mode` (text in UTF-8); `None`: yield its path
+    sync:bool=False,    # flush the file to disk before it is moved into place
+    link:bool=False,    # hard-link it into place, keeping a file made there meanwhile
+):
+    "A temporary file beside `fname`, moved into place if the block succeeds and removed either way"
     fname = os.fspath(fname)
     fd,tmp = temp_beside(fname)
     try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as f:
-            for piece in ([text] if isinstance(text, str) else text): f.write(piece)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, fname)
-    except BaseException:
-        if os.path.exists(tmp): os.unlink(tmp)
-        raise
+        if mode is None:
+            os.close(fd)
+            yield tmp
+        else:
+            with os.fdopen(fd, mode, encoding=None if 'b' in mode else 'utf-8') as f:
+                yield f
+                if sync:
+                    f.flush()
+                    os.fsync(f.fileno())
+        if not link: os.replace(tmp, fname)
+        else:
+            try: os.link(tmp, fname)
+            except FileExistsError: pass             # a file made there meanwhile is the one to go on with
+            except OSError: os.replace(tmp, fname)   # a file system without hard links
+    finally: Path(tmp).unlink(missing_ok=True)
+
+# %% ../nbs/00_formats.ipynb #f5b72b90
+def atomic_write(fname, text):
+    "Write `text` (a string, or strings one after another) to `fname` through `atomic_file`, synced"
+    with atomic_file(fname, 'w', sync=True) as f:
+        for piece in ([text] if isinstance(text, str) else text): f.write(piece)
 
 def save_json(o, fname, indent:int|None=None):
     "Write `o` to `fname` as strict JSON, atomically"
     atomic_write(fname, dumps(o, indent=indent))
-
 
 # %% ../nbs/00_formats.ipynb #d4075fee
 def sqlite_reader(fname, what:str, version:int, hint:str='')->sqlite3.Connection:
@@ -126,21 +145,14 @@ def sqlite_delete(fname, stmts:list, *args):
 
 # %% ../nbs/00_formats.ipynb #831ec118
 def sqlite_create(fname, script:str, meta:list):
-    "A new SQLite file `fname` with `script`'s tables and the `meta` rows, made whole beside it and linked into place: a reader never finds one half made"
-    fd,tmp = temp_beside(fname)   # a temporary the run folder knows to clean
-    os.close(fd)
-    try:
+    "A new SQLite file `fname` with `script`'s tables and the `meta` rows, made whole beside it and linked into place"
+    with atomic_file(fname, link=True) as tmp:   # a temporary the run folder knows to clean
         con = sqlite3.connect(tmp)
         try:
             con.executescript(script)
             with con: con.executemany('INSERT INTO meta VALUES (?, ?)', meta)
             con.execute('PRAGMA journal_mode=WAL')   # kept in the file: every connection to it writes ahead
         finally: con.close()
-        try: os.link(tmp, fname)
-        except FileExistsError: pass             # a database made there meanwhile is the one to go on with
-        except OSError: os.replace(tmp, fname)   # a file system without hard links
-    finally: Path(tmp).unlink(missing_ok=True)
-
 
 # %% ../nbs/00_formats.ipynb #f8b8d27e
 SCHEMA_VERSION = 1   # version of the JSON documents fastexplorer writes; bumped on incompatible changes

@@ -1,4 +1,4 @@
-"""`history.sqlite`, the run folder's index of its epoch files: each node's statistics by epoch and each epoch's summary, so that a view reads the few rows it shows rather than every epoch file.
+"""`history.sqlite`, the run folder's index of its epoch files: each node's statistics by epoch, each epoch's summary.
 
 Docs: https://fastexplorer.github.io/fastexplorer/history.html.md"""
 
@@ -12,67 +12,85 @@ from pathlib import Path
 from .formats import *
 
 # %% auto #0
-__all__ = ['HISTORY_SCHEMA_VERSION', 'HISTORY', 'MAX_HISTORY_PATHS', 'history_ddl', 'epoch_summary', 'node_stats', 'add_epoch',
-           'forget_epochs_after', 'open_history', 'epoch_summaries', 'node_history', 'history_json', 'summaries_json',
-           'build_history']
+__all__ = ['HISTORY_SCHEMA_VERSION', 'HISTORY', 'MAX_HISTORY_PATHS', 'history_ddl', 'walk_tree', 'own_stats', 'custom_keys',
+           'epoch_summary', 'node_stats', 'add_epoch', 'forget_epochs_after', 'open_history', 'epoch_summaries',
+           'node_history', 'history_json', 'summaries_json', 'build_history']
 
 # %% ../nbs/01a_history.ipynb #e44f6ddd
 HISTORY_SCHEMA_VERSION = 1
 HISTORY = 'history.sqlite'
+_META = [('schema', 'fastexplorer/history'), ('version', str(HISTORY_SCHEMA_VERSION))]
 
 def history_ddl()->str:
     "The schema of the epoch history: `schemas/history.sql`, shipped with the package"
     return files('fastexplorer').joinpath('schemas', 'history.sql').read_text()
 
 def _connect(fname, readonly:bool=False)->sqlite3.Connection:
-    if readonly: return sqlite_reader(fname, 'epoch history', HISTORY_SCHEMA_VERSION, ': rebuild it with `build_history`')
-    if not Path(fname).exists():   # made whole beside it first: a reader never finds it half made
-        sqlite_create(fname, history_ddl(), [('schema', 'fastexplorer/history'), ('version', str(HISTORY_SCHEMA_VERSION))])
+    if readonly:
+        return sqlite_reader(fname, 'epoch history', HISTORY_SCHEMA_VERSION, ': rebuild it with `build_history`')
+    if not Path(fname).exists(): sqlite_create(fname, history_ddl(), _META)   # made whole beside it first
     con = sqlite3.connect(fname, timeout=10)
-    con.execute('PRAGMA journal_mode=WAL'); con.execute('PRAGMA synchronous=NORMAL')
-    v = dict(con.execute('SELECT key, value FROM meta')).get('version') if con.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone() else None
+    con.execute('PRAGMA journal_mode=WAL')
+    con.execute('PRAGMA synchronous=NORMAL')
+    has_meta = con.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone()
+    v = dict(con.execute('SELECT key, value FROM meta')).get('version') if has_meta else None
     if v is not None and v != str(HISTORY_SCHEMA_VERSION):
         con.close()
-        raise ValueError(f"{str(fname)!r} is an epoch history of version {v}; this fastexplorer writes version {HISTORY_SCHEMA_VERSION}: remove it, or write the run to another folder")
+        raise ValueError(f"{str(fname)!r} is an epoch history of version {v}; this fastexplorer writes version "
+                         f"{HISTORY_SCHEMA_VERSION}: remove it, or write the run to another folder")
     with con:
         con.executescript(history_ddl())
-        con.executemany('INSERT OR REPLACE INTO meta VALUES (?, ?)', [('schema', 'fastexplorer/history'), ('version', str(HISTORY_SCHEMA_VERSION))])
+        con.executemany('INSERT OR REPLACE INTO meta VALUES (?, ?)', _META)
     return con
 
-# %% ../nbs/01a_history.ipynb #5bce5452
-def _nodes(d:dict):
+# %% ../nbs/01a_history.ipynb #ddd47466
+def walk_tree(d:dict):
+    "Node `d` of a document's tree, then every node under it, depth first"
     yield d
-    for c in d.get('nodes', []): yield from _nodes(c)
+    for c in d.get('nodes', []): yield from walk_tree(c)
 
+def own_stats(tree:dict):
+    "`(node, stats)` of each node of `tree` holding statistics of its own (not a copy, as one `shared_with` another)"
+    for d in walk_tree(tree):
+        x = d.get('xtra', {})
+        if 'stats' in x and 'shared_with' not in x: yield d,x['stats']
+
+def custom_keys(stats:dict|None)->list:
+    "`kind|name` of each custom statistic in a node's `stats`, a validation kind under its training one"
+    return [f"{k.replace('custom_valid_', 'custom_')}|{n}" for k,v in (stats or {}).items()
+            if k.startswith('custom_') and isinstance(v, dict) for n in v]
+
+# %% ../nbs/01a_history.ipynb #5bce5452
 def epoch_summary(doc:dict)->dict:
-    "What the history keeps of epoch document `doc` besides its nodes' statistics: every top-level key but the tree, the heatmaps and the alerts, with `n_alerts` and the `custom` statistics its nodes hold (`custom_outputs|name`, …)"
+    "What the history keeps of epoch document `doc` besides its nodes' statistics"
     res = {k: v for k,v in doc.items() if k not in ('schema', 'version', 'tree', 'heatmaps', 'alerts')}
-    custom = set()
-    for d in _nodes(doc.get('tree', {})):
-        for k,v in (d.get('xtra', {}).get('stats') or {}).items():
-            if k.startswith('custom_') and isinstance(v, dict): custom.update(f"{k.replace('custom_valid_', 'custom_')}|{n}" for n in v)
+    custom = {c for d in walk_tree(doc.get('tree', {})) for c in custom_keys(d.get('xtra', {}).get('stats'))}
     return {**res, 'n_alerts': len(doc.get('alerts', [])), 'custom': sorted(custom)}
 
 # %% ../nbs/01a_history.ipynb #2de29d1a
 def node_stats(doc:dict)->dict:
     "`{path: stats}` of epoch document `doc`: each node with statistics of its own, the first of a path"
     res = {}
-    for d in _nodes(doc.get('tree', {})):
-        x = d.get('xtra', {})
-        if isinstance(d.get('path'), str) and 'stats' in x and 'shared_with' not in x: res.setdefault(d['path'], x['stats'])
+    for d,s in own_stats(doc.get('tree', {})):
+        if isinstance(d.get('path'), str): res.setdefault(d['path'], s)
     return res
 
 # %% ../nbs/01a_history.ipynb #e8f7a03f
 def _text(o)->str: return dumps(o)   # strict JSON; plain values as they are, the rest converted
 
-def add_epoch(path, doc:dict, file:str|None=None):
-    "Index epoch document `doc` of run folder `path` (as written, or as a file holds it; written as `file`, by default `epoch_NNNN.json`) in its `history.sqlite`, in one transaction"
+def add_epoch(
+    path,              # the run folder
+    doc:dict,          # the epoch's document, as written or as a file holds it
+    file:str|None=None,# the name it is written as, by default `epoch_NNNN.json`
+):
+    "Index epoch document `doc` of run folder `path` in its `history.sqlite`, in one transaction"
     n = doc['epoch']
     rows = sorted((n, p, _text(s)) for p,s in node_stats(doc).items())
     con = _connect(Path(path)/HISTORY)
     try:
         with con:
-            con.execute('INSERT OR REPLACE INTO epochs VALUES (?, ?, ?)', (n, file or f"epoch_{n:04d}.json", _text(epoch_summary(doc))))
+            row = (n, file or f"epoch_{n:04d}.json", _text(epoch_summary(doc)))
+            con.execute('INSERT OR REPLACE INTO epochs VALUES (?, ?, ?)', row)
             con.executemany('INSERT OR REPLACE INTO stats VALUES (?, ?, ?)', rows)
     finally: con.close()
 
@@ -101,15 +119,17 @@ MAX_HISTORY_PATHS = 64   # the most nodes one request of `node_history` may ask 
 def _history_rows(path, paths:list)->list:
     paths = list(dict.fromkeys(paths))
     if not paths: raise ValueError('ask for at least one node path')
-    if len(paths) > MAX_HISTORY_PATHS: raise ValueError(f"at most {MAX_HISTORY_PATHS} node paths at a time, not {len(paths)}")
+    if len(paths) > MAX_HISTORY_PATHS:
+        raise ValueError(f"at most {MAX_HISTORY_PATHS} node paths at a time, not {len(paths)}")
     con = open_history(path)
     try:   # one seek per epoch and node (`stats` is clustered on (epoch, path))
-        q = 'SELECT s.path, e.epoch, s.stats FROM epochs e JOIN stats s ON s.epoch = e.epoch AND s.path = ? ORDER BY e.epoch'
+        q = ('SELECT s.path, e.epoch, s.stats FROM epochs e JOIN stats s ON s.epoch = e.epoch AND s.path = ? '
+             'ORDER BY e.epoch')
         return [r for p in paths for r in con.execute(q, (p,))]
     finally: con.close()
 
 def node_history(path, paths:list)->dict:
-    "`{path: [(epoch, stats), …]}`: the statistics of the nodes `paths` in each epoch of run folder `path`'s history (a node without any: absent)"
+    "`{path: [(epoch, stats), …]}`: the statistics of the nodes `paths` in each epoch of run folder `path`'s history"
     res = {}
     for p,n,s in _history_rows(path, paths): res.setdefault(p, []).append((n, json.loads(s)))
     return res
@@ -122,14 +142,14 @@ def history_json(path, paths:list)->str:
     return '{' + ','.join(f"{json.dumps(p)}:[{','.join(v)}]" for p,v in res.items()) + '}'
 
 def summaries_json(path, epochs=None)->str:
-    "`epoch_summaries` as JSON text, `{\"epochs\": [summary, …]}`, without parsing them; only those of `epochs` if given"
+    "`epoch_summaries` as JSON text, `{\"epochs\": [summary, …]}`, unparsed; only those of `epochs` if given"
     keep = None if epochs is None else set(epochs)
     rows = _rows(path, 'SELECT epoch, summary FROM epochs ORDER BY epoch')
     return '{"epochs":[' + ','.join(s for n,s in rows if keep is None or n in keep) + ']}'
 
 # %% ../nbs/01a_history.ipynb #809f43d1
 def build_history(path, files:list)->Path:
-    "Write `history.sqlite` of run folder `path` anew from its epoch files `files` (names in the folder, in order); returns its path"
+    "Write `history.sqlite` of run folder `path` anew from epoch files `files` (names in it, in order); its path"
     path = Path(path)
     for f in (HISTORY, HISTORY + '-wal', HISTORY + '-shm'):
         if (path/f).exists(): (path/f).unlink()

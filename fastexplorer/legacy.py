@@ -1,4 +1,4 @@
-"""The seed project's web client, fastexplorer-js, drawing our runs: the representation in the seed's format, and the websocket it talks to.
+"""The seed project's web client, fastexplorer-js, drawing our runs: the tree in its format, and its websocket.
 
 Docs: https://fastexplorer.github.io/fastexplorer/legacy.html.md"""
 
@@ -22,7 +22,8 @@ def _legacy_module(d:dict, index:int, in_sequential:bool)->dict:
     "The seed's node for module node `d`, the `index`-th module child of its parent"
     x = d.get('xtra') or {}
     kids = [c for c in d.get('nodes', []) if c.get('type') != 'Parameter']
-    res = {'name': f"{d['name']}_{x.get('class', d['type'])}" if in_sequential else d['name'], 'type': d['type'], 'index': index}
+    name = f"{d['name']}_{x.get('class', d['type'])}" if in_sequential else d['name']
+    res = {'name': name, 'type': d['type'], 'index': index}
     xtra = {'path': d['name']}
     if kids:
         res['nodes'] = [_legacy_module(c, i, d['type'] == 'Sequential') for i,c in enumerate(kids)]
@@ -30,7 +31,8 @@ def _legacy_module(d:dict, index:int, in_sequential:bool)->dict:
         xtra['shape'] = res['nodes'][-1]['xtra'].get('shape')
     elif x.get('calls'):
         ps = [c for c in d.get('nodes', []) if c.get('type') == 'Parameter']
-        xtra.update(params=x.get('params', 0), trainable=bool(ps and (ps[0].get('xtra') or {}).get('requires_grad')), shape=x.get('shape'))
+        trainable = bool(ps and (ps[0].get('xtra') or {}).get('requires_grad'))
+        xtra.update(params=x.get('params', 0), trainable=trainable, shape=x.get('shape'))
     res['xtra'] = xtra
     return res
 
@@ -38,7 +40,8 @@ def legacy_view(doc:dict)->dict:
     "The representation document `doc` in the format of the original fastexplorer's `Representation.to_json()`"
     kids = {n['type']: n for n in doc.get('nodes', [])}
     model = next((n for n in doc.get('nodes', []) if n['type'] not in ('Input', 'Output')), None)
-    if model is None: raise ValueError("not a probed representation: its root has no model node between `Input` and `Output`")
+    if model is None:
+        raise ValueError("not a probed representation: its root has no model node between `Input` and `Output`")
     m = _legacy_module(model, 1, False)
     m['index'],m['xtra'] = 1,{'open': True, 'shape': m['xtra'].get('shape')}   # the model itself has no path segment
     shape = lambda t: ((kids.get(t) or {}).get('xtra') or {}).get('shape')
@@ -53,14 +56,16 @@ def to_legacy_json(self:Representation)->str:
     return json.dumps(legacy_view(self.get_dict()))
 
 # %% ../nbs/08_legacy.ipynb #1e9af7a9
-LEGACY_EVENTS = {'data': 'socket/socketReceiveData', 'invalid': 'socket/socketInvalidEvent', 'input': 'socket/socketReceiveImageInput',
-          'no_heatmap': 'socket/socketNoImageHeatmap', 'heatmap': 'socket/socketReceiveHeatmap', 'error': 'socket/socketError'}
+LEGACY_EVENTS = {'data': 'socket/socketReceiveData', 'invalid': 'socket/socketInvalidEvent',
+                 'input': 'socket/socketReceiveImageInput', 'no_heatmap': 'socket/socketNoImageHeatmap',
+                 'heatmap': 'socket/socketReceiveHeatmap', 'error': 'socket/socketError'}
 LEGACY_SEND = 'socket/sendEvent'
 
 def npy_frame(a:np.ndarray, typ:str, **xtra)->bytes:
-    "Array `a` as the original server sent it: `{'type': typ, **xtra}` as a dict literal in 128 bytes, then `a` as a `.npy` file"
+    "Array `a` as the original server sent it: `{'type': typ, **xtra}` as a dict literal in 128 bytes, then a `.npy`"
     head = '{' + ''.join(f"{k!r}: {v!r}, " for k,v in sorted({'type': typ, **xtra}.items())) + '}'
-    if len(head) > 100 or not head.isascii(): raise ValueError(f"the message header {head[:60]!r}... does not fit the client's 100 bytes")
+    if len(head) > 100 or not head.isascii():
+        raise ValueError(f"the message header {head[:60]!r}... does not fit the client's 100 bytes")
     buf = io.BytesIO()
     np.lib.format.write_array(buf, np.ascontiguousarray(a), version=(1, 0))
     return head.encode('ascii').ljust(128, b' ') + buf.getvalue()
@@ -81,11 +86,13 @@ def _unit(b64:str, shape:tuple)->np.ndarray:
     return (np.frombuffer(base64.b64decode(b64), dtype=np.uint8).reshape(shape) / np.float32(255)).astype(np.float32)
 
 def legacy_heatmap(p:Path, path:str, idx:int=0)->tuple:
-    "`(type, payload or array)`: the message answering `GET_HEATMAP` for client path `path` (`0/0`), sample `idx`, in run folder `p`"
+    "`(type, payload or array)`: the answer to `GET_HEATMAP` for client path `path` (`0/0`), sample `idx`, from run `p`"
     segs = str(path).split('/')
     if not all(map(_SEGMENT.match, segs)): return LEGACY_EVENTS['error'], {'msg': f"no layer {str(path)[:80]!r}"}
     hm = _latest_heatmaps(p)
-    if hm is None: return LEGACY_EVENTS['error'], {'msg': "this run has no heatmaps: its model's input is not an image batch, or no epoch ended yet"}
+    if hm is None:
+        return LEGACY_EVENTS['error'], {'msg': "this run has no heatmaps: its model's input is not an image batch, "
+                                               "or no epoch ended yet"}
     layer = hm['layers'].get('.'.join(segs))
     if layer is None: return LEGACY_EVENTS['no_heatmap'], {'path': path}
     i = idx % len(layer['maps'])
@@ -111,12 +118,13 @@ def _legacy_run(root:Path, name:str|None)->Path|None:
 
 # %% ../nbs/08_legacy.ipynb #92a9fec6
 async def _send(ws, typ:str, res, path=None):
-    "Send the client message `typ`: array `res` as a binary frame (a heatmap's with its `path`), any other `res` as its JSON payload"
-    if isinstance(res, np.ndarray): await ws.send_bytes(npy_frame(res, typ, **({'path': path} if typ == LEGACY_EVENTS['heatmap'] else {})))
+    "Send the client message `typ`: array `res` as a binary frame (a heatmap's with its `path`), else as JSON"
+    if isinstance(res, np.ndarray):
+        await ws.send_bytes(npy_frame(res, typ, **({'path': path} if typ == LEGACY_EVENTS['heatmap'] else {})))
     else: await ws.send_json({'type': typ, 'payload': res})
 
 async def _answer(root:Path, f, *args)->tuple:
-    "`f(*args)` off the event loop; a run file that cannot be read is an error message naming it, from the served folder `root`"
+    "`f(*args)` off the event loop; a run file it cannot read: an error message naming it from served folder `root`"
     from starlette.concurrency import run_in_threadpool
     try: return await run_in_threadpool(f, *args)
     except (OSError, ValueError) as e: return LEGACY_EVENTS['error'], {'msg': RunStore(root).why(e)}
@@ -135,7 +143,8 @@ async def _legacy_events(ws, root:Path, p:Path):
     while True:
         try: msg = json.loads(await _receive_text(ws) or 'null')
         except ValueError: continue       # not JSON: ignored, as the original did (binary frames too)
-        if not isinstance(msg, dict) or msg.get('type') != LEGACY_SEND or not isinstance(pl := msg.get('payload'), dict): continue
+        if not isinstance(msg, dict) or msg.get('type') != LEGACY_SEND: continue
+        if not isinstance(pl := msg.get('payload'), dict): continue
         event = str(pl.get('event', '')).upper()
         if event == 'LOAD_INPUT' or (event == 'GET_HEATMAP' and st['idx'] < 0):
             st['idx'] += 1
@@ -158,7 +167,9 @@ def legacy_endpoint(root):
             await _receive_text(ws)            # the client's CONNECTED
             p = _legacy_run(root, ws.query_params.get('run'))
             if p is None or not (p/'representation.json').is_file():
-                await ws.send_json({'type': LEGACY_EVENTS['error'], 'payload': {'msg': f"no run to show under {root.name!r}"}}); return await ws.close()
+                msg = f"no run to show under {root.name!r}"
+                await ws.send_json({'type': LEGACY_EVENTS['error'], 'payload': {'msg': msg}})
+                return await ws.close()
             doc = await run_in_threadpool(lambda: json.loads((p/'representation.json').read_text(encoding='utf-8')))
             await ws.send_json({'type': LEGACY_EVENTS['data'], 'payload': {'data': json.dumps(legacy_view(doc))}})
             await _legacy_events(ws, root, p)

@@ -1,4 +1,4 @@
-"""Keep the raw inputs, outputs or output gradients of chosen layers, with a condition and a running reduction; and read the activations of the latest forward by layer label.
+"""Keep the raw inputs, outputs or output gradients of chosen layers; read the latest forward's outputs by label.
 
 Docs: https://fastexplorer.github.io/fastexplorer/record.html.md"""
 
@@ -15,6 +15,7 @@ from fastai.callback.core import Callback
 from fastai.learner import Learner
 from fastcore.basics import ifnone, patch, store_attr
 from .core import *
+from .formats import atomic_file
 from .hooks import unwrap_model, first_tensor
 from .hooks import HookGuard
 
@@ -37,12 +38,15 @@ def _mask_of(res, name:str, bs:int|None):
     if isinstance(res, torch.Tensor):
         if res.ndim == 0: return bool(res)
         if res.ndim != 1 or res.dtype != torch.bool:
-            raise TypeError(f"the condition {name} returned a {res.dtype} tensor of shape {list(res.shape)}: return a bool, or a bool tensor with one value per sample")
+            raise TypeError(f"the condition {name} returned a {res.dtype} tensor of shape {list(res.shape)}: "
+                            "return a bool, or a bool tensor with one value per sample")
         if bs is not None and res.shape[0] != bs:
-            raise ValueError(f"the condition {name} returned a mask of {res.shape[0]} values for a batch of {bs} samples")
+            raise ValueError(f"the condition {name} returned a mask of {res.shape[0]} values "
+                             f"for a batch of {bs} samples")
         return res
     if isinstance(res, bool): return res
-    raise TypeError(f"the condition {name} returned a {type(res).__name__}: return a bool, or a bool tensor with one value per sample")
+    raise TypeError(f"the condition {name} returned a {type(res).__name__}: "
+                    "return a bool, or a bool tensor with one value per sample")
 
 def _fname(f)->str: return f"`{getattr(f, '__qualname__', None) or type(f).__name__}`"
 
@@ -50,7 +54,7 @@ def _fname(f)->str: return f"`{getattr(f, '__qualname__', None) or type(f).__nam
 _SUMMED = ('mean', 'sum')
 
 class RawRecorder(Callback):
-    "Base of `ForwardPre`, `ForwardOutput` and `BackwardOutput`: record a tensor of each selected layer, with a condition and a reduction"
+    "Base of `ForwardPre`, `ForwardOutput` and `BackwardOutput`: record a tensor of each selected layer"
     order,run_valid = 0,True
     what = 'tensor'
     def __init__(self,
@@ -62,7 +66,8 @@ class RawRecorder(Callback):
     ):
         if not (reduction is None or reduction in _SUMMED or callable(reduction)):
             raise ValueError(f"`reduction` must be 'mean', 'sum', None or a callable `f(acc, x)`, not {reduction!r}")
-        if condition is not None and not callable(condition): raise TypeError(f"`condition` must be a callable `f(xb, yb)`, not {type(condition).__name__}")
+        if condition is not None and not callable(condition):
+            raise TypeError(f"`condition` must be a callable `f(xb, yb)`, not {type(condition).__name__}")
         store_attr()
         self.hooks,self.paths,self.net,self.hooked_learn = HookGuard(),[],None,None   # in a fit, the learner's guard
         self.mask,self.in_batch = True,False
@@ -94,7 +99,8 @@ def samples(self:RawRecorder)->dict:
 def __getitem__(self:RawRecorder, p:str):
     "The recorded value of layer `p`; a `KeyError` naming the closest recorded layers if there is none"
     if p not in self.store:
-        raise KeyError(missing_message("no recorded layer", p, self.store) if self.store else f"nothing recorded for {p!r} yet")
+        if not self.store: raise KeyError(f"nothing recorded for {p!r} yet")
+        raise KeyError(missing_message("no recorded layer", p, self.store))
     return self._value(p)
 
 def _tensors(o):
@@ -118,8 +124,8 @@ def _add(self:RawRecorder, p:str, t, mask):
     if x.ndim == 0: x = x.reshape(1)
     if mask is not True:
         if x.shape[0] != mask.shape[0]:
-            raise ValueError(f"the condition's mask has {mask.shape[0]} values but the {self.what} of `{p}` has shape {list(x.shape)}: "
-                             "a per-sample condition needs the batch on the first dimension")
+            raise ValueError(f"the condition's mask has {mask.shape[0]} values but the {self.what} of `{p}` has shape "
+                             f"{list(x.shape)}: a per-sample condition needs the batch on the first dimension")
         x = x[mask.to(x.device)]
     n = x.shape[0]
     if n == 0: return
@@ -129,8 +135,9 @@ def _add(self:RawRecorder, p:str, t, mask):
         s = x.to(dt).sum(0)
         if p not in self.store: self.store[p],self.counts[p] = s,0
         elif self.store[p].shape != s.shape:
-            raise ValueError(f"the {self.what} of `{p}` changed shape from {list(self.store[p].shape)} to {list(s.shape)} per sample: "
-                             "a running reduction needs one shape; use `reduction=None` to keep every sample")
+            raise ValueError(f"the {self.what} of `{p}` changed shape from {list(self.store[p].shape)} to "
+                             f"{list(s.shape)} per sample: a running reduction needs one shape; "
+                             "use `reduction=None` to keep every sample")
         else: self.store[p].add_(s)
     elif red is None: self.store.setdefault(p, []).append(x.cpu().clone())
     else:
@@ -138,7 +145,9 @@ def _add(self:RawRecorder, p:str, t, mask):
         if p not in self.store: self.store[p] = x
         else:
             try: self.store[p] = red(self.store[p], x)
-            except Exception as e: raise RuntimeError(f"the reduction {_fname(red)} failed on the {self.what} of `{p}`: {type(e).__name__}: {e}") from e
+            except Exception as e:
+                raise RuntimeError(f"the reduction {_fname(red)} failed on the {self.what} of `{p}`: "
+                                   f"{type(e).__name__}: {e}") from e
     self.counts[p] = self.counts.get(p, 0) + n
 
 # %% ../nbs/07_record.ipynb #df513536
@@ -148,10 +157,13 @@ def _root_pre(self:RawRecorder, m, args):
     self.mask = True
     if self.condition is None: return
     learn,yb = self.hooked_learn,None   # the Learner `attach` was given: its targets reach the condition
-    if learn is not None and (self.in_batch or _same_inputs(getattr(learn, 'xb', None), args)): yb = getattr(learn, 'yb', None)
+    if learn is not None and (self.in_batch or _same_inputs(getattr(learn, 'xb', None), args)):
+        yb = getattr(learn, 'yb', None)
     t = first_tensor(args)
     try: res = self.condition(args, yb)
-    except Exception as e: raise RuntimeError(f"the condition {_fname(self.condition)} of {type(self).__name__} failed: {type(e).__name__}: {e}") from e
+    except Exception as e:
+        raise RuntimeError(f"the condition {_fname(self.condition)} of {type(self).__name__} failed: "
+                           f"{type(e).__name__}: {e}") from e
     self.mask = _mask_of(res, _fname(self.condition), t.shape[0] if t is not None and t.ndim else None)
 
 # %% ../nbs/07_record.ipynb #7777cde6
@@ -200,12 +212,14 @@ def hooked(self:RawRecorder, model):
 class ForwardPre(RawRecorder):
     "Record the input of the selected layers (their first tensor argument) before their forward"
     what = 'input'
-    def _register(self, p, m): return m.register_forward_pre_hook(lambda m, args: self._add(p, first_tensor(args), self.mask))
+    def _register(self, p, m):
+        return m.register_forward_pre_hook(lambda m, args: self._add(p, first_tensor(args), self.mask))
 
 class ForwardOutput(RawRecorder):
     "Record the output of the selected layers (its first tensor)"
     what = 'output'
-    def _register(self, p, m): return m.register_forward_hook(lambda m, args, out: self._add(p, first_tensor(out), self.mask))
+    def _register(self, p, m):
+        return m.register_forward_hook(lambda m, args, out: self._add(p, first_tensor(out), self.mask))
 
 class BackwardOutput(RawRecorder):
     "Record the gradient of the loss with respect to the output of the selected layers"
@@ -220,7 +234,7 @@ class BackwardOutput(RawRecorder):
 # %% ../nbs/07_record.ipynb #d15e28ca
 @patch
 def _wanted(self:RawRecorder)->bool:
-    "Whether this batch is one to record: a training batch if `train`, a validation batch if `valid`; never under the LR finder"
+    "Whether to record this batch: a training batch if `train`, a validation batch if `valid`; never in the LR finder"
     if hasattr(self.learn, 'lr_finder'): return False
     return self.train if self.learn.training else self.valid
 
@@ -266,8 +280,8 @@ def _state(self:RawRecorder)->dict:
     red = self.reduction if self.reduction is None or isinstance(self.reduction, str) else _fname(self.reduction)
     cpu = lambda v: v.cpu() if isinstance(v, torch.Tensor) else [t.cpu() for t in v] if isinstance(v, list) else v
     return {'schema': 'fastexplorer/recording', 'version': SCHEMA_VERSION, 'recorder': type(self).__name__,
-            'what': self.what, 'reduction': red, 'layers': list(self.data), 'data': {p: cpu(v) for p,v in self.data.items()},
-            'samples': self.samples}
+            'what': self.what, 'reduction': red, 'layers': list(self.data),
+            'data': {p: cpu(v) for p,v in self.data.items()}, 'samples': self.samples}
 
 @patch
 def save(self:RawRecorder, fname)->str:
@@ -275,20 +289,14 @@ def save(self:RawRecorder, fname)->str:
     fname = os.fspath(fname)
     d = os.path.dirname(os.path.abspath(fname))
     if not os.path.isdir(d): raise FileNotFoundError(f"cannot save the recording: folder {d!r} does not exist")
-    fd,tmp = temp_beside(os.path.join(d, os.path.basename(fname)))
-    os.close(fd)
-    try:
-        torch.save(self._state(), tmp)
-        os.replace(tmp, fname)
-    except BaseException:
-        if os.path.exists(tmp): os.unlink(tmp)
-        raise
+    with atomic_file(fname) as tmp: torch.save(self._state(), tmp)
     return fname
 
 def load_recording(fname)->dict:
     "Read a recording written by `RawRecorder.save`: `{'data': {path: value}, 'samples': {path: n}, ...}`"
     d = torch.load(fname, weights_only=True)
-    if not isinstance(d, dict) or d.get('schema') != 'fastexplorer/recording': raise ValueError(f"{fname} is not a fastexplorer recording")
+    if not isinstance(d, dict) or d.get('schema') != 'fastexplorer/recording':
+        raise ValueError(f"{fname} is not a fastexplorer recording")
     return d
 
 # %% ../nbs/07_record.ipynb #5785827d
@@ -307,7 +315,8 @@ class Recording:
         if isinstance(postprocess, dict):
             for k in postprocess:
                 if k not in known: raise KeyError(missing_message("`postprocess` names no recorded layer:", k, known))
-        elif postprocess is not None and not callable(postprocess): raise TypeError("`postprocess` must be a callable or a dict of callables")
+        elif postprocess is not None and not callable(postprocess):
+            raise TypeError("`postprocess` must be a callable or a dict of callables")
         self.postprocess,self.acts,self.handles = postprocess,{},[]
         mods = dict(self.net.named_modules())
         try:
@@ -329,14 +338,15 @@ def _start(self:Recording, m, args):
 
 @patch
 def _hook(self:Recording, p, m, args, out):
-    "Keep layer `p`'s output under each of its keys and apply their postprocessing; a non-`None` result replaces the output"
+    "Keep layer `p`'s output under each of its keys and postprocess it; a result other than `None` replaces it"
     res = None
     for k in self.keys[p]:
         self.acts[k] = out
         f = self.postprocess.get(k) if isinstance(self.postprocess, dict) else self.postprocess
         if f is None: continue
         try: r = f(out if res is None else res)
-        except Exception as e: raise RuntimeError(f"postprocess {_fname(f)} failed on the output of `{p}`: {type(e).__name__}: {e}") from e
+        except Exception as e:
+            raise RuntimeError(f"postprocess {_fname(f)} failed on the output of `{p}`: {type(e).__name__}: {e}") from e
         if r is not None: res = r
     return res
 
@@ -344,7 +354,9 @@ def _hook(self:Recording, p, m, args, out):
 def _check(self:Recording, m, args, out):
     "After the model's forward: raise if a recorded layer never ran"
     missing = [f"{k!r} ({p})" if k != p else repr(p) for p,ks in self.keys.items() for k in ks if k not in self.acts]
-    if missing: raise RuntimeError(f"recorded layers never ran in this forward of {type(self.net).__name__}: {', '.join(missing)}")
+    if missing:
+        raise RuntimeError(f"recorded layers never ran in this forward of {type(self.net).__name__}: "
+                           f"{', '.join(missing)}")
 
 # %% ../nbs/07_record.ipynb #e34b4592
 @patch(as_prop=True)

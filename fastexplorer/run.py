@@ -1,4 +1,4 @@
-"""A run folder read back: its epoch index, each file checked as it is read, `load_run` with its pandas views and plots, the runs under a folder, and `RunStore`, the one interface the server reads through.
+"""A run folder read back: its epoch index, checked files, `load_run` with pandas views and plots, and `RunStore`.
 
 Docs: https://fastexplorer.github.io/fastexplorer/run.html.md"""
 
@@ -12,22 +12,23 @@ import numpy as np, pandas as pd
 from fastcore.basics import patch
 from .formats import *
 from . import stepdb, stepseries, history
-from .stepdb import read_steps, read_step_hist
+from .history import walk_tree, own_stats
+from .stepread import read_steps, read_step_hist
 from .stepseries import open_steps, layer_range
 
 # %% auto #0
 __all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'DF_COLUMNS', 'ALERT_COLUMNS', 'LAYER_KINDS', 'ROOT_RUN', 'read_epoch_index',
-           'RunFileError', 'Run', 'load_run', 'plot_layer_stats', 'plot_color_dim', 'run_dir', 'list_runs',
-           'read_manifest', 'entry_path', 'epoch_path', 'RunStore', 'plot_stat', 'plot_hist', 'plot_grad_norms']
+           'RunFileError', 'Run', 'load_run', 'plot_layer_stats', 'plot_color_dim', 'run_dir', 'read_manifest',
+           'list_runs', 'entry_path', 'epoch_path', 'RunStore', 'plot_stat', 'plot_hist', 'plot_grad_norms']
 
 # %% ../nbs/02b_run.ipynb #70f76f79
-RUN_VERSION = 2          # of `run.json`: version 2 lists the epochs in `epochs.jsonl` (version 1 in the manifest itself)
+RUN_VERSION = 2          # of `run.json`: version 2 lists the epochs in `epochs.jsonl` (version 1 in the manifest)
 EPOCH_INDEX = 'epochs.jsonl'
 
 _INDEXES = {}   # `epochs.jsonl` path -> (its inode, size and modification time, `{epoch: entry}`), for the last 64 read
 
 def _epoch_index(p)->dict:
-    "`{epoch: entry}` of run folder `p`'s `epochs.jsonl`, sorted; parsed again only when the file changed (the server asks at every request)"
+    "`{epoch: entry}` of run folder `p`'s `epochs.jsonl`, sorted; parsed again only when the file changed"
     f = Path(p)/EPOCH_INDEX
     try: st = f.stat()
     except OSError: return {}
@@ -38,14 +39,15 @@ def _epoch_index(p)->dict:
     for line in f.read_bytes().splitlines():      # read after the stat: never older than its key
         try: e = json.loads(line)
         except (ValueError, RecursionError): continue
-        if isinstance(e, dict) and isinstance(e.get('epoch'), int) and isinstance(e.get('file'), str): res[e['epoch']] = e
+        if isinstance(e, dict) and isinstance(e.get('epoch'), int) and isinstance(e.get('file'), str):
+            res[e['epoch']] = e
     res = dict(sorted(res.items()))
     if len(_INDEXES) >= 64: _INDEXES.pop(next(iter(_INDEXES)))
     _INDEXES[f] = (key, res)
     return res
 
 def read_epoch_index(p)->list:
-    "The epochs of run folder `p` as `epochs.jsonl` lists them, by epoch: the last line of an epoch wins, a torn line is skipped"
+    "The epochs of run folder `p` as `epochs.jsonl` lists them, by epoch: an epoch's last line, torn lines skipped"
     return [dict(e) for e in _epoch_index(p).values()]      # copies: the parsed index is kept for the next reader
 
 def _with_epochs(m:dict, p)->dict:
@@ -61,7 +63,9 @@ class RunFileError(ValueError):
         super().__init__(f"{path}: {reason}")
 
 def _what(d)->str:
-    return {dict: 'an object', list: 'an array', str: 'a string', int: 'a number', float: 'a number', bool: 'a boolean'}.get(type(d), 'null')
+    names = {dict: 'an object', list: 'an array', str: 'a string', int: 'a number', float: 'a number',
+             bool: 'a boolean'}
+    return names.get(type(d), 'null')
 
 def _load_json(fname):
     "The JSON in file `fname`; `RunFileError` naming it when it is not UTF-8 JSON (cut short by a copy, say)"
@@ -70,9 +74,10 @@ def _load_json(fname):
     except (ValueError, RecursionError) as e: raise RunFileError(fname, f"not valid JSON ({str(e)[:200]})") from None
 
 def _check_manifest(m, fname)->dict:
-    "Manifest `m` read from `fname`, if readers can use it: an object with a `status` and well-formed `epochs`; else `RunFileError` saying what is wrong"
+    "Manifest `m` read from `fname`, if readers can use it: an object with a `status` and well-formed `epochs`"
     if not isinstance(m, dict): raise RunFileError(fname, f"holds {_what(m)}, not a run manifest (an object)")
-    if m.get('schema', 'fastexplorer/run') != 'fastexplorer/run': raise RunFileError(fname, f"not a fastexplorer run manifest (schema {m['schema']!r:.60})")
+    if m.get('schema', 'fastexplorer/run') != 'fastexplorer/run':
+        raise RunFileError(fname, f"not a fastexplorer run manifest (schema {m['schema']!r:.60})")
     if not isinstance(m.get('status'), str): raise RunFileError(fname, "has no `status` string: not a run manifest")
     es = m.get('epochs', [])
     if not isinstance(es, list) or not all(isinstance(e, dict) and type(e.get('epoch')) is int for e in es):
@@ -82,28 +87,33 @@ def _check_manifest(m, fname)->dict:
 
 # %% ../nbs/02b_run.ipynb #3ef25263
 def _read(fname, kind:str)->dict:
-    "The `kind` document (`run` or `epoch`) in file `fname`; `RunFileError` naming it when it is not one this version reads"
+    "The `kind` document (`run` or `epoch`) in file `fname`; `RunFileError` naming it if this version cannot read it"
     d = _load_json(fname)
     if kind == 'run': _check_manifest(d, fname)
-    elif not isinstance(d, dict): raise RunFileError(fname, f"holds {_what(d)}, not a fastexplorer {kind} file (an object)")
-    if d.get('schema') != f'fastexplorer/{kind}': raise RunFileError(fname, f"not a fastexplorer {kind} file (schema {d.get('schema')!r:.60})")
+    elif not isinstance(d, dict):
+        raise RunFileError(fname, f"holds {_what(d)}, not a fastexplorer {kind} file (an object)")
+    if d.get('schema') != f'fastexplorer/{kind}':
+        raise RunFileError(fname, f"not a fastexplorer {kind} file (schema {d.get('schema')!r:.60})")
     ok = (1, RUN_VERSION) if kind == 'run' else (SCHEMA_VERSION,)
-    if d.get('version') not in ok: raise RunFileError(fname, f"has version {d.get('version')!r:.20}; this fastexplorer reads version {' or '.join(map(str, ok))}")
+    if d.get('version') not in ok:
+        raise RunFileError(fname, f"has version {d.get('version')!r:.20}; "
+                                  f"this fastexplorer reads version {' or '.join(map(str, ok))}")
     return d
 
 # %% ../nbs/02b_run.ipynb #fd941421
 class Run:
-    "A run folder read back: `meta` (the manifest, with its `epochs` list), `representation`, `epochs` (documents) and `df` (long DataFrame)"
+    "A run folder read back: `meta` (the manifest, with its `epochs`), `representation`, `epochs` (documents) and `df`"
     def __init__(self, path):
         self.path = Path(path)
-        if not (self.path/'run.json').exists(): raise FileNotFoundError(f"no run.json in {str(self.path)!r}: not a fastexplorer run folder")
+        if not (self.path/'run.json').exists():
+            raise FileNotFoundError(f"no run.json in {str(self.path)!r}: not a fastexplorer run folder")
         self.meta = _with_epochs(_read(self.path/'run.json', 'run'), self.path)
 
     # read on first use: `load_run(p).steps` of a 2,002-module net must not parse 30 epoch files of 3 MB first
     @functools.cached_property
     def representation(self):
         "The probe's tree (`representation.json`) as a `Representation`, or `None` if the run has none"
-        from fastexplorer.core import Representation   # the tree's classes come with torch: only a caller of this needs them
+        from fastexplorer.core import Representation   # the tree's classes come with torch: only this needs them
         rep = self.path/'representation.json'
         return Representation.load(rep) if rep.exists() else None
 
@@ -114,7 +124,8 @@ class Run:
 
     def load(self)->Run:
         "Read the representation and every epoch document now (before the folder goes away, say); returns the run"
-        self.representation; self.epochs
+        self.representation
+        self.epochs
         return self
 
     def _each_epoch(self):
@@ -124,33 +135,28 @@ class Run:
             for e in self.meta['epochs']: yield _read(self.path/e['file'], 'epoch')
 
     def __repr__(self):
-        return f"Run({str(self.path)!r}, {self.meta['model']}, {len(self.meta['epochs'])} epochs, {self.meta['status']})"
+        m = self.meta
+        return f"Run({str(self.path)!r}, {m['model']}, {len(m['epochs'])} epochs, {m['status']})"
 
 # %% ../nbs/02b_run.ipynb #a3682997
-def _walk(d:dict):
-    yield d
-    for c in d.get('nodes', []): yield from _walk(c)
-
 DF_COLUMNS = ['epoch', 'layer', 'class', 'kind', 'stat', 'value']
 
 @patch(as_prop=True)
 def df(self:Run)->pd.DataFrame:
-    "One row per epoch, layer, kind and scalar statistic (a custom statistic's row holds its epoch mean); the model's root is `output`"
+    "One row per epoch, layer, kind and scalar statistic; the model's root is `output`"
     rows,paths = [],set()   # one frame made once: a thousand epochs made a thousand frames to join (30x slower)
     for e in self._each_epoch():
         n = e['epoch']
-        for d in _walk(e['tree']):
-            x = d.get('xtra', {})
-            paths.add(d.get('path'))
-            if 'shared_with' in x: continue
-            for kind,s in x.get('stats', {}).items():
+        paths.update(d.get('path') for d in walk_tree(e['tree']))
+        for d,st in own_stats(e['tree']):
+            for kind,s in st.items():
                 custom = kind.startswith('custom_')
                 for k,v in (s or {}).items():
                     if custom and isinstance(v, dict): v = v.get('mean')   # custom statistics: the epoch mean
-                    if (t := type(v)) is float or t is int or v is None: rows.append((n, d['path'], x.get('class'), kind, k, v))
+                    if (t := type(v)) is float or t is int or v is None:
+                        rows.append((n, d['path'], d['xtra'].get('class'), kind, k, v))
     d = pd.DataFrame(rows, columns=DF_COLUMNS).astype({'value': float})
     return root_last(d, root_label(paths)) if len(d) else d   # the root is `output`, after its layers
-
 
 # %% ../nbs/02b_run.ipynb #2a43de04
 @patch(as_prop=True)
@@ -159,16 +165,16 @@ def recorder(self:Run)->pd.DataFrame:
     return pd.DataFrame([{'epoch': e['epoch'], **e['recorder']} for e in self.epochs]).set_index('epoch')
 
 ALERT_COLUMNS = ['epoch', 'step', 'source', 'severity', 'kind', 'layer', 'stat', 'value', 'message', 'hint', 'layers']
-LAYER_KINDS = ('nonfinite', 'dead', 'constant', 'saturated', 'exploding_grad', 'vanishing_grad', 'frozen')   # about one layer
+LAYER_KINDS = ('nonfinite', 'dead', 'constant', 'saturated', 'exploding_grad', 'vanishing_grad', 'frozen')   # a layer's
 
 @patch(as_prop=True)
 def alerts(self:Run)->pd.DataFrame:
-    "Every finding of the run, a row each: those raised inside an epoch (`source` `live`, with their step), then each epoch's own (`epoch`)"
+    "Every finding of the run, a row each: those raised inside an epoch (`live`), then each epoch's own (`epoch`)"
     rows = [{'source': 'live', **a} for a in self.meta.get('live_alerts', [])]
     rows += [{'epoch': e['epoch'], 'source': 'epoch', **a} for e in self.epochs for a in e['alerts']]
     d = pd.DataFrame(rows, columns=ALERT_COLUMNS)
     if (whole := d.layer.fillna('').eq('')).any():   # the files' `''`: the root module, or no layer at all
-        paths = {x.get('path') for e in self.epochs[-1:] for x in _walk(e['tree'])}
+        paths = {x.get('path') for e in self.epochs[-1:] for x in walk_tree(e['tree'])}
         d['layer'] = d.layer.where(~whole, np.where(d.kind.isin(LAYER_KINDS), root_label(paths), None))
     return d
 
@@ -178,7 +184,7 @@ def stats(self:Run, layer:str, kind:str='act')->list:
     "The `kind` statistics of `layer` in each epoch (`None` where not recorded)"
     res = []
     for e in self.epochs:
-        d = next((d for d in _walk(e['tree']) if d.get('path') == layer), None)
+        d = next((d for d in walk_tree(e['tree']) if d.get('path') == layer), None)
         if d is None: raise KeyError(f"no layer {layer!r} in epoch {e['epoch']}")
         res.append((d.get('xtra', {}).get('stats') or {}).get(kind))
     return res
@@ -192,7 +198,7 @@ def hist(self:Run, layer:str, kind:str='act')->np.ndarray:
 
 @patch
 def hist_range(self:Run, layer:str, kind:str='act')->list:
-    "`[lo, hi]`: where the bins of `layer`'s histograms lie (`kind`: `act` or `valid_act`), fitted to it or fixed for the run"
+    "`[lo, hi]`: where the bins of `layer`'s histograms (`kind`: `act` or `valid_act`) lie, fitted to it or the run's"
     for s in reversed(self.stats(layer, kind) if self.epochs else []):
         if s and s.get('hist_range'): return list(s['hist_range'])
     if (self.path/'steps.sqlite').exists():
@@ -209,7 +215,7 @@ def load_run(path)->Run:
 # %% ../nbs/02b_run.ipynb #f4ad4f98
 @patch(as_prop=True)
 def steps(self:Run)->pd.DataFrame:
-    "Every sampled batch's statistics, losses and hyper-parameters: a long DataFrame (`STEP_COLUMNS`) read from `steps.sqlite`"
+    "Every sampled batch's statistics, losses and hyper-parameters: a long DataFrame (`STEP_COLUMNS`)"
     return read_steps(self.path)
 
 @patch
@@ -232,14 +238,14 @@ def step_series(self:Run,
     start:int|None=None, stop:int|None=None, # the range of steps (inclusive)
     points:int=1000,   # at most this many buckets of consecutive steps
 )->pd.DataFrame:
-    "A series as a chart draws it, however long the run: each bucket of steps (its first, the index) with each statistic's min, max and mean over it"
+    "A series as a chart draws it, however long the run: each statistic's min, max and mean in each bucket of steps"
     d = stepseries.step_series(self.path, layer, kind, stats, start, stop, points)
     cols = {s: pd.DataFrame(v, index=pd.Index(d['steps'], name='step')) for s,v in d.items() if isinstance(v, dict)}
     return pd.concat(cols, axis=1) if cols else pd.DataFrame(index=pd.Index([], name='step'))
 
 @patch
 def step_hist(self:Run, layer:str, split:str='train')->tuple:
-    "`(steps, counts)` of `layer`'s activation histogram at each sampled batch (`hist_bins` + 2 columns: below, bins, above)"
+    "`(steps, counts)` of `layer`'s activation histogram at each sampled batch (below, bins, above)"
     return read_step_hist(self.path, layer, split)
 
 # %% ../nbs/02b_run.ipynb #c5a3777b
@@ -265,21 +271,24 @@ def plot_color_dim(run:Run, layer:str, split:str='train', ax=None):
     if not len(steps): raise ValueError(f"no step histograms of `{layer}` ({split}) in {str(run.path)!r}")
     lo,hi = run.hist_range(layer, 'act' if split == 'train' else 'valid_act')
     if ax is None: ax = plt.subplots(figsize=(8, 3))[1]
-    ax.imshow(np.log1p(counts[:, 1:-1].T), origin='lower', aspect='auto', extent=(steps[0] - 0.5, steps[-1] + 0.5, lo, hi))
+    ax.imshow(np.log1p(counts[:, 1:-1].T), origin='lower', aspect='auto',
+              extent=(steps[0] - 0.5, steps[-1] + 0.5, lo, hi))
     ax.set_xlabel('step'); ax.set_ylabel('activation'); ax.set_title(f"{layer} ({split})")
     return ax
 
 # %% ../nbs/02b_run.ipynb #2673441a
 ROOT_RUN = '~'   # the id of the served folder itself, when it is a run
-_UNSAFE = re.compile(r'[\x00-\x1f\x7f-\x9f/\\\ud800-\udfff]')   # control characters, path separators, bytes that are not UTF-8
+_UNSAFE = re.compile(r'[\x00-\x1f\x7f-\x9f/\\\ud800-\udfff]')   # control characters, path separators, not UTF-8
 
 def _ok_name(name)->bool:
-    "Whether `name` may name a run or a file in one: a single path component of any Unicode, without control characters, not hidden (so never `.` or `..`), at most 255 bytes"
-    return isinstance(name, str) and name != '' and not name.startswith('.') and not _UNSAFE.search(name) and len(name.encode()) <= 255
+    "Whether `name` may name a run or a file in one: one path component, not hidden, at most 255 bytes"
+    return (isinstance(name, str) and name != '' and not name.startswith('.') and not _UNSAFE.search(name)
+            and len(name.encode()) <= 255)
 
 def _inside(p:Path, root:Path)->bool:
-    try: p.resolve().relative_to(root.resolve()); return True
+    try: p.resolve().relative_to(root.resolve())
     except (ValueError, OSError): return False
+    return True
 
 def run_dir(root:Path, name:str)->Path|None:
     "The folder of run `name` under `root`, or `None` if there is no such run (or the name is not allowed)"
@@ -296,7 +305,7 @@ def _run_name(root:Path, name:str)->str:
     return (Path(root).resolve().name or str(Path(root).resolve())) if name == ROOT_RUN else name
 
 def _why(e:Exception, root:Path)->str:
-    "What error `e` says is wrong with a run file, naming the file from the served folder `root` (a reply never says where that is)"
+    "What error `e` says is wrong with a run file, naming the file from the served folder `root`"
     if isinstance(e, RunFileError): f,r = e.path,e.reason
     elif isinstance(e, OSError) and e.filename: f,r = Path(e.filename),e.strerror or str(e)
     else: return str(e)
@@ -305,22 +314,8 @@ def _why(e:Exception, root:Path)->str:
     return f"{f.as_posix()}: {r}"
 
 # %% ../nbs/02b_run.ipynb #a0e538bf
-def list_runs(root:Path)->list:
-    "The runs under `root` (itself first, as `~`), each with its display name, model, status, epochs, last update and whether it has a landscape, step series and an epoch history; a run whose manifest cannot be read has status `unreadable` and an `error` naming the file"
-    root = Path(root)
-    names = ([ROOT_RUN] if (root/'run.json').is_file() else []) + sorted(p.name for p in root.iterdir() if _ok_name(p.name) and p.name != ROOT_RUN)
-    res = []
-    for n in names:
-        if (p := run_dir(root, n)) is None: continue
-        try: m,err = read_manifest(p),None
-        except (OSError, ValueError) as e: m,err = {'status': 'unreadable', 'epochs': []},_why(e, root)
-        res.append({'id': n, 'name': _run_name(root, n), 'model': m.get('model'), 'status': m['status'], 'epochs': len(m['epochs']),
-                    'updated': m.get('updated'), 'landscape': (p/'landscape.json').is_file(), 'steps': (p/'steps.sqlite').is_file(),
-                    'history': (p/'history.sqlite').is_file(), **({'error': err} if err else {})})
-    return res
-
 def read_manifest(p:Path)->dict:
-    "The manifest (`run.json`) of run folder `p`, parsed, with its `epochs` list (from `epochs.jsonl` since version 2); `RunFileError` naming it if it is no manifest"
+    "The manifest (`run.json`) of run folder `p`, parsed, with its `epochs` list; `RunFileError` if it is no manifest"
     return _with_epochs(_manifest(p), p)
 
 def _manifest(p)->dict:
@@ -328,15 +323,32 @@ def _manifest(p)->dict:
     f = Path(p)/'run.json'
     return _check_manifest(_load_json(f), f)
 
+def list_runs(root:Path)->list:
+    "The runs under `root` (itself first, as `~`), each with its name, model, status, epochs, last update and files"
+    root = Path(root)
+    names = sorted(p.name for p in root.iterdir() if _ok_name(p.name) and p.name != ROOT_RUN)
+    names = ([ROOT_RUN] if (root/'run.json').is_file() else []) + names
+    res = []
+    for n in names:
+        if (p := run_dir(root, n)) is None: continue
+        try: m,err = read_manifest(p),None
+        except (OSError, ValueError) as e: m,err = {'status': 'unreadable', 'epochs': []},_why(e, root)
+        res.append({'id': n, 'name': _run_name(root, n), 'model': m.get('model'), 'status': m['status'],
+                    'epochs': len(m['epochs']), 'updated': m.get('updated'),
+                    'landscape': (p/'landscape.json').is_file(), 'steps': (p/'steps.sqlite').is_file(),
+                    'history': (p/'history.sqlite').is_file(), **({'error': err} if err else {})})
+    return res
+
+# %% ../nbs/02b_run.ipynb #d8602a15
 def entry_path(p:Path, e:dict)->Path|None:
-    "The file that epoch entry `e` of run folder `p`'s manifest names; `None` if it is not there or the name is not allowed"
+    "The file epoch entry `e` of run folder `p`'s manifest names; `None` if it is not there or the name is not allowed"
     if not _ok_name(e.get('file')): return None
     f = Path(p)/e['file']
     try: return f if f.is_file() and _inside(f, Path(p)) else None
     except OSError: return None
 
 def epoch_path(p:Path, n:int)->Path|None:
-    "The file of epoch `n` of run folder `p`, as its manifest lists it; `None` if none is listed or the name is not allowed; `RunFileError` if the manifest is no manifest"
+    "The file of epoch `n` of run folder `p`, as its manifest lists it; `None` if none is or its name is not allowed"
     m = _manifest(p)
     e = _epoch_index(p).get(n) if 'epochs' not in m else next((e for e in m['epochs'] if e['epoch'] == n), None)
     return None if e is None else entry_path(p, e)
@@ -348,19 +360,35 @@ class RunStore:
     def __repr__(self): return f"RunStore({str(self.root)!r})"
     def runs(self)->list: "The runs under `root` (`list_runs`)"; return list_runs(self.root)
     def folder(self, name:str)->Path|None: "The folder of run `name`, or `None`"; return run_dir(self.root, name)
-    def why(self, e:Exception)->str: "What error `e` says is wrong, naming the file from `root`"; return _why(e, self.root)
+    def why(self, e:Exception)->str:
+        "What error `e` says is wrong, naming the file from `root`"
+        return _why(e, self.root)
     def contains(self, base:Path, f:Path)->bool: "Whether `f` is inside run folder `base`"; return _inside(f, base)
     def manifest(self, p)->dict: "Run folder `p`'s manifest, with its epochs"; return read_manifest(p)
-    def epoch_file(self, p, n:int)->Path|None: "The file of epoch `n` of run folder `p`, or `None`"; return epoch_path(p, n)
-    def epoch_files(self, p)->list: "The files of the epochs run folder `p` lists, in order"; return [f for e in read_manifest(p)['epochs'] if (f := entry_path(p, e)) is not None]
+    def epoch_file(self, p, n:int)->Path|None:
+        "The file of epoch `n` of run folder `p`, or `None`"
+        return epoch_path(p, n)
+    def epoch_files(self, p)->list:
+        "The files of the epochs run folder `p` lists, in order"
+        return [f for e in read_manifest(p)['epochs'] if (f := entry_path(p, e)) is not None]
     def load(self, f): "The JSON in file `f` of a run"; return _load_json(f)
-    def steps(self, p)->sqlite3.Connection: "A read-only connection to `p`'s step database, for many reads"; return stepseries.open_steps(p)
-    def step_info(self, src)->dict: "`stepseries.step_info` of a run folder or connection"; return stepseries.step_info(src)
-    def step_series(self, src, *args, **kwargs)->dict: "`stepseries.step_series`"; return stepseries.step_series(src, *args, **kwargs)
-    def step_hist_series(self, src, *args, **kwargs)->dict: "`stepseries.step_hist_series`"; return stepseries.step_hist_series(src, *args, **kwargs)
-    def history(self, p, paths:list)->str: "The epoch history of nodes `paths` as JSON"; return history.history_json(p, paths)
+    def steps(self, p)->sqlite3.Connection:
+        "A read-only connection to `p`'s step database, for many reads"
+        return stepseries.open_steps(p)
+    def step_info(self, src)->dict:
+        "`stepseries.step_info` of a run folder or connection"
+        return stepseries.step_info(src)
+    def step_series(self, src, *args, **kwargs)->dict:
+        "`stepseries.step_series`"
+        return stepseries.step_series(src, *args, **kwargs)
+    def step_hist_series(self, src, *args, **kwargs)->dict:
+        "`stepseries.step_hist_series`"
+        return stepseries.step_hist_series(src, *args, **kwargs)
+    def history(self, p, paths:list)->str:
+        "The epoch history of nodes `paths` as JSON"
+        return history.history_json(p, paths)
     def summaries(self, p)->str:
-        "Every listed epoch's summary as JSON (the history may hold one more, written just before it is listed, or a cut run's)"
+        "Every listed epoch's summary as JSON (the history may hold one more: written just before it is listed, or cut)"
         return history.summaries_json(p, [e['epoch'] for e in read_manifest(p)['epochs']])
 
 # %% ../nbs/02b_run.ipynb #26696d52

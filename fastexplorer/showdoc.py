@@ -17,7 +17,7 @@ __all__ = ['TableRenderer']
 def _anno(a)->str: return a if isinstance(a, str) else inspect.formatannotation(a)
 
 def _code(s:str)->str:
-    "A code span as HTML: Python-Markdown (`api.md`) and mistune (notebook pages) disagree on `|` in a backticked table cell"
+    "A code span as HTML, whose `|` both Markdown engines read alike in a table cell"
     return '<code>' + html.escape(s).replace('|', '&#124;') + '</code>'
 
 def _cell(s:str)->str:
@@ -26,17 +26,18 @@ def _cell(s:str)->str:
 
 # %% ../nbs/09_showdoc.ipynb #c65687bb
 class TableRenderer(MarkdownRenderer):
-    "fastcore's `MarkdownRenderer` with a heading, the signature as it is called and a table of the parameters' docments"
+    "fastcore's `MarkdownRenderer` with a heading, the signature as called and a table of the parameters' docments"
     def __init__(self, sym, name:str|None=None, title_level:int=3, maxline:int=90):
         # fastcore unwraps a `property` to its getter, but not a `functools.cached_property`
         self.prop = isinstance(sym, (property, functools.cached_property))
         if isinstance(sym, functools.cached_property): sym = sym.func
-        # named before fastcore unwraps it: `@patch` names a decorated function (a context manager), not the one it wraps
+        # named before fastcore unwraps it: `@patch` names a decorated function (a context manager), not what it wraps
         super().__init__(sym, name=name or qual_name(sym), title_level=title_level, maxline=maxline)
         if self.sig is None or not isinstance(self.dm, DocmentText): return    # no signature: an exception class, say
         sig, dm = inspect.signature(self.sym), docments(self.sym, full=True, args_kwargs=True)
         for k,v in dm.items():
-            if k == 'return' or k in sig.parameters: v.anno = sig.return_annotation if k == 'return' else sig.parameters[k].annotation
+            if k == 'return': v.anno = sig.return_annotation
+            elif k in sig.parameters: v.anno = sig.parameters[k].annotation
         self.dm.dm = {k:v for k,v in dm.items() if k not in ('self', 'cls')}
 
 # %% ../nbs/09_showdoc.ipynb #d5115098

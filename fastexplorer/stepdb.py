@@ -1,4 +1,4 @@
-"""`steps.sqlite`, the run folder's statistics of every sampled batch: its schema, the writer the callback feeds from a thread of its own, and the readers that cut a series down to what a chart can draw.
+"""`steps.sqlite`, the run folder's statistics of every sampled batch: its schema and the writer the callback feeds.
 
 Docs: https://fastexplorer.github.io/fastexplorer/stepdb.html.md"""
 
@@ -15,9 +15,8 @@ from .chunks import *
 from .formats import sqlite_reader, sqlite_create, root_label, root_last
 
 # %% auto #0
-__all__ = ['STEPS_SCHEMA_VERSION', 'STEP_COLUMNS', 'MAX_STEP_VALUES', 'HIST_STEPS', 'table_stats', 'table_wide', 'steps_ddl',
-           'has_table', 'connect_steps', 'step_stats', 'StepWriter', 'unpack_chunks', 'steps_root', 'read_steps',
-           'read_step_hist', 'forget_steps_after', 'hist_every_for']
+__all__ = ['STEPS_SCHEMA_VERSION', 'HIST_STEPS', 'table_stats', 'table_wide', 'steps_ddl', 'has_table', 'connect_steps',
+           'step_stats', 'steps_root', 'StepWriter', 'unpack_chunks', 'forget_steps_after', 'hist_every_for']
 
 # %% ../nbs/02a_stepdb.ipynb #ee152e74
 STEPS_SCHEMA_VERSION = 3
@@ -28,7 +27,7 @@ def _table_decls(stats:list, table:str)->list:
     return [d for k in kinds for d in stats if d['kind'] == k]
 
 def table_stats(stats:list, table:str)->list:
-    "The names of the statistics `stats` (declarations) that `table` holds, in its chunks' order: `act`, or `grad` (then updates)"
+    "The names of the statistics `stats` (declarations) `table` holds, in its chunks' order: `act`, or `grad` (updates)"
     return [d['name'] for d in _table_decls(stats, table)]
 
 def table_wide(stats:list, table:str)->np.ndarray:
@@ -36,7 +35,7 @@ def table_wide(stats:list, table:str)->np.ndarray:
     return np.array([bool(d.get('count')) for d in _table_decls(stats, table)], dtype=bool)
 
 def steps_ddl(stats:list)->str:
-    "The schema of a step database holding `stats`, `schemas/steps.sql` (shipped); `ValueError` if a name is not fit for a column"
+    "The schema of a step database holding `stats`, `schemas/steps.sql`; `ValueError` if a name is not fit for a column"
     for t in ('act', 'grad'):
         ns = table_stats(stats, t)
         if bad := [n for n in ns if not isinstance(n, str) or not _NAME.match(n) or ns.count(n) > 1]:
@@ -52,10 +51,12 @@ def connect_steps(fname, readonly:bool=False)->sqlite3.Connection:
     "A connection to the step database `fname`: read-only (its schema version checked), or to write, in WAL mode"
     if readonly: return sqlite_reader(fname, 'step database', STEPS_SCHEMA_VERSION, ': record the run again')
     con = sqlite3.connect(fname, timeout=10, check_same_thread=False)
-    con.execute('PRAGMA journal_mode=WAL'); con.execute('PRAGMA synchronous=NORMAL')
+    con.execute('PRAGMA journal_mode=WAL')
+    con.execute('PRAGMA synchronous=NORMAL')
     # a flush touches one page per layer; a large cache keeps them, and a long write-ahead log lets one checkpoint
     # write a page that several flushes changed once (checkpoints after every flush made each flush 2-4x dearer)
-    con.execute('PRAGMA cache_size=-65536'); con.execute('PRAGMA wal_autocheckpoint=16384')
+    con.execute('PRAGMA cache_size=-65536')
+    con.execute('PRAGMA wal_autocheckpoint=16384')
     return con
 
 # %% ../nbs/02a_stepdb.ipynb #13c2da36
@@ -63,14 +64,19 @@ def step_stats(con:sqlite3.Connection)->list:
     "The declarations of the statistics the step database open on `con` holds, from its `meta` table"
     return json.loads(con.execute("SELECT value FROM meta WHERE key = 'stats'").fetchone()[0])
 
+def steps_root(con)->str:
+    "How the tables name the root module of the step database `con` (`root_label` of its layers)"
+    return root_label(r[0] for r in con.execute("SELECT path FROM names WHERE kind = 'layer'"))
+
 # %% ../nbs/02a_stepdb.ipynb #8a41c0d2
 def _meta_rows(hist:tuple, stats:list)->list:
-    "The `meta` table of a new step database whose histograms have layout `hist` (`(bins, lo, hi)`, or `(bins, 'fit', 'fit')`) and which holds `stats`"
+    "The `meta` table of a new step database holding `stats`, its histograms of layout `hist` (`(bins, lo, hi)`)"
     return [('schema', 'fastexplorer/steps'), ('version', str(STEPS_SCHEMA_VERSION)),
-            ('hist_bins', str(hist[0])), ('hist_lo', str(hist[1])), ('hist_hi', str(hist[2])), ('stats', json.dumps(stats))]
+            ('hist_bins', str(hist[0])), ('hist_lo', str(hist[1])), ('hist_hi', str(hist[2])),
+            ('stats', json.dumps(stats))]
 
 def _create(fname:Path, hist:tuple, stats:list):
-    "A new step database at `fname`, made whole beside it and then linked into place: a reader never finds one half made"
+    "A new step database at `fname`, made whole beside it and then linked into place"
     sqlite_create(fname, steps_ddl(stats), _meta_rows(hist, stats))
 
 # %% ../nbs/02a_stepdb.ipynb #f80ae307
@@ -82,9 +88,10 @@ def _writable(fname, meta:dict):
                          "record the run in a new folder")
 
 def _held(fname, meta:dict, hist:tuple, stats:list|None)->list:
-    "The statistics to write into step database `fname`, whose `meta` table holds `meta`: `stats`, or those it holds; `ValueError` if they do not fit"
+    "The statistics to write into step database `fname`, whose `meta` table holds `meta`: `stats`, or those it holds"
     if not meta:
-        if stats is None: raise ValueError(f"a new step database needs `stats`, the statistics it holds (`fastexplorer.steps.step_layout()`): {fname}")
+        if stats is None: raise ValueError("a new step database needs `stats`, the statistics it holds "
+                                           f"(`fastexplorer.steps.step_layout()`): {fname}")
         return stats
     _writable(fname, meta)
     if (meta['hist_bins'], meta['hist_lo'], meta['hist_hi']) != tuple(map(str, hist)):
@@ -99,13 +106,13 @@ def _held(fname, meta:dict, hist:tuple, stats:list|None)->list:
 
 # %% ../nbs/02a_stepdb.ipynb #79cd4c9f
 class StepWriter:
-    "Appends sampled batches to `steps.sqlite` in run folder `path`: one transaction per `append`, from a thread of its own"
+    "Appends sampled batches to `steps.sqlite` in run folder `path`, a transaction per `append`, from a thread"
     def __init__(self,
         path,                   # the run folder
         hist_bins:int=40,       # histogram bins of the activations (each row holds 2 more: below and above the range)
         hist_range=(-10., 10.), # histogram range; `None`: each layer's own (written with its batches, `hist_ranges`)
-        stats:list|None=None,   # the statistics it holds, declared as plain data (`fastexplorer.steps.step_layout()`); those of the database there by default
-        hist_every:int=1,       # keep the histograms of one training batch in `hist_every` (`hist_every_for`), all validation's
+        stats:list|None=None,   # the statistics it holds, as plain data (`step_layout()`); default: the database's
+        hist_every:int=1,       # keep the histograms of one training batch in `hist_every`, and all validation's
     ):
         lo,hi = ('fit', 'fit') if hist_range is None else map(float, hist_range)
         self.fname,self.hist = Path(path)/'steps.sqlite',(int(hist_bins), lo, hi)
@@ -118,7 +125,9 @@ class StepWriter:
             meta = dict(self.con.execute('SELECT key, value FROM meta')) if has_table(self.con, 'meta') else {}
             stats = _held(self.fname, meta, self.hist, stats)
             self.con.executescript(steps_ddl(stats))
-        except BaseException: self.con.close(); raise
+        except BaseException:
+            self.con.close()
+            raise
         if not meta:   # an empty database someone made there
             with self.con: self.con.executemany('INSERT INTO meta VALUES (?, ?)', _meta_rows(self.hist, stats))
         self.stats,self.act_n = stats,len(table_stats(stats, 'act'))
@@ -137,22 +146,25 @@ class StepWriter:
 
 # %% ../nbs/02a_stepdb.ipynb #2b24a16d
 def _chunk_rows(name, split, batch, step, values, wide, kept=None, hist=None)->list:
-    """Rows of table `act` (given `hist`: the histograms of the rows `kept`, as many in each) or `grad`, packed: chunks of
-    as many rows (`batch`, `step`: chunks × rows; `values`: chunks × rows × statistics) of series `name` and `split`"""
+    """Rows of table `act` (given `hist`: the histograms of the rows `kept`, as many in each) or `grad`, packed:
+    chunks of as many rows (`batch`, `step`: chunks × rows; `values`: chunks × rows × statistics) of series `name`
+    and `split`"""
     rows,stats,hists = pack_rows(batch, step, kept),pack_stats(values, wide),None if hist is None else pack_hist(hist)
-    return [(int(name[j]), str(split[j]), int(step[j, 0]), int(batch[j, 0]), int(step[j, -1]), int(batch[j, -1]), batch.shape[1],
-             rows[j], stats[j], *(() if hists is None else (hists[j],))) for j in range(len(batch))]
+    return [(int(name[j]), str(split[j]), int(step[j, 0]), int(batch[j, 0]), int(step[j, -1]), int(batch[j, -1]),
+             batch.shape[1], rows[j], stats[j], *(() if hists is None else (hists[j],))) for j in range(len(batch))]
 
 @patch
 def _chunks(self:StepWriter, t:str, ids:list, key:list, idx, values, hist=None, keep=None):
-    """Insert into table `t` the rows `idx` (batch index into `key`, name index into `ids`) of `values` (and `hist`, kept
-    where the batch's `keep`): a chunk per series, cut every `CHUNK_ROWS`, chunks of as many rows and histograms packed together"""
+    """Insert into table `t` the rows `idx` (batch index into `key`, name index into `ids`) of `values` (and `hist`,
+    kept where the batch's `keep`): a chunk per series, cut every `CHUNK_ROWS`, chunks of as many rows and histograms
+    packed together"""
     bi,ni = idx[:, 0].astype(np.int64),idx[:, 1].astype(np.int64)
     name,(split,step,batch) = np.asarray(ids, dtype=np.int64)[ni],(np.array(k)[bi] for k in zip(*key))
     step,batch = step.astype(np.int64),batch.astype(np.int64)
     kept = np.asarray(keep if keep is not None else [True] * len(key), dtype=bool)[bi]
     groups = {}
-    for s in chunk_slices(name, split, batch): groups.setdefault((len(s), int(kept[s].sum()) if hist is not None else 0), []).append(s)
+    for s in chunk_slices(name, split, batch):
+        groups.setdefault((len(s), int(kept[s].sum()) if hist is not None else 0), []).append(s)
     rows = []
     for (n,m),g in groups.items():
         S = np.stack(g)   # chunks × rows: indexes into `idx`
@@ -163,24 +175,26 @@ def _chunks(self:StepWriter, t:str, ids:list, key:list, idx, values, hist=None, 
 # %% ../nbs/02a_stepdb.ipynb #b3cc55cb
 @patch
 def append(self:StepWriter,
-    batches:list,          # one dict per sampled batch: `step`, `fit`, `epoch`, `split`, `iter`, `loss`, `smooth_loss`, `time`, `hypers` (one dict per group), `hist_ranges` (`{layer: (lo, hi)}` fixed on it)
+    batches:list,          # one dict per sampled batch (its keys: below)
     layers:list=(),        # paths of the layers that `act` rows index
-    act=None,              # array of rows: batch index (into `batches`), layer index, the statistics of table `act` (`table_stats`), then `hist_bins` + 2 counts
+    act=None,              # array of rows: batch index, layer index, the statistics of table `act`, the histogram
     params:list=(),        # paths of the parameters that `grad` rows index
     grad=None,             # array of rows: batch index, parameter index, the statistics of table `grad`
 ):
     "Write `batches` and their statistics in one transaction"
     k0,nb,ns = self.batches,len(batches),self.act_n
     bid = list(range(k0, k0 + nb))
-    key = [(b.get('split', 'train'), int(b['step']), i) for i,b in zip(bid, batches)]   # what each statistics row starts with
+    key = [(b.get('split', 'train'), int(b['step']), i) for i,b in zip(bid, batches)]   # each statistics row's start
     nth = self.trained + np.cumsum([k[0] == 'train' for k in key]) - 1   # each training batch's number in the writer
     keep = [sp != 'train' or t % self.hist_every == 0 for (sp,_,_),t in zip(key, nth.tolist())]   # histograms kept
     with self.con:
         self.con.executemany('INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-            [(i, st, b.get('fit'), b.get('epoch'), sp, b.get('iter'), b.get('loss'), b.get('smooth_loss'), b.get('time'))
-             for (sp,st,i),b in zip(key, batches)])
-        self.con.executemany('INSERT INTO epochs VALUES (?, ?, ?) ON CONFLICT(fit, epoch) DO UPDATE SET step = min(step, excluded.step)',
-            [(b['fit'], b['epoch'], b['step']) for b in batches if b.get('fit') is not None and b.get('epoch') is not None])
+            [(i, st, b.get('fit'), b.get('epoch'), sp, b.get('iter'), b.get('loss'), b.get('smooth_loss'),
+              b.get('time')) for (sp,st,i),b in zip(key, batches)])
+        self.con.executemany('INSERT INTO epochs VALUES (?, ?, ?) '
+                             'ON CONFLICT(fit, epoch) DO UPDATE SET step = min(step, excluded.step)',
+            [(b['fit'], b['epoch'], b['step']) for b in batches
+             if b.get('fit') is not None and b.get('epoch') is not None])
         self.con.executemany('INSERT INTO hypers VALUES (?, ?, ?, ?, ?, ?)',
             [(g, k, *key[i], float(v)) for i,b in enumerate(batches) for g,h in enumerate(b.get('hypers') or [])
              for k,v in h.items() if isinstance(v, (int, float)) and not isinstance(v, bool)])
@@ -192,7 +206,8 @@ def append(self:StepWriter,
             grad = np.asarray(grad, dtype=np.float64)
             self._chunks('grad', self._name_ids(list(params), 'param'), key, grad[:, :2], grad[:, 2:])
         # after the rows: a layer's name gets its id in the order the layers run
-        if rs := {p: r for b in batches[::-1] for p,r in (b.get('hist_ranges') or {}).items()}:   # the first batch's, if two
+        # a layer's range fixed on a batch: the first batch's, if two
+        if rs := {p: r for b in batches[::-1] for p,r in (b.get('hist_ranges') or {}).items()}:
             self.con.executemany('INSERT OR IGNORE INTO hist_ranges VALUES (?, ?, ?)',
                                  [(i, *map(float, r)) for i,r in zip(self._name_ids(list(rs), 'layer'), rs.values())])
     self.batches,self.trained = self.batches + nb,self.trained + sum(k[0] == 'train' for k in key)
@@ -201,7 +216,8 @@ def append(self:StepWriter,
 @patch
 def submit(self:StepWriter, *args, **kwargs):
     "`append` in the writer's thread, so that training does not wait for the disk"
-    if self.error is not None: raise RuntimeError(f"fastexplorer could not write {self.fname}: {self.error}") from self.error
+    if self.error is not None:
+        raise RuntimeError(f"fastexplorer could not write {self.fname}: {self.error}") from self.error
     if self.thread is None:
         self.thread = threading.Thread(target=self._loop, name='fastexplorer-steps', daemon=True)
         self.thread.start()
@@ -220,30 +236,25 @@ def _loop(self:StepWriter):
 def wait(self:StepWriter):
     "Wait until every submitted batch is written"
     if self.thread is not None: self.queue.join()
-    if self.error is not None: raise RuntimeError(f"fastexplorer could not write {self.fname}: {self.error}") from self.error
+    if self.error is not None:
+        raise RuntimeError(f"fastexplorer could not write {self.fname}: {self.error}") from self.error
 
 @patch
 def close(self:StepWriter):
     "Write what was submitted, stop the thread and close the database"
     try: self.wait()
     finally:
-        if self.thread is not None: self.queue.put(None); self.thread.join(); self.thread = None
+        if self.thread is not None:
+            self.queue.put(None)
+            self.thread.join()
+            self.thread = None
         self.con.close()
-
-# %% ../nbs/02a_stepdb.ipynb #f1e4c294
-STEP_COLUMNS = ['step', 'epoch', 'fit', 'split', 'layer', 'kind', 'stat', 'value']
-_KEYS = STEP_COLUMNS[:6]   # what a row of the wide form is about
-
-def _in(col:str, vals)->tuple:
-    if vals is None: return '', []
-    vals = [vals] if isinstance(vals, str) else list(vals)
-    return f" AND {col} IN ({', '.join('?' * len(vals))})", vals
-
 
 # %% ../nbs/02a_stepdb.ipynb #bc949e83
 def unpack_chunks(rows:list, wide=None, bins:int|None=None)->dict:
-    """Chunk rows `(name, split, step, batch, n, rows, [stats], [hist])` as arrays of a row per batch, in their order:
-    `name`, `split`, `batch`, `step`, `kept` (a histogram), `values` (given `wide`), `hist` (given `bins`: the rows `kept`)"""
+    """Chunk rows `(name, split, step, batch, n, rows, [stats], [hist])` as arrays of a row per batch, in their
+    order: `name`, `split`, `batch`, `step`, `kept` (a histogram), `values` (given `wide`), `hist` (given `bins`: the
+    rows `kept`)"""
     ns = np.array([r[4] for r in rows], dtype=np.int64)
     at,N = np.concatenate([[0], np.cumsum(ns)]),int(ns.sum())
     out = {'name': np.repeat(np.array([r[0] for r in rows], dtype=np.int64), ns),
@@ -265,155 +276,6 @@ def unpack_chunks(rows:list, wide=None, bins:int|None=None)->dict:
             out['hist'][(hat[i][:, None] + np.arange(m)).reshape(-1)] = h.reshape(-1, bins)
     return out
 
-# %% ../nbs/02a_stepdb.ipynb #0e4e92e7
-def _span(col:str, span:tuple=(None, None))->tuple:
-    "The filter keeping the rows whose `col` lies in `span`, `(start, stop)` (either `None`: open), and its arguments"
-    w,args = '',[]
-    for op,v in zip(('>=', '<='), span):
-        if v is not None: w,args = w + f' AND {col} {op} ?',[*args, int(v)]
-    return w,args
-
-def _chunk_span(span:tuple=(None, None))->tuple:
-    "The filter keeping the chunks (`x`) that hold a step in `span`, and its arguments"
-    (w1,a1),(w2,a2) = _span('x.last_step', (span[0], None)),_span('x.step', (None, span[1]))
-    return w1 + w2,[*a1, *a2]
-
-# %% ../nbs/02a_stepdb.ipynb #f66ba199
-def _batch_cols(con, ids)->dict:
-    "`{'epoch', 'fit'}` of the batches `ids` (an array): arrays, an item each (int; float, with NaN, where one is missing)"
-    lo,hi = (int(ids.min()),int(ids.max())) if len(ids) else (0, -1)
-    # an epoch's batches are written together: a run of ids each, read in SQLite (a row per batch is 3x slower)
-    runs = sorted(con.execute('SELECT min(id), max(id), count(*), epoch, fit FROM batches WHERE id BETWEEN ? AND ? '
-                              'GROUP BY fit, epoch', (lo, hi)))
-    if any(b - a + 1 != k for a,b,k,_,_ in runs):   # not so: a row per batch
-        runs = sorted((i, i, 1, e, f) for i,e,f in con.execute('SELECT id, epoch, fit FROM batches WHERE id BETWEEN ? AND ?', (lo, hi)))
-    at = np.searchsorted(np.array([r[0] for r in runs], dtype=np.int64), ids, 'right') - 1
-    col = lambda j: pd.Series([r[j] for r in runs], dtype=None if runs else np.int64).to_numpy()[at]
-    return {'epoch': col(3), 'fit': col(4)}
-
-def _layer_frame(con, t:str, cols:list, kind:str, layers=None, split=None, span=(None, None), wide:bool=False)->pd.DataFrame:
-    """Long rows (`wide`: a column each) of statistics `cols` of table `t` (`act` or `grad`) for `layers` (default: all),
-    `split` and the steps in `span`, of `kind` (`act`: `valid_act` for validation rows)"""
-    w,args = _in('n.path', layers)
-    if split: w,args = w + ' AND x.split = ?',[*args, split]
-    w2,a2 = _chunk_span(span); w,args = w + w2,[*args, *a2]
-    rows = con.execute(f'SELECT x.name, x.split, x.step, x.batch, x.n, x.rows, x.stats FROM {t} x '
-                       f'JOIN names n ON n.id = x.name WHERE 1{w}', args).fetchall()
-    held = step_stats(con)
-    u = unpack_chunks(rows, table_wide(held, t))
-    o = np.lexsort((u['batch'], u['name']))
-    lo,hi = -np.inf if span[0] is None else span[0],np.inf if span[1] is None else span[1]
-    o = o[(u['step'][o] >= lo) & (u['step'][o] <= hi)]
-    w,args = _in('path', layers)
-    names = dict(con.execute(f'SELECT id, path FROM names WHERE 1{w}', args))
-    b,ix,sp = _batch_cols(con, u['batch'][o]),[table_stats(held, t).index(c) for c in cols],u['split'][o]
-    layer = np.array([names[i] for i in u['name'][o].tolist()], dtype=object)
-    d = pd.DataFrame({'step': u['step'][o], **b, 'split': sp, 'layer': layer,
-                      'kind': np.where(sp == 'train', 'act', 'valid_act') if kind == 'act' else np.full(len(sp), kind)})
-    if wide: return d.assign(**{c: u['values'][o, i] for c,i in zip(cols, ix)})
-    d = d.take(np.tile(np.arange(len(d)), len(cols))).reset_index(drop=True)   # a row per value, statistic by statistic
-    d['stat'] = pd.Series(cols, dtype=d.split.dtype).take(np.repeat(np.arange(len(cols)), len(o))).array
-    d['value'] = u['values'][o][:, ix].T.reshape(-1)
-    return d
-
-# %% ../nbs/02a_stepdb.ipynb #7ed0bdc4
-def _loss_frame(con, cols:list, span=(None, None), wide:bool=False)->pd.DataFrame:
-    "Long rows of the losses `cols` (`loss`, `smooth_loss`) of the training batches whose steps lie in `span`"
-    w,args = _span('step', span)
-    d = pd.read_sql_query(f"SELECT step, epoch, fit, split, {', '.join(cols)} FROM batches WHERE split = 'train'{w} ORDER BY id", con, params=args)
-    if not wide: d = d.melt(['step', 'epoch', 'fit', 'split'], var_name='stat')
-    d['layer'] = None; d['kind'] = 'loss'
-    return d
-
-def _hyper_frame(con, stats=None, span=(None, None), wide:bool=False)->pd.DataFrame:
-    "Long rows of the hyper-parameters `stats` (default: all) of each parameter group, whose `layer` is `group 0`, …, at the steps in `span`"
-    w,args = _in('h.name', stats)
-    w2,a2 = _span('h.step', span); w,args = w + w2,[*args, *a2]
-    d = pd.read_sql_query('SELECT h.step, b.epoch, b.fit, h.split, h.grp, h.name AS stat, h.value FROM hypers h '
-                          f'JOIN batches b ON b.id = h.batch WHERE 1{w} ORDER BY h.grp, h.batch', con, params=args)
-    d['layer'] = 'group ' + d.pop('grp').astype(str); d['kind'] = 'hyper'
-    if wide and len(d): d = d.pivot_table(index=[*_KEYS], columns='stat', values='value', sort=False).reset_index().rename_axis(columns=None)
-    return d
-
-# %% ../nbs/02a_stepdb.ipynb #05808fde
-MAX_STEP_VALUES = 20_000_000   # the most values `read_steps` puts in one long DataFrame (about 2 GB)
-
-def _guard(con, layers, cols:dict, hint:str, span=(None, None)):
-    "Refuse at once a read of more than `MAX_STEP_VALUES` values: every batch (in `span`) × the names asked for × the columns of their table (`cols`)"
-    if span == (None, None): n_batches, = con.execute('SELECT coalesce(max(id) + 1, 0) FROM batches').fetchone()   # a seek
-    else: n_batches, = con.execute('SELECT count(*) FROM batches WHERE 1' + (w := _span('step', span))[0], w[1]).fetchone()
-    per = 0
-    for kind,k in (('layer', cols.get('act', 0)), ('param', cols.get('grad', 0))):
-        names = {p for p, in con.execute('SELECT path FROM names WHERE kind = ?', (kind,))}
-        per += k * (len(names) if layers is None else len(names & set(layers)))
-    if (n := n_batches * per) > MAX_STEP_VALUES:
-        raise ValueError(f"the step database holds about {n:,} values of what was asked: more than {MAX_STEP_VALUES:,} "
-                         f"(a long DataFrame of about {n * 100 / 2**30:.0f} GB); {hint}")
-
-def steps_root(con)->str:
-    "How the tables name the root module of the step database `con` (`root_label` of its layers)"
-    return root_label(r[0] for r in con.execute("SELECT path FROM names WHERE kind = 'layer'"))
-
-
-# %% ../nbs/02a_stepdb.ipynb #41f2a803
-def read_steps(
-    path,               # a run folder
-    layers=None,        # a layer or parameter path, or a list of them (default: all)
-    stats=None,         # a statistic, or a list of them (default: all)
-    kinds=None,         # `act`, `valid_act`, `grad`, `weight` (the update ratio), `loss`, `hyper`, or a list of them (default: all)
-    start:int|None=None,# the first step to read (default: the run's first)
-    stop:int|None=None, # the last step to read (default: the run's last)
-    wide:bool=False,    # a row per step, layer and kind with a column per statistic (about 10 times fewer rows), not a row per value
-)->pd.DataFrame:
-    "The step series of run folder `path` as a long DataFrame (`STEP_COLUMNS`; `wide`: a column per statistic), reading only the layers, statistics, kinds and steps asked for (the model's root: `output`)"
-    fname = Path(path)/'steps.sqlite'
-    if not fname.exists(): return pd.DataFrame(columns=STEP_COLUMNS)
-    want = lambda k: kinds is None or k in ([kinds] if isinstance(kinds, str) else kinds)
-    pick = lambda cols: [c for c in cols if stats is None or c in ([stats] if isinstance(stats, str) else stats)]
-    frames,span = [],(start, stop)
-    con = connect_steps(fname, readonly=True)
-    try:
-        root = steps_root(con)
-        if layers is not None: layers = ['' if l == root else l for l in ([layers] if isinstance(layers, str) else layers)]
-        held = step_stats(con)
-        names = lambda kind: [d['name'] for d in held if d['kind'] == kind]
-        _guard(con, layers, {'act': len(pick(names('act'))) * (want('act') or want('valid_act')),
-                             'grad': len(pick(names('grad'))) * want('grad') + len(pick(names('weight'))) * want('weight')},
-               "ask for a part: `query_steps(layers=..., stats=..., kinds=..., start=..., stop=...)`, or `step_series` for a chart's points", span)
-        if want('act') or want('valid_act'):
-            split = None if want('act') and want('valid_act') else 'train' if want('act') else 'valid'
-            if cols := pick(names('act')): frames.append(_layer_frame(con, 'act', cols, 'act', layers, split, span, wide))
-        for k in ('grad', 'weight'):
-            if want(k) and (cols := pick(names(k))): frames.append(_layer_frame(con, 'grad', cols, k, layers, span=span, wide=wide))
-        if layers is None:
-            if want('loss') and (cols := pick(['loss', 'smooth_loss'])): frames.append(_loss_frame(con, cols, span, wide))
-            if want('hyper'): frames.append(_hyper_frame(con, stats, span, wide))
-    finally: con.close()
-    frames = [f for f in frames if len(f)]
-    if not frames: return pd.DataFrame(columns=_KEYS if wide else STEP_COLUMNS)
-    d = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    d = d[[*_KEYS, *(c for c in d.columns if c not in _KEYS)]] if wide else d[STEP_COLUMNS].astype({'value': float})
-    return root_last(d, root) if layers is None or '' in layers else d   # the root: `output`, after the layers
-
-# %% ../nbs/02a_stepdb.ipynb #8ef77a16
-def read_step_hist(
-    path,                # a run folder
-    layer:str,           # the layer's path (the root: `''` or `output`)
-    split:str='train',   # `train` or `valid`
-)->tuple:
-    """`(steps, counts)` of `layer`'s activation histograms: a row of `hist_bins` + 2 counts (below the range, the bins,
-    above) for each sampled batch that kept one"""
-    con = connect_steps(Path(path)/'steps.sqlite', readonly=True)
-    try:
-        k = int(dict(con.execute('SELECT key, value FROM meta'))['hist_bins']) + 2
-        if layer == steps_root(con): layer = ''   # the root, as tables name it
-        rows = con.execute('SELECT x.name, x.split, x.step, x.batch, x.n, x.rows, x.hist FROM act x '
-                           "JOIN names n ON n.id = x.name WHERE n.path = ? AND n.kind = 'layer' AND x.split = ? "
-                           'ORDER BY x.step, x.batch', (layer, split)).fetchall()
-    finally: con.close()
-    u = unpack_chunks(rows, bins=k)
-    return u['step'][u['kept']],u['hist']
-
 # %% ../nbs/02a_stepdb.ipynb #1ac7ca5d
 def forget_steps_after(path, epoch:int):
     """Remove the batches of epochs after `epoch` from the step database of run folder `path`, with their statistics
@@ -422,7 +284,8 @@ def forget_steps_after(path, epoch:int):
     if not fname.exists(): return
     con = connect_steps(fname)
     try:
-        meta = dict(con.execute('SELECT key, value FROM meta')); _writable(fname, meta)
+        meta = dict(con.execute('SELECT key, value FROM meta'))
+        _writable(fname, meta)
         gone = np.array([i for i, in con.execute('SELECT id FROM batches WHERE epoch > ?', (epoch,))], dtype=np.int64)
         if not len(gone): return
         held,bins = json.loads(meta['stats']),int(meta['hist_bins']) + 2
@@ -435,8 +298,9 @@ def forget_steps_after(path, epoch:int):
                     con.execute(f'DELETE FROM {t} WHERE name = ? AND split = ? AND step = ? AND batch = ?', r[:4])
                     if (k := ~np.isin(u['batch'], gone)).any():
                         h = u['hist'][k[u['kept']]] if hist else None   # the histograms of the rows that stay
-                        row, = _chunk_rows([r[0]], [r[1]], u['batch'][k][None], u['step'][k][None], u['values'][k][None], wide,
-                                           u['kept'][k][None], None if h is None else h[None])
+                        h = None if h is None else h[None]
+                        row, = _chunk_rows([r[0]], [r[1]], u['batch'][k][None], u['step'][k][None],
+                                           u['values'][k][None], wide, u['kept'][k][None], h)
                         con.execute(f"INSERT INTO {t} VALUES ({', '.join('?' * len(row))})", row)
             con.execute('DELETE FROM hypers WHERE batch IN (SELECT id FROM batches WHERE epoch > ?)', (epoch,))
             for t in ('epochs', 'batches'): con.execute(f'DELETE FROM {t} WHERE epoch > ?', (epoch,))

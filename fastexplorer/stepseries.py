@@ -1,4 +1,4 @@
-"""What a chart asks of the step database: a layer's series cut into buckets of steps (minimum, maximum and mean of each), its histograms, and what a page needs first; on one read-only connection for many reads.
+"""What a chart asks of the step database: a layer's series in buckets of steps, its histograms, a page's first read.
 
 Docs: https://fastexplorer.github.io/fastexplorer/stepseries.html.md"""
 
@@ -16,7 +16,7 @@ __all__ = ['open_steps', 'read_hist_ranges', 'layer_range', 'step_series', 'step
 
 # %% ../nbs/02ab_stepseries.ipynb #2e6166d1
 def open_steps(path)->sqlite3.Connection:
-    "A read-only connection to the step database of run folder `path`: pass it as `path` to `step_series`, `step_hist_series` and `step_info` to make many reads on one connection"
+    "A read-only connection to the step database of run folder `path`, for many reads"
     return connect_steps(Path(path)/'steps.sqlite', readonly=True)
 
 def _reader(path)->tuple:
@@ -26,35 +26,40 @@ def _reader(path)->tuple:
 def _stats_of(con, kind, stats):
     "The statistics `stats` of `kind` to read (default: all it has), checked against those the database holds"
     held = step_stats(con)
-    allowed = {**{k: [d['name'] for d in held if d['kind'] == k] for k in ('act', 'grad', 'weight')}, 'loss': ('loss', 'smooth_loss')}
+    allowed = {k: [d['name'] for d in held if d['kind'] == k] for k in ('act', 'grad', 'weight')}
+    allowed = {**allowed, 'loss': ('loss', 'smooth_loss')}
     allowed = {**allowed, 'valid_act': allowed['act']}.get(kind)
     if allowed is None: return ['value']
     stats = list(allowed) if stats is None else [stats] if isinstance(stats, str) else list(stats)
-    if bad := [s for s in stats if s not in allowed]: raise ValueError(f"no statistic {bad[0]!r} in `{kind}` steps: choose from {', '.join(allowed)}")
+    if bad := [s for s in stats if s not in allowed]:
+        raise ValueError(f"no statistic {bad[0]!r} in `{kind}` steps: choose from {', '.join(allowed)}")
     return stats
 
 def _name_id(con, layer, kind):
     if kind in ('act', 'valid_act') and layer == steps_root(con): layer = ''   # the root, as users name it
-    r = con.execute('SELECT id FROM names WHERE path = ? AND kind = ?', (layer, 'layer' if kind in ('act', 'valid_act') else 'param')).fetchone()
-    if r is None: raise KeyError(f"no {'layer' if kind in ('act', 'valid_act') else 'parameter'} {layer!r} in the step database")
+    act = kind in ('act', 'valid_act')
+    r = con.execute('SELECT id FROM names WHERE path = ? AND kind = ?', (layer, 'layer' if act else 'param')).fetchone()
+    if r is None: raise KeyError(f"no {'layer' if act else 'parameter'} {layer!r} in the step database")
     return r[0]
 
 # %% ../nbs/02ab_stepseries.ipynb #fcd33f00
 def read_hist_ranges(path)->dict:
-    "`{layer: (lo, hi)}`: the bins fitted to each layer in the step database of run folder `path` (or an open connection)"
+    "`{layer: (lo, hi)}`: the bins fitted to each layer in the step database of run folder (or connection) `path`"
     con,own = _reader(path)
     try:
         if not has_table(con, 'hist_ranges'): return {}
-        return {p: (lo, hi) for p,lo,hi in con.execute('SELECT n.path, r.lo, r.hi FROM hist_ranges r JOIN names n ON n.id = r.name')}
+        q = 'SELECT n.path, r.lo, r.hi FROM hist_ranges r JOIN names n ON n.id = r.name'
+        return {p: (lo, hi) for p,lo,hi in con.execute(q)}
     finally:
         if own: con.close()
 
 def layer_range(con, layer:str)->list|None:
-    "`[lo, hi]` of the bins of `layer` (the root: `''` or `output`) in the step database open on `con`; `None` if unknown"
+    "`[lo, hi]` of the bins of `layer` (the root: `''` or `output`) in the step database `con`; `None` if unknown"
     if layer == steps_root(con): layer = ''
     if has_table(con, 'hist_ranges'):
         for p in dict.fromkeys([layer, layer.rsplit('#', 1)[0]]):
-            r = con.execute("SELECT r.lo, r.hi FROM hist_ranges r JOIN names n ON n.id = r.name WHERE n.path = ? AND n.kind = 'layer'", (p,)).fetchone()
+            r = con.execute("SELECT r.lo, r.hi FROM hist_ranges r JOIN names n ON n.id = r.name "
+                            "WHERE n.path = ? AND n.kind = 'layer'", (p,)).fetchone()
             if r is not None: return list(r)
     meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('hist_lo', 'hist_hi')"))
     try: return [float(meta['hist_lo']), float(meta['hist_hi'])]
@@ -62,7 +67,7 @@ def layer_range(con, layer:str)->list|None:
 
 # %% ../nbs/02ab_stepseries.ipynb #93c938f7
 _SPLIT = {'act': 'train', 'valid_act': 'valid', 'grad': 'train', 'weight': 'train', 'loss': 'train', 'hyper': 'train'}
-_CHUNKED = {'act': 'act', 'valid_act': 'act', 'grad': 'grad', 'weight': 'grad'}   # the kinds kept in chunks: their table
+_CHUNKED = {'act': 'act', 'valid_act': 'act', 'grad': 'grad', 'weight': 'grad'}   # kinds kept in chunks: their table
 
 def _series_query(kind:str, stats:list)->tuple:
     "The table, the columns and the filter of the rows of kind `loss` or `hyper` (each table has `split` and `step`)"
@@ -71,7 +76,7 @@ def _series_query(kind:str, stats:list)->tuple:
     raise ValueError(f"`kind` must be one of {', '.join(map(repr, _SPLIT))}, not {kind!r}")
 
 def _step_range(con, table:str, cond:str, args:list, start, stop)->tuple:
-    "The first and last step of the rows (or chunks) that `cond` selects, within [`start`, `stop`]: two seeks of the key"
+    "The first and last step of the rows (or chunks) `cond` selects, within [`start`, `stop`]: two seeks of the key"
     lo, = con.execute(f"SELECT min(x.step) FROM {table} x WHERE {cond}", args).fetchone()
     if lo is None: return None,None
     last = ('x.last_step', ', x.batch DESC') if table in ('act', 'grad') else ('x.step', '')
@@ -80,8 +85,9 @@ def _step_range(con, table:str, cond:str, args:list, start, stop)->tuple:
     return max(lo, start) if start is not None else lo,min(hi, stop) if stop is not None else hi
 
 def _series_chunks(con, t:str, nid:int, split:str, lo:int, hi:int, blob:str='stats')->list:
-    "The chunks of `nid`'s `split` in table `t` that hold steps in [`lo`, `hi`]: `(name, split, step, batch, n, rows, blob)`"
-    s0, = con.execute(f'SELECT max(step) FROM {t} WHERE name = ? AND split = ? AND step <= ?', (nid, split, lo)).fetchone()
+    "`(name, split, step, batch, n, rows, blob)` of the chunks of `nid`'s `split` in `t` with steps in [`lo`, `hi`]"
+    q = f'SELECT max(step) FROM {t} WHERE name = ? AND split = ? AND step <= ?'
+    s0, = con.execute(q, (nid, split, lo)).fetchone()
     return con.execute(f'SELECT name, split, step, batch, n, rows, {blob} FROM {t} WHERE name = ? AND split = ? '
                        'AND step BETWEEN ? AND ? AND last_step >= ? ORDER BY step, batch',
                        (nid, split, lo if s0 is None else s0, hi, lo)).fetchall()
@@ -97,8 +103,8 @@ def _bucket_starts(step, lo:int, width:int)->np.ndarray:
     return np.flatnonzero(np.r_[True, b[1:] != b[:-1]]) if len(b) else np.zeros(0, dtype=np.int64)
 
 def _buckets(step, cols:dict, lo:int, width:int)->dict:
-    """`{'steps', 'n', name: {'min', 'max', 'mean'}}` of the series `cols` (`{name: values}`) at `step` (not decreasing),
-    in buckets of `width` steps from `lo`"""
+    """`{'steps', 'n', name: {'min', 'max', 'mean'}}` of the series `cols` (`{name: values}`) at `step` (not
+    decreasing), in buckets of `width` steps from `lo`"""
     first = _bucket_starts(step, lo, width)
     res,none = {'steps': step[first].tolist(), 'n': len(step)},lambda a: [None if v != v else v for v in a.tolist()]
     for k,v in cols.items():
@@ -114,11 +120,11 @@ def step_series(
     path,              # a run folder
     layer=None,        # the layer or parameter path (for `hyper`: `'group 0'`, … ; not for `loss`)
     kind:str='act',    # `act`, `valid_act`, `grad`, `weight`, `loss` or `hyper`
-    stats=None,        # statistics to read (default: all of `kind`; for `hyper`, the hyper-parameter's name, e.g. `'lr'`)
+    stats=None,        # statistics to read (default: all of `kind`; for `hyper`: the hyper-parameter, e.g. `'lr'`)
     start:int|None=None, stop:int|None=None, # the range of steps (inclusive)
     points:int=1000,   # at most this many buckets of consecutive steps
 )->dict:
-    "`{'steps', 'n', 'width', stat: {'min', 'max', 'mean'}}`: a series, `width` steps a bucket (`steps`: each one's first)"
+    "`{'steps', 'n', 'width', stat: {'min', 'max', 'mean'}}`: a series, `width` steps a bucket (`steps`: their first)"
     con,own = _reader(path)
     try:
         if kind == 'hyper':
@@ -131,24 +137,26 @@ def step_series(
                 table,cond,args = _CHUNKED[kind],'x.name = ? AND x.split = ?',[_name_id(con, layer, kind), _SPLIT[kind]]
             else: table,cols,_ = _series_query(kind, names); cond,args = 'x.split = ?',['train']
         lo,hi = _step_range(con, table, cond, args, start, stop)
-        if lo is None: return {'steps': [], 'n': 0, 'width': 1, **{s: {'min': [], 'max': [], 'mean': []} for s in names}}
+        if lo is None: return {'steps': [], 'n': 0, 'width': 1, **{s: dict(min=[], max=[], mean=[]) for s in names}}
         width = _width(lo, hi, points)
         if kind in _CHUNKED:
             held = step_stats(con)
             u = unpack_chunks(_series_chunks(con, table, *args, lo, hi), table_wide(held, table))
             k,ix = (u['step'] >= lo) & (u['step'] <= hi),[table_stats(held, table).index(s) for s in names]
-            return {**_buckets(u['step'][k], {s: u['values'][k, i] for s,i in zip(names, ix)}, lo, width), 'width': width}
+            cols = {s: u['values'][k, i] for s,i in zip(names, ix)}
+            return {**_buckets(u['step'][k], cols, lo, width), 'width': width}
         rows = con.execute(f"SELECT x.step, {', '.join(cols)} FROM {table} x WHERE {cond} AND x.step BETWEEN ? AND ? "
                            "ORDER BY x.step", [*args, lo, hi]).fetchall()
     finally:
         if own: con.close()
     a = np.array(rows, dtype=np.float64).reshape(len(rows), len(names) + 1)
-    return {**_buckets(a[:, 0].astype(np.int64), {s: a[:, 1 + j] for j,s in enumerate(names)}, lo, width), 'width': width}
+    cols = {s: a[:, 1 + j] for j,s in enumerate(names)}
+    return {**_buckets(a[:, 0].astype(np.int64), cols, lo, width), 'width': width}
 
 # %% ../nbs/02ab_stepseries.ipynb #9337bba3
 def step_hist_series(path, layer:str, split:str='train', start:int|None=None, stop:int|None=None, points:int=400)->dict:
-    """`{'steps', 'width', 'counts', 'range'}`: one sampled batch's histogram (`hist_bins` + 2 counts) for each bucket of at
-    most `points` (its first kept), and where the bins lie"""
+    """`{'steps', 'width', 'counts', 'range'}`: one sampled batch's histogram (`hist_bins` + 2 counts) for each
+    bucket of at most `points` (its first kept), and where the bins lie"""
     con,own = _reader(path)
     try:
         nid = _name_id(con, layer, 'act')
@@ -166,15 +174,16 @@ def step_hist_series(path, layer:str, split:str='train', start:int|None=None, st
     of = np.repeat(np.arange(len(chunks)), [c[4] for c in chunks])   # the chunk of each row
     need = np.unique(of[first])                                      # the chunks that hold a bucket's first histogram
     h = unpack_chunks([chunks[i] for i in need], bins=int(bins) + 2)['hist']
-    m,nth = np.bincount(of[u['kept']], minlength=len(chunks)),np.cumsum(u['kept']) - 1   # a chunk's histograms; a row's number
-    G,H = np.cumsum(m) - m,np.cumsum(m[need]) - m[need]              # where each chunk's start: among all, among those unpacked
+    m = np.bincount(of[u['kept']], minlength=len(chunks))            # each chunk's histograms
+    nth = np.cumsum(u['kept']) - 1                                   # each row's histogram number
+    G,H = np.cumsum(m) - m,np.cumsum(m[need]) - m[need]              # each chunk's start: in all, in those unpacked
     c = of[first]
     counts = h[H[np.searchsorted(need, c)] + nth[first] - G[c]]
     return {'steps': u['step'][first].tolist(), 'width': width, 'counts': counts.tolist(), 'range': rng}
 
 # %% ../nbs/02ab_stepseries.ipynb #0f040ba6
 def step_info(path)->dict:
-    "What a reader needs first: the number of batches, the last step, where each epoch and fit starts, the names recorded and the statistics held"
+    "What a reader needs first: batches, last step, where each epoch and fit starts, the names and the statistics held"
     con,own = _reader(path)
     try:
         # every query here is a seek or reads a table with a row per epoch or per name: cheap however long the run
@@ -191,7 +200,8 @@ def step_info(path)->dict:
             h = con.execute('SELECT min(name) FROM hypers WHERE grp = ?', (g,)).fetchone()[0]
             while h is not None:
                 hypers.add(h)
-                h = con.execute('SELECT name FROM hypers WHERE grp = ? AND name > ? ORDER BY name LIMIT 1', (g, h)).fetchone()
+                q = 'SELECT name FROM hypers WHERE grp = ? AND name > ? ORDER BY name LIMIT 1'
+                h = con.execute(q, (g, h)).fetchone()
                 h = h and h[0]
             g = con.execute('SELECT grp FROM hypers WHERE grp > ? ORDER BY grp LIMIT 1', (g,)).fetchone()
             g = g and g[0]
@@ -199,7 +209,7 @@ def step_info(path)->dict:
         last = None if last is None else last[0]
     finally:
         if own: con.close()
-    return {'batches': n, 'last_step': last, 'epochs': [{'epoch': e, 'step': s} for e,s in epochs], 'fits': [{'fit': f, 'step': s} for f,s in fits],
+    return {'batches': n, 'last_step': last, 'epochs': [{'epoch': e, 'step': s} for e,s in epochs],
+            'fits': [{'fit': f, 'step': s} for f,s in fits],
             'layers': [p for p,k in names if k == 'layer'], 'params': [p for p,k in names if k == 'param'],
-            'groups': [f'group {g}' for g in groups], 'hypers': hypers,
-            'stats': held}
+            'groups': [f'group {g}' for g in groups], 'hypers': hypers, 'stats': held}

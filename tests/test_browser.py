@@ -7,6 +7,7 @@ from fastai.callback.progress import *   # noqa: F403
 from torch import nn
 from fastai.learner import Learner
 from fastexplorer.all import *
+from fastexplorer.history import walk_tree
 from playwright.sync_api import expect   # locator assertions: no eval in the page, which our CSP forbids
 
 CHROMIUM = '/usr/bin/chromium'
@@ -198,7 +199,7 @@ def test_custom_stats_and_depth_idx(page, tmp_path):
 
 def test_page_modules_and_worker(runs, page):
     "The page is ES modules of a few hundred lines at most, served as they are and allow-listed; its worker digests the epochs; without the worker it still works"
-    import fastexplorer.explorer as fe
+    import fastexplorer.app as fe
     static = Path(fe.__file__).parent/'static'
     sizes = {p.name: len(p.read_text().splitlines()) for p in static.glob('*.js')}
     assert max(sizes.values()) <= 300, sizes
@@ -526,7 +527,7 @@ def test_page_says_what_it_does_not_show(runs, page, tmp_path):
     xs = [i / 2 - 1 for i in range(5)]
     save_json({'schema': 'fastexplorer/landscape', 'version': 1, 'x': xs, 'y': xs, 'loss': [[1 + x * x + y * y for x in xs] for y in xs],
                'metric': None}, tmp_path/'land'/'landscape.json')
-    _edit_stats(tmp_path/'other', lambda a: None, lambda doc: [(n.get('xtra') or {}).get('stats', {}).pop('valid_act', None) for n in _nodes(doc['tree'])])
+    _edit_stats(tmp_path/'other', lambda a: None, lambda doc: [(n.get('xtra') or {}).get('stats', {}).pop('valid_act', None) for n in walk_tree(doc['tree'])])
     with serving(page, tmp_path) as srv:
         page.goto(srv.url + '?run=other')
         expect(page.locator('#epoch-count')).to_have_text('3')
@@ -549,7 +550,3 @@ def test_page_says_what_it_does_not_show(runs, page, tmp_path):
         assert head['height'] < 60, head                                    # one line at 1400 px
         page.screenshot(path=str(SHOTS/'compare-notes.png'), full_page=True)
     assert page.problems == []
-
-def _nodes(n):
-    yield n
-    for c in n.get('nodes', []): yield from _nodes(c)

@@ -1,5 +1,17 @@
 /* Reduces one epoch document to what the page draws; shared by the page and its worker. */
 
+/* The custom statistics (`CustomStat`) in a node's `stats`, as `[kind, name]` pairs in their order. */
+export function customStats(s) {
+  const res = [];
+  if (s && typeof s === 'object') for (const k of Object.keys(s)) {
+    if (k.startsWith('custom_') && s[k] && typeof s[k] === 'object') for (const nm of Object.keys(s[k])) res.push([k, nm]);
+  }
+  return res;
+}
+
+/* The kind a custom statistic is charted under: a validation kind (`custom_valid_out`) under its training one (`custom_out`). */
+export const trainKind = (k) => k.replace('custom_valid_', 'custom_');
+
 /* One epoch document, reduced to what the page draws: stats by module/parameter path; the tree itself is dropped.
    `lazy` (in the worker) keeps each node's stats as a JSON string, parsed by the page only when it needs them:
    strings cross to the page far faster than thousands of small objects. */
@@ -9,9 +21,7 @@ export function digestEpoch(doc, lazy) {
     if (!n || typeof n !== 'object') return;
     const x = n.xtra;
     if (x && x.stats && typeof n.path === 'string' && !stats.has(n.path)) stats.set(n.path, lazy ? JSON.stringify(x.stats) : x.stats);
-    if (x && x.stats && typeof x.stats === 'object') for (const k of Object.keys(x.stats)) {
-      if (k.startsWith('custom_') && x.stats[k] && typeof x.stats[k] === 'object') for (const nm of Object.keys(x.stats[k])) custom.add(k.replace('custom_valid_', 'custom_') + '|' + nm);
-    }
+    if (x) for (const [k, nm] of customStats(x.stats)) custom.add(trainKind(k) + '|' + nm);
     if (Array.isArray(n.nodes)) for (const c of n.nodes) walk(c);
   };
   walk(doc.tree);

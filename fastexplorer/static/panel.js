@@ -5,6 +5,7 @@ import { lineChart } from './charts.js';
 import { histChart } from './hist.js';
 import { hasSteps, stepPanel } from './steps.js';
 import { needHistory } from './history.js';
+import { customStats, trainKind } from './digest.js';
 
 function nodeSeries(run, path, pick, opts) {
   return epochNumbers(run).map((e) => {
@@ -148,7 +149,7 @@ function customCharts(node, params, both, dom, e) {
   const look = (r, p) => {
     for (const n of epochNumbers(r)) {
       const s = statsAt(r, r.epochs.get(n), p);
-      if (s) for (const k of Object.keys(s)) if (k.startsWith('custom_') && s[k] && typeof s[k] === 'object') for (const nm of Object.keys(s[k])) keys.set(k.replace('custom_valid_', 'custom_') + '|' + nm, [k.replace('custom_valid_', 'custom_'), nm]);
+      for (const [k, nm] of customStats(s)) keys.set(trainKind(k) + '|' + nm, [trainKind(k), nm]);
     }
   };
   for (const [r] of both) { if (node.path != null && node.type !== 'Parameter') look(r, node.path); for (const p of params) look(r, p.path); }
@@ -205,8 +206,8 @@ function epochTable(node, params, ep, e) {
   }
   const cpairs = [];
   for (const [p, s2] of [[node, s]].concat(params.filter((p) => p !== node).map((p) => [p, statsAt(S.run, ep, p.path)]))) {
-    if (s2) for (const k of Object.keys(s2)) if (k.startsWith('custom_') && s2[k] && typeof s2[k] === 'object') {
-      for (const nm of Object.keys(s2[k])) cpairs.push([`${p === node ? '' : p.name + ' '}${nm} (${k.slice('custom_'.length).replace('_', ' ')})`, s2[k][nm] ? s2[k][nm].mean : null]);
+    for (const [k, nm] of customStats(s2)) {
+      cpairs.push([`${p === node ? '' : p.name + ' '}${nm} (${k.slice('custom_'.length).replace('_', ' ')})`, s2[k][nm] ? s2[k][nm].mean : null]);
     }
   }
   if (cpairs.length) grid.append(h('div', {}, h('h4', { text: 'custom statistics' }), kv(cpairs)));
