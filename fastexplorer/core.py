@@ -1,4 +1,4 @@
-"""The `Representation` tree: a `Node` for every module and parameter, its JSON and DataFrame views, and strict JSON.
+"""The `Representation` tree: a `Node` for every module and parameter, with its JSON and DataFrame views
 
 Docs: https://fastexplorer.github.io/fastexplorer/core.html.md"""
 
@@ -25,9 +25,10 @@ __all__ = ['DTYPE_NAMES', 'LazyTensor', 'DEVICE_TENSORS', 'Node', 'is_lazy', 'de
            'HIST_BINS']
 
 # %% ../nbs/00_core.ipynb #635a251a
-_all_ = ['SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_create', 'sqlite_delete',
-         'load_schema', 'validate', 'missing_message', 'is_int', 'is_real', 'site_key', 'site_of', 'temp_beside',
-         'ROOT', 'root_label', 'root_last', 'FALLBACK_RANGE', 'HIST_BINS']   # `from fastexplorer.core import *` gives the formats' names too
+# `from fastexplorer.core import *` gives the formats' names too
+_all_ = ['SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'save_json', 'sqlite_reader',
+         'sqlite_create', 'sqlite_delete', 'load_schema', 'validate', 'missing_message', 'is_int', 'is_real',
+         'site_key', 'site_of', 'temp_beside', 'ROOT', 'root_label', 'root_last', 'FALLBACK_RANGE', 'HIST_BINS']
 DTYPE_NAMES = {d: dtype_name(d) for d in vars(torch).values() if isinstance(d, torch.dtype)}
 
 # %% ../nbs/00_core.ipynb #a1543540
@@ -36,7 +37,7 @@ class Node:
     def __init__(self,
         name:str,              # display name: the attribute name, or the class name for a root
         index:int=0,           # position among its siblings, which `links` refer to
-        type:str='Module',     # kind of node: `Module`, `Sequential`, `Parameter`, `Learner` or `Probe` (the root), `Input` or `Output`
+        type:str='Module',     # `Module`, `Sequential`, `Parameter`, `Learner`/`Probe` (the root), `Input` or `Output`
         obj=None,              # the live module or parameter, never serialised
         nodes:list|None=None,  # child nodes
         links:list|None=None,  # `{'source': i, 'target': j}` edges between children, by `index`
@@ -44,7 +45,8 @@ class Node:
         path:str|None=None,    # dotted path as in `named_modules`, `None` for pseudo-nodes
     ):
         self.name,self.index,self.type,self.obj,self.path = name,index,type,obj,path
-        self.nodes,self.links,self.xtra = [] if nodes is None else nodes,[] if links is None else links,{} if xtra is None else xtra
+        self.nodes,self.links,self.xtra = ([] if nodes is None else nodes,[] if links is None else links,
+                                           {} if xtra is None else xtra)
 
 # %% ../nbs/00_core.ipynb #368e6b4a
 @patch
@@ -77,8 +79,9 @@ def get_dict(self:Node)->dict:
 @patch(cls_method=True)
 def from_dict(cls:Node, d:dict)->Node:
     "Rebuild a `Node` tree from `get_dict`'s output"
-    return cls(d['name'], d.get('index', 0), d.get('type', 'Module'), None, [cls.from_dict(o) for o in d.get('nodes', [])],
-               list(d.get('links', [])), dict(d.get('xtra', {})), d.get('path'))
+    return cls(d['name'], d.get('index', 0), d.get('type', 'Module'), None,
+               [cls.from_dict(o) for o in d.get('nodes', [])], list(d.get('links', [])), dict(d.get('xtra', {})),
+               d.get('path'))
 
 # %% ../nbs/00_core.ipynb #1a7267c1
 def _fmt_shape(x):
@@ -93,7 +96,9 @@ def _line(self:Node)->str:
     if 'depth_idx' in x: res += f" {x['depth_idx']}"
     if self.type == 'Parameter': return f"{res} {_fmt_shape(x)}" + ('' if x.get('requires_grad', True) else ' frozen')
     if (s := _fmt_shape(x)): res += f" -> {s}"
-    if x.get('params'): res += f"  params {x['params']:,}" + (f" (trainable {x['trainable']:,})" if x.get('trainable') != x['params'] else '')
+    if x.get('params'):
+        res += f"  params {x['params']:,}" + (f" (trainable {x['trainable']:,})"
+                                                if x.get('trainable') != x['params'] else '')
     if x.get('calls', 1) > 1: res += f"  calls {x['calls']}"
     if 'shared_with' in x: res += f"  same as {x['shared_with'] or 'the root'}"
     if x.get('scripted'): res += "  TorchScript: shapes not recorded"
@@ -115,29 +120,34 @@ def is_lazy(t)->bool:
     return isinstance(t, LazyTensor)
 def _nbytes(t)->int: return t.numel() * t.element_size()
 def _class_name(m:nn.Module)->str:
-    "The class of `m` as its author wrote it: a TorchScript module's original class (`Conv2d`), not `RecursiveScriptModule`"
+    "The class of `m` as its author wrote it: a TorchScript module's original (`Conv2d`), not `RecursiveScriptModule`"
     if isinstance(m, torch.jit.ScriptModule): return getattr(m, 'original_name', None) or type(m).__name__
     return type(m).__name__
 
 class _Walk(dict):
-    "What a walk down a module tree met: `{id: path}` of the first place of each module and tensor (`repeated` once one turns up at a second), and the number of modules met at each depth"
-    repeated = False
-    def __init__(self): super().__init__(); self.depths = {}
+    "What a walk down a module tree met: `{id: path}` of the first place of each module and tensor"
+    repeated = False   # once a module or tensor turns up at a second place
+    def __init__(self): super().__init__(); self.depths = {}   # the number of modules met at each depth
 
 def _param_node(p:nn.Parameter, name:str, idx:int, path:str, seen:_Walk)->Node:
-    if isinstance(p, LazyTensor): xtra = {'class': 'Parameter', 'shape': None, 'dtype': dtype_name(p.dtype), 'numel': None, 'requires_grad': p.requires_grad, 'lazy': True}
-    else: xtra = {'class': 'Parameter', 'shape': list(p.shape), 'dtype': dtype_name(p.dtype), 'numel': p.numel(), 'requires_grad': p.requires_grad}
+    if isinstance(p, LazyTensor):
+        xtra = {'class': 'Parameter', 'shape': None, 'dtype': dtype_name(p.dtype), 'numel': None,
+                'requires_grad': p.requires_grad, 'lazy': True}
+    else: xtra = {'class': 'Parameter', 'shape': list(p.shape), 'dtype': dtype_name(p.dtype), 'numel': p.numel(),
+                  'requires_grad': p.requires_grad}
     if (first := seen.setdefault(id(p), path)) != path: xtra['shared_with'],seen.repeated = first,True
     return Node(name, idx, 'Parameter', p, None, None, xtra, path)
 
 # %% ../nbs/00_core.ipynb #ca45f9c5
 _TOTALS = ('params', 'trainable', 'buffers', 'bytes')
 
-def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:_Walk, depth:int=0, each=None)->Node:
-    "The `Node` of `m`, its totals (`_TOTALS`) added up as if no module or tensor repeated, and its `depth_idx` label; `each(node)` called on every module node once its subtree is built"
+def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:_Walk, depth:int=0,
+                 each=None, # called on every module node once its subtree is built
+                )->Node:
+    "The `Node` of `m`, its totals (`_TOTALS`) added up as if no module or tensor repeated, and its `depth_idx` label"
     # this runs for every module of every probe: totals in plain locals, paths joined to a prefix, `seen` read inline
     k = seen.depths[depth] = seen.depths.get(depth, 0) + 1
-    nodes,lazy,label,pre = [],False,f"{depth}-{k}",path + '.' if path else ''   # labelled before its children, as torchinfo does
+    nodes,lazy,label,pre = [],False,f"{depth}-{k}",path + '.' if path else ''
     params = trainable = buffers = nbytes = 0
     if m._modules:
         for n,c in m._modules.items():
@@ -158,8 +168,9 @@ def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:
         if b is None or isinstance(b, LazyTensor): continue
         if seen.setdefault(id(b), q := pre + n) != q: seen.repeated = True
         buffers += (k := b.numel()); nbytes += k * b.element_size()
-    x = {'class': _class_name(m), 'params': params, 'trainable': trainable, 'buffers': buffers, 'bytes': nbytes} if xtra is None else \
-        {'class': _class_name(m), **xtra, 'params': params, 'trainable': trainable, 'buffers': buffers, 'bytes': nbytes}
+    x = ({'class': _class_name(m), 'params': params, 'trainable': trainable, 'buffers': buffers, 'bytes': nbytes}
+         if xtra is None else {'class': _class_name(m), **xtra, 'params': params, 'trainable': trainable,
+                               'buffers': buffers, 'bytes': nbytes})
     if lazy: x['lazy'] = True
     if (first := seen.setdefault(id(m), path)) != path: x['shared_with'],seen.repeated = first,True
     x['depth_idx'] = label
@@ -168,22 +179,24 @@ def _module_node(m:nn.Module, name:str, idx:int, path:str, xtra:dict|None, seen:
     return node
 
 # %% ../nbs/00_core.ipynb #20cf1aa3
-def _distinct_totals(node:Node)->tuple:
-    "Set the totals of `node` and every module node under it over their distinct tensors; return `(params, buffers)` as `{id: tensor}`"
+def _distinct_totals(node:Node
+                    )->tuple: # `(params, buffers)`, each `{id: tensor}`
+    "Set the totals of `node` and every module node under it over their distinct tensors"
     ps,bs = {},{}
     for c in node.nodes:
         if c.type != 'Parameter':
             cps,cbs = _distinct_totals(c); ps.update(cps); bs.update(cbs)
         elif not is_lazy(c.obj): ps[id(c.obj)] = c.obj
     bs.update((id(b), b) for b in node.obj._buffers.values() if b is not None and not is_lazy(b))
-    node.xtra.update(params=sum(p.numel() for p in ps.values()), trainable=sum(p.numel() for p in ps.values() if p.requires_grad),
+    node.xtra.update(params=sum(p.numel() for p in ps.values()),
+                     trainable=sum(p.numel() for p in ps.values() if p.requires_grad),
                      buffers=sum(b.numel() for b in bs.values()), bytes=sum(map(_nbytes, (*ps.values(), *bs.values()))))
     return ps,bs
 
 
 # %% ../nbs/00_core.ipynb #38baf54a
 def _depth_walk(root, kids)->list:
-    "`[(obj, depth, 'depth-idx')]` in depth-first definition order, counting each depth's rank over the whole walk as torchinfo does"
+    "`[(obj, depth, 'depth-idx')]` in depth-first definition order, each depth's rank counted over the whole walk"
     res,counts = [],{}
     def walk(o, d):
         counts[d] = counts.get(d, 0) + 1
@@ -193,7 +206,7 @@ def _depth_walk(root, kids)->list:
     return res
 
 def depth_idx_labels(model:nn.Module)->dict:
-    "`{'depth-idx': path}` for every module of `model` (a shared module has one label per parent), as torchinfo numbers them"
+    "`{'depth-idx': path}` for every module of `model` (a shared module: one per parent), as torchinfo numbers them"
     def kids(o):
         m,p = o
         return [(c, _join(p, n)) for n,c in m._modules.items() if c is not None]
@@ -244,8 +257,10 @@ def save(self:Representation, fname, indent:int|None=None):
 @patch(cls_method=True)
 def from_dict(cls:Representation, d:dict)->Representation:
     "Rebuild a `Representation` from a document, checking its schema and version"
-    if d.get('schema') != 'fastexplorer/representation': raise ValueError(f"not a fastexplorer representation: schema {d.get('schema')!r}")
-    if d.get('version') != SCHEMA_VERSION: raise ValueError(f"representation version {d.get('version')!r} is not supported (expected {SCHEMA_VERSION})")
+    if d.get('schema') != 'fastexplorer/representation':
+        raise ValueError(f"not a fastexplorer representation: schema {d.get('schema')!r}")
+    if d.get('version') != SCHEMA_VERSION:
+        raise ValueError(f"representation version {d.get('version')!r} is not supported (expected {SCHEMA_VERSION})")
     return cls(Node.from_dict(d))
 
 @patch(cls_method=True)
@@ -256,7 +271,8 @@ def load(cls:Representation, fname)->Representation:
 # %% ../nbs/00_core.ipynb #84fe8b4d
 @patch
 def _rows(self:Node, depth=0, parent=None):
-    yield {'path': self.path, 'name': self.name, 'type': self.type, 'depth': depth, 'parent': parent, 'index': self.index, **self.xtra}
+    yield {'path': self.path, 'name': self.name, 'type': self.type, 'depth': depth, 'parent': parent,
+           'index': self.index, **self.xtra}
     for n in self.nodes: yield from n._rows(depth+1, self.path)
 
 @patch
@@ -286,8 +302,10 @@ def _by_string(mods:dict, layer:str, labels, alias:dict)->set:
 
 
 # %% ../nbs/00_core.ipynb #3ef68a98
-def _select(mods:dict, layers, labels, alias:dict)->set:
-    "The paths of `mods` that `layers` selects; `alias` maps every path, a shared module's second ones too, to the first"
+def _select(mods:dict, layers, labels,
+            alias:dict, # every path, a shared module's second ones too, to the first
+           )->set:
+    "The paths of `mods` that `layers` selects"
     if isinstance(layers, type) or (isinstance(layers, tuple) and layers and all(isinstance(t, type) for t in layers)):
         return {p for p,m in mods.items() if isinstance(m, layers)}
     if isinstance(layers, nn.Module):
@@ -297,16 +315,19 @@ def _select(mods:dict, layers, labels, alias:dict)->set:
     if isinstance(layers, bool): raise TypeError("a layer cannot be chosen by a bool: use an integer index")
     if isinstance(layers, numbers.Integral):
         ps = list(mods)
-        if not -len(ps) <= layers < len(ps): raise ValueError(f"layer index {layers} is out of range: the model has {len(ps)} modules (0 is the model itself)")
+        if not -len(ps) <= layers < len(ps):
+            raise ValueError(f"layer index {layers} is out of range: the model has {len(ps)} modules "
+                             "(0 is the model itself)")
         return {ps[layers]}
     if isinstance(layers, str): return _by_string(mods, layers, labels, alias)
     if isinstance(layers, (list, tuple)): return set().union(*(_select(mods, o, labels, alias) for o in layers))
     if callable(layers): return {p for p,m in mods.items() if layers(p, m)}
-    raise TypeError(f"a layer is chosen by a module class, a path or glob, a depth-idx label, an index, a module or a predicate `f(path, module)`, not {type(layers).__name__}")
+    raise TypeError("a layer is chosen by a module class, a path or glob, a depth-idx label, an index, a module or "
+                    f"a predicate `f(path, module)`, not {type(layers).__name__}")
 
 def select_modules(
     model:nn.Module,
-    layers, # a class or tuple of classes, a path or glob, a depth-idx label like `'1-3'`, an index, a module, `f(path, module)->bool`, or a list of these
+    layers, # a class or classes, a path or glob, a label like `'1-3'`, an index, a module, `f(path, module)`, a list
 )->dict:
     "`{path: module}` of the modules of `model` that `layers` selects, in `named_modules` order"
     mods = dict(model.named_modules())
@@ -345,7 +366,7 @@ def named_columns(t, names)->dict:
 _DEVICE_TENSORS,DEVICE_TENSORS = {},256   # the tensors `device_tensor` keeps, and how many at most
 
 def device_tensor(values:tuple, device, dtype=torch.long)->torch.Tensor:
-    "`torch.tensor(values)` on `device`, made once and kept: asked for again, it costs no copy from the host (a synchronisation on a GPU)"
+    "`torch.tensor(values)` on `device`, made once and kept: asked for again, it costs no copy from the host"
     k = (tuple(values), str(device), dtype)
     t = _DEVICE_TENSORS.get(k)
     if t is None:
@@ -365,7 +386,7 @@ def unique_params(m:nn.Module)->list:
 
 # %% ../nbs/00_core.ipynb #295c31a7
 class StatRecorder:
-    "Records a statistic per batch: `begin` a batch, `end` it (its rows, or `None`), `finish` an epoch (`{path: stats}`)"
+    "Records a statistic per batch: `begin` a batch, `end` it (its rows or `None`), `finish` an epoch (`{path: stats}`)"
     def begin(self): "A sampled batch begins"
     def end(self): "The batch ended: its own rows for the step database, or `None`"
     def finish(self)->dict: "The epoch's statistics, `{path: stats}`"; return {}

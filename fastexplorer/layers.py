@@ -1,4 +1,4 @@
-"""The layers `ExplorerCallback` records by default: the model's output, every module that holds parameters, every activation and every parameter-free leaf that may be element-wise; or any selection `select_modules` takes.
+"""The layers `ExplorerCallback` records: a default set, or any selection `select_modules` takes
 
 Docs: https://fastexplorer.github.io/fastexplorer/layers.html.md"""
 
@@ -30,8 +30,9 @@ def has_own_params(m:nn.Module)->bool:
     return any(p is not None for p in m._parameters.values())
 
 def maybe_elementwise(m:nn.Module)->bool:
-    "A parameter-free leaf module, not an activation, that may be element-wise: recorded by default where its output keeps its input's shape"
-    return (not has_own_params(m) and next(m.children(), None) is None and not isinstance(m, ACTIVATIONS + _NOT_ELEMENTWISE))
+    "Whether `m` is a parameter-free leaf module, not an activation, that may be element-wise"
+    return (not has_own_params(m) and next(m.children(), None) is None
+            and not isinstance(m, ACTIVATIONS + _NOT_ELEMENTWISE))
 
 def _default_layer(path:str, m:nn.Module)->bool:
     if scripted(m): return False    # TorchScript takes no Python hooks
@@ -39,7 +40,7 @@ def _default_layer(path:str, m:nn.Module)->bool:
 
 def select_layers(
     model:nn.Module,
-    layers=None, # `None` (default), or anything `select_modules` takes: classes, paths or globs, depth-idx labels, indices, predicates
+    layers=None, # `None` (default), or what `select_modules` takes: classes, paths, globs, labels, indices, predicates
 )->dict:
     "`{path: module}` of the layers of `model` that `layers` selects, in `named_modules` order"
     if layers is None: return {p: m for p,m in model.named_modules() if _default_layer(p, m)}

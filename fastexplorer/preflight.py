@@ -1,4 +1,4 @@
-"""The checks a practitioner runs by hand before training, on one batch: each a verdict, with its evidence and a fix.
+"""The checks a practitioner runs by hand before training, on one batch: each a verdict, its evidence and a fix
 
 Docs: https://fastexplorer.github.io/fastexplorer/preflight.html.md"""
 
@@ -29,9 +29,10 @@ __all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'che
 
 # %% ../nbs/03i_preflight.ipynb #19db9e9f
 def preflight_alerts(verdicts:list, epoch:int=1)->list:
-    "The verdicts that ask something of the user, as alerts (`kind` is the check; `source`: `preflight`, before step 0 of `epoch`)"
-    return [{'kind': v['check'], 'layer': v['layer'], 'severity': v['severity'], 'source': 'preflight', 'step': 0, 'epoch': epoch,
-             'message': v['evidence'], 'hint': v['fix']} for v in verdicts if v['severity'] in ('warning', 'error')]
+    "The verdicts that ask something of the user, as alerts (`kind`: the check) from `preflight`, at step 0 of `epoch`"
+    return [{'kind': v['check'], 'layer': v['layer'], 'severity': v['severity'], 'source': 'preflight', 'step': 0,
+             'epoch': epoch, 'message': v['evidence'], 'hint': v['fix']}
+            for v in verdicts if v['severity'] in ('warning', 'error')]
 
 # %% ../nbs/03i_preflight.ipynb #eed337c6
 def _loss(loss_func, out, yb:tuple):
@@ -58,27 +59,35 @@ def check_inputs(xb:tuple, big:float=10.)->list:
         mean,std = v.mean(1),v.std(1) if v.shape[1] > 1 else torch.zeros(v.shape[0])
         m,s = float(mean.abs().max()),float(std.max())
         if m > big or s > big:
-            res.append(verdict('input_scale', 'warning', f"input {i}: channel means up to {m:.3g} in size, spreads up to {s:.3g} on the first batch",
+            res.append(verdict('input_scale', 'warning', f"input {i}: channel means up to {m:.3g} in size, "
+                               f"spreads up to {s:.3g} on the first batch",
                                "normalise the inputs (fastai's `Normalize`, or pixels divided by 255)", mean=m, std=s))
     return res or [verdict('input_scale', 'ok', "the float inputs are near unit scale")]
 
-def check_output(out:torch.Tensor, learns:bool=False)->list:
-    "Verdict on whether the model's output varies over the samples of the batch; `learns`: some parameter got a non-zero gradient"
+def check_output(out:torch.Tensor,
+                 learns:bool=False, # some parameter got a non-zero gradient
+                )->list:
+    "Verdict on whether the model's output varies over the samples of the batch"
     o = out.detach().float()
     if o.ndim and o.shape[0] > 1 and bool((o == o[:1]).all()):
-        if learns: return [verdict('constant_output', 'ok', "the output is the same for every sample, but gradients flow: a zero-initialised last layer, until its first step")]
-        return [verdict('constant_output', 'error', f"every sample of the batch gets the same output, {o[0].flatten()[:4].tolist()}, and no gradient flows",
-                        "the output does not depend on the input: look for a softmax over one unit, a saturated last activation, or a detached path")]
+        if learns: return [verdict('constant_output', 'ok', "the output is the same for every sample, but gradients "
+                                   "flow: a zero-initialised last layer, until its first step")]
+        return [verdict('constant_output', 'error', "every sample of the batch gets the same output, "
+                        f"{o[0].flatten()[:4].tolist()}, and no gradient flows",
+                        "the output does not depend on the input: look for a softmax over one unit, a saturated last "
+                        "activation, or a detached path")]
     return [verdict('constant_output', 'ok', "the output varies over the batch")]
 
 # %% ../nbs/03i_preflight.ipynb #1609c07b
-_LIMITS = {'Sigmoid': lambda x: (x < 1e-3) | (x > 1 - 1e-3), 'Tanh': lambda x: x.abs() > 1 - 1e-3, 'ReLU': lambda x: x <= 0}
+_LIMITS = {'Sigmoid': lambda x: (x < 1e-3) | (x > 1 - 1e-3), 'Tanh': lambda x: x.abs() > 1 - 1e-3,
+           'ReLU': lambda x: x <= 0}
 
 class FirstActs:
-    "Forward hooks on `model`'s activation modules, keeping for the first `n` that run the fraction of their outputs at a limit (`remove` them)"
+    "Forward hooks on `model`'s activations, keeping for the first `n` that run the fraction of outputs at a limit"
     def __init__(self, model:nn.Module, n:int=3):
         self.seen,self.n = [],n
-        self.hs = [m.register_forward_hook(self._hook(p, type(m).__name__)) for p,m in model.named_modules() if type(m).__name__ in _LIMITS]
+        self.hs = [m.register_forward_hook(self._hook(p, type(m).__name__)) for p,m in model.named_modules()
+                   if type(m).__name__ in _LIMITS]
 
     def _hook(self, p:str, cls:str):
         def f(m, i, o):
@@ -91,33 +100,44 @@ class FirstActs:
         for h in self.hs: h.remove()
 
 def check_first_layers(seen:list, frac:float=0.9)->list:
-    "Verdict on the first activations' outputs `seen` by `FirstActs`: squashed to their limits, or all zero after a ReLU"
+    "Verdict on the first activations' outputs `seen` by `FirstActs`: squashed to their limits, or 0 after a ReLU"
     for p,cls,f in seen:
         if (cls == 'ReLU' and f == 1.) or (cls != 'ReLU' and f > frac):
             what = 'are 0' if cls == 'ReLU' else 'are within 1e-3 of its limits'
-            return [verdict('input_saturation', 'warning', f"on the first batch, {f:.0%} of the outputs of `{p}` (a {cls}) {what}: no gradient passes",
+            return [verdict('input_saturation', 'warning',
+                            f"on the first batch, {f:.0%} of the outputs of `{p}` (a {cls}) {what}: no gradient passes",
                             "normalise the inputs, or initialise the layers before it smaller", layer=p)]
-    return [verdict('input_saturation', 'ok', f"the first activations are not saturated ({', '.join(f'`{p}`' for p,*_ in seen)})")] if seen else []
+    return [verdict('input_saturation', 'ok', "the first activations are not saturated "
+                    f"({', '.join(f'`{p}`' for p,*_ in seen)})")] if seen else []
 
 # %% ../nbs/03i_preflight.ipynb #b87e5871
-def check_gradients(model:nn.Module, groups:list|None=None)->list:
-    "Verdicts on the gradients the last backward left in `model`'s trainable parameters, and on those in none of the optimiser's `groups`"
+def check_gradients(model:nn.Module,
+                    groups:list|None=None, # the optimiser's: trainable parameters in none of them are said too
+                   )->list:
+    "Verdicts on the gradients the last backward left in `model`'s trainable parameters"
     named = [(n, p) for n,p in model.named_parameters() if p.requires_grad]
     none = [n for n,p in named if p.grad is None]
     bad = [n for n,p in named if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
     zero = [n for n,p in named if p.grad is not None and n not in bad and not bool(p.grad.any())]
     show = lambda ns: ', '.join(f"`{n}`" for n in ns[:4]) + (', …' if len(ns) > 4 else '')
     res = []
-    if bad: res.append(verdict('gradient_flow', 'error', f"non-finite gradients on the first batch in {show(bad)}", "look at the loss and at what these layers compute", layer=bad[0].rpartition('.')[0]))
-    if none: res.append(verdict('gradient_flow', 'warning', f"{len(none)} of {len(named)} trainable parameters get no gradient: {show(none)}",
-                                "the loss does not depend on them: a `detach`, `no_grad`, an `argmax` or an unused branch cuts them off",
+    if bad: res.append(verdict('gradient_flow', 'error', f"non-finite gradients on the first batch in {show(bad)}",
+                               "look at the loss and at what these layers compute", layer=bad[0].rpartition('.')[0]))
+    if none: res.append(verdict('gradient_flow', 'warning',
+                                f"{len(none)} of {len(named)} trainable parameters get no gradient: {show(none)}",
+                                "the loss does not depend on them: a `detach`, `no_grad`, an `argmax` or an unused "
+                                "branch cuts them off",
                                 layer=none[0].rpartition('.')[0], params=none))
-    if zero and len(zero) == len(named): res.append(verdict('gradient_flow', 'error', "every gradient is exactly zero on the first batch", "the loss does not depend on the parameters: a constant output, or a loss of 0"))
+    if zero and len(zero) == len(named):
+        res.append(verdict('gradient_flow', 'error', "every gradient is exactly zero on the first batch",
+                           "the loss does not depend on the parameters: a constant output, or a loss of 0"))
     if groups is not None:
         held = {id(p) for g in groups for p in g}
         lost = [n for n,p in named if id(p) not in held]
-        if lost: res.append(verdict('optimizer_groups', 'warning', f"{len(lost)} trainable parameters are in no optimiser group: {show(lost)}",
-                                    "they will never change: build the optimiser (or the splitter) after adding or unfreezing them", layer=lost[0].rpartition('.')[0]))
+        if lost: res.append(verdict('optimizer_groups', 'warning',
+                                    f"{len(lost)} trainable parameters are in no optimiser group: {show(lost)}",
+                                    "they will never change: build the optimiser (or the splitter) after adding or "
+                                    "unfreezing them", layer=lost[0].rpartition('.')[0]))
     return res or [verdict('gradient_flow', 'ok', f"all {len(named)} trainable parameters get a finite gradient")]
 
 # %% ../nbs/03i_preflight.ipynb #df0e8116
@@ -137,25 +157,30 @@ def _reaches(t:torch.Tensor, ids:set)->bool:
     return False
 
 class _Cuts(TorchFunctionMode):
-    "Notes the first call, inside the module on top of `stack`, that takes a tensor made from a parameter in `ids` and returns none that requires grad"
+    "Notes the first call, in the module atop `stack`, taking a tensor made from `ids` and returning none with grad"
     def __init__(self, stack:list, ids:set): super().__init__(); self.stack,self.ids,self.found = stack,ids,None
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if self.found is None and (outs := [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]) and not any(t.requires_grad for t in outs):
-            if any(isinstance(t, torch.Tensor) and t.requires_grad and _reaches(t, self.ids) for t in tree_leaves((args, kwargs))):
+        if (self.found is None and (outs := [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)])
+                and not any(t.requires_grad for t in outs)):
+            if any(isinstance(t, torch.Tensor) and t.requires_grad and _reaches(t, self.ids)
+                   for t in tree_leaves((args, kwargs))):
                 name = getattr(func, '__name__', None) or str(func)
-                self.found = {'module': self.stack[-1] if self.stack else '', 'op': name, 'no_grad': not torch.is_grad_enabled()}
+                self.found = {'module': self.stack[-1] if self.stack else '', 'op': name,
+                              'no_grad': not torch.is_grad_enabled()}
         return out
 
 # %% ../nbs/03i_preflight.ipynb #447b2db0
-def find_cut(model:nn.Module, xb:tuple, names:list)->dict:
-    "Run `model(*xb)` again and say where the gradient of parameters `names` stops: `{'module', 'op', 'no_grad'}`, or the modules of theirs that never ran (`{'unused': [...]}`)"
+def find_cut(model:nn.Module, xb:tuple, names:list
+            )->dict: # `{'module', 'op', 'no_grad'}`, or the modules of theirs that never ran: `{'unused': [...]}`
+    "Run `model(*xb)` again and say where the gradient of parameters `names` stops"
     params,stack,ran,hooks = dict(model.named_parameters()),[],set(),[]
     owners = {n.rpartition('.')[0] for n in names}
     def enter(p): return lambda m, a: (stack.append(p), ran.add(p)) and None
     try:
         for p,m in model.named_modules():
-            if not scripted(m): hooks += [m.register_forward_pre_hook(enter(p)), m.register_forward_hook(lambda m, a, o: stack.pop() and None)]
+            if not scripted(m): hooks += [m.register_forward_pre_hook(enter(p)),
+                                          m.register_forward_hook(lambda m, a, o: stack.pop() and None)]
         mode = _Cuts(stack, {id(params[n]) for n in names if n in params})
         with torch.enable_grad(), mode: model(*xb)
     finally:
@@ -176,21 +201,26 @@ def explain_cut(v:dict, model:nn.Module, xb:tuple)->dict:
     return v
 
 # %% ../nbs/03i_preflight.ipynb #27f3cd7d
-def check_batch_independence(model:nn.Module, xb:tuple)->list:
-    "Verdict on whether, in eval mode, the first and last samples' outputs depend on the other samples' first input (`model` already in eval mode)"
+def check_batch_independence(model:nn.Module, # already in eval mode
+                             xb:tuple)->list:
+    "Verdict on whether, in eval mode, the first and last samples' outputs depend on the other samples' first input"
     x = xb[0] if xb else None
     if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.ndim >= 2 and x.shape[0] > 1):
         return [verdict('batch_independence', 'skipped', "the first input is not a float batch of two samples or more")]
     x = x.detach().clone().requires_grad_(True)
     o = first_tensor(model(x, *xb[1:]))
     if o is None or not o.requires_grad or o.ndim == 0 or o.shape[0] != x.shape[0]:
-        return [verdict('batch_independence', 'skipped', "the output has no batch dimension the input's gradient can be taken through")]
-    # the first and the last sample: a recurrence run along the batch (an LSTM without `batch_first`) reaches only the later ones
+        return [verdict('batch_independence', 'skipped',
+                        "the output has no batch dimension the input's gradient can be taken through")]
+    # the first and the last sample: a recurrence run along the batch (an LSTM without `batch_first`) reaches only the
+    # later ones
     ends = o[0].float().sum() + (o[-1].float().sum() if len(o) > 2 else 0.)
     g, = torch.autograd.grad(ends, x, allow_unused=True)
     if g is not None and bool((g[1:-1] if len(o) > 2 else g[1:]).any()):
-        return [verdict('batch_independence', 'error', "in eval mode, the first or last sample's output depends on other samples' inputs",
-                        "a `view`/`reshape` or a reduction mixes the batch dimension: keep dimension 0 apart (`x.view(x.shape[0], -1)`)")]
+        return [verdict('batch_independence', 'error',
+                        "in eval mode, the first or last sample's output depends on other samples' inputs",
+                        "a `view`/`reshape` or a reduction mixes the batch dimension: keep dimension 0 apart "
+                        "(`x.view(x.shape[0], -1)`)")]
     return [verdict('batch_independence', 'ok', "each sample's output depends on its own input alone")]
 
 # %% ../nbs/03i_preflight.ipynb #f0f94bcc
@@ -199,13 +229,17 @@ def check_loss_gradient(o:torch.Tensor|None)->list:
     g = getattr(o, 'grad', None)
     if g is None: return []
     if not bool(torch.isfinite(g).all()) and bool(torch.isfinite(o).all()):
-        return [verdict('nonfinite_loss', 'error', "the loss is finite on the first batch but its gradient at the model's (finite) output is not: "
-                        "the loss function makes NaN or Inf, and every layer's gradient will follow", "a log of a probability that is 0? give logits to "
-                        "a loss that takes them (`CrossEntropyLossFlat`, `BCEWithLogitsLossFlat`), use `log_softmax`, or clamp")]
+        return [verdict('nonfinite_loss', 'error',
+                        "the loss is finite on the first batch but its gradient at the model's (finite) output "
+                        "is not: the loss function makes NaN or Inf, and every layer's gradient will follow",
+                        "a log of a probability that is 0? give logits to a loss that takes them "
+                        "(`CrossEntropyLossFlat`, `BCEWithLogitsLossFlat`), use `log_softmax`, or clamp")]
     return []
 
-def name_loss_op(verdicts:list, loss, out)->list:
-    "`verdicts` (changed in place), their `nonfinite_loss` saying which operation of `loss` (`f(output)`) made the NaN from the model's output `out`"
+def name_loss_op(verdicts:list, # changed in place
+                 loss,          # `f(output)`
+                 out)->list:
+    "`verdicts`, their `nonfinite_loss` saying which operation of `loss` made the NaN from the model's output `out`"
     bad = [v for v in verdicts if v['check'] == 'nonfinite_loss']
     if bad and (found := find_loss_nonfinite(loss, out)) is not None:
         for v in bad: v.update(op=found['op'], evidence=v['evidence'] + f" (in the loss: {loss_op(found)})")
@@ -228,12 +262,14 @@ def scaled_backward(loss:torch.Tensor, params:list, scale:float|None=None, o:tor
     return scale
 
 # %% ../nbs/03i_preflight.ipynb #d6b63984
-def _zeroed(xb:tuple)->tuple: return tuple(torch.zeros_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xb)
+def _zeroed(xb:tuple)->tuple:
+    "`xb` with its float tensors zeroed"
+    return tuple(torch.zeros_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xb)
 
 def check_overfit(model:nn.Module, xb:tuple, yb:tuple, loss_func, opt_func, lr:float, steps:int=30,
                   autocast=nullcontext,     # makes each forward's context: `learner_autocast`'s under mixed precision
                   scale:float|None=None)->list:   # float16's loss scale to start from (`scaled_backward`)
-    "Verdicts from training `model` (a copy, which this changes) `steps` steps on one batch: does its loss fall, and do zeroed inputs then cost it?"
+    "Verdicts: does `model` (a copy: this changes it) fit one batch in `steps` steps, and do zeroed inputs cost it?"
     model.train()
     ps = [p for p in model.parameters() if p.requires_grad]
     opt,losses = opt_func(ps, lr=lr),[]
@@ -246,16 +282,22 @@ def check_overfit(model:nn.Module, xb:tuple, yb:tuple, loss_func, opt_func, lr:f
     with torch.no_grad(), autocast(): real,zero = (float(_loss(loss_func, model(*x), yb)) for x in (xb, _zeroed(xb)))
     first,res = losses[0],[]
     if not real < 0.5 * first:
-        res.append(verdict('overfit_batch', 'warning', f"{steps} steps on one batch took its loss from {first:.4g} only to {real:.4g}",
-                           "a model that cannot fit one batch has a bug: the output activation and the loss, a cut gradient, the learning rate"))
-    else: res.append(verdict('overfit_batch', 'ok', f"{steps} steps on one batch took its loss from {first:.4g} to {real:.4g}"))
+        res.append(verdict('overfit_batch', 'warning',
+                           f"{steps} steps on one batch took its loss from {first:.4g} only to {real:.4g}",
+                           "a model that cannot fit one batch has a bug: the output activation and the loss, "
+                           "a cut gradient, the learning rate"))
+    else: res.append(verdict('overfit_batch', 'ok',
+                             f"{steps} steps on one batch took its loss from {first:.4g} to {real:.4g}"))
     if math.isfinite(real) and zero <= real + 0.05 * abs(real) and any(x is not z for x,z in zip(xb, _zeroed(xb))):
-        res.append(verdict('ignores_input', 'error', f"with its inputs zeroed the model scores {zero:.4g} on the batch, as well as with them ({real:.4g})",
-                           "the output does not depend on the input: a forward that does not use it, or a path cut by an `argmax`, `round` or `detach`"))
+        res.append(verdict('ignores_input', 'error', f"with its inputs zeroed the model scores {zero:.4g} "
+                           f"on the batch, as well as with them ({real:.4g})",
+                           "the output does not depend on the input: a forward that does not use it, "
+                           "or a path cut by an `argmax`, `round` or `detach`"))
     return res
 
+# %% ../nbs/03i_preflight.ipynb #15d0af1f
 def _overfit(learn, model, xb:tuple, yb:tuple, lr:float)->list:
-    "`check_overfit` on a copy of `model`, the random state kept; skipped, saying why, where the model cannot be copied or trained"
+    "`check_overfit` on a copy of `model`, the random state kept; skipped, saying why, where that cannot run"
     import copy
     dt,scale = learner_amp(learn)
     # the output in float32, as `MixedPrecision` hands it to the loss
@@ -264,11 +306,12 @@ def _overfit(learn, model, xb:tuple, yb:tuple, lr:float)->list:
         with preserved_rng(model_device(model)):
             return check_overfit(copy.deepcopy(model), xb, yb, lf, learn.opt_func, lr,
                                  autocast=partial(learner_autocast, learn), scale=scale)
-    except Exception as e: return [verdict('overfit_batch', 'skipped', f"could not train a copy of the model: {type(e).__name__}: {e}")]
+    except Exception as e:
+        return [verdict('overfit_batch', 'skipped', f"could not train a copy of the model: {type(e).__name__}: {e}")]
 
 # %% ../nbs/03i_preflight.ipynb #4d0c4c49
 def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
-    "The checks of one forward and backward in training mode: the loss and what feeds it, its gradient, the output, gradient flow"
+    "Checks of a forward and backward in training mode: the loss and what feeds it, its gradient, output, gradient flow"
     model.train()
     fa,(dt,scale) = FirstActs(model),learner_amp(learn)
     y,kind,axis = yb[0] if yb else None,loss_kind(learn.loss_func),getattr(learn.loss_func, 'axis', 1)
@@ -315,7 +358,7 @@ def preflight(self:Learner,
     overfit:bool=False,  # also train a copy of the model on the batch (`check_overfit`): a few dozen steps
     lr:float|None=None,  # the learning rate of that training (default: the learner's)
 )->list:                 # the verdicts, in order
-    "Check on one batch, before training, what practitioners check by hand; the model, its gradients and the random state left as they were"
+    "Check on one batch, before training, what practitioners check by hand; the model left as it was"
     model = unwrap_model(self.model)
     dev = model_device(model)
     if b is None:

@@ -28,13 +28,15 @@ _MAX_ITEMS,_MAX_DEPTH = 64,8
 _PLAIN_DICTS = (dict, OrderedDict, defaultdict)
 
 def _holds_tensor(v)->bool:
-    return isinstance(v, (torch.Tensor, PackedSequence)) or (isinstance(v, (list, tuple)) and any(isinstance(t, torch.Tensor) for t in v[:_MAX_ITEMS]))
+    return (isinstance(v, (torch.Tensor, PackedSequence))
+            or (isinstance(v, (list, tuple)) and any(isinstance(t, torch.Tensor) for t in v[:_MAX_ITEMS])))
 
 def _fields(o)->dict|None:
-    "The named fields of a namedtuple, a dataclass, a dict subclass (Hugging Face's `ModelOutput`), or an object holding tensors in its attributes (torchvision's `ImageList`); `None` for anything else"
+    "The named fields of a namedtuple, a dataclass, a dict subclass or an object holding tensors; else `None`"
     if isinstance(o, tuple) and hasattr(o, '_fields'): return dict(zip(o._fields, o))
     if isinstance(o, dict): return None if type(o) in _PLAIN_DICTS else o
-    if dataclasses.is_dataclass(o) and not isinstance(o, type): return {f.name: getattr(o, f.name, None) for f in dataclasses.fields(o)}
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return {f.name: getattr(o, f.name, None) for f in dataclasses.fields(o)}
     d = getattr(o, '__dict__', None)
     if isinstance(o, nn.Module) or not isinstance(d, dict) or not any(map(_holds_tensor, d.values())): return None
     return {k: v for k,v in d.items() if not k.startswith('_')}
@@ -42,15 +44,18 @@ def _fields(o)->dict|None:
 def _spec(shape, dtype)->dict: return {'shape': list(shape), 'dtype': DTYPE_NAMES[dtype]}
 
 def describe(o, depth:int=0):
-    "Shape and dtype of every tensor in `o`, keeping its tuples, lists, dicts and `None`s; a container with named fields is `{'type', 'fields'}`"
+    "Shape and dtype of every tensor in `o`, keeping its tuples, lists, dicts and `None`s"
     if isinstance(o, torch.Tensor): return _spec(o.shape, o.dtype)
     if isinstance(o, PackedSequence):
-        return {'shape': list(o.data.shape), 'dtype': DTYPE_NAMES[o.data.dtype], 'packed': True, 'batch_size': int(o.batch_sizes[0])}
+        return {'shape': list(o.data.shape), 'dtype': DTYPE_NAMES[o.data.dtype], 'packed': True,
+                'batch_size': int(o.batch_sizes[0])}
     if o is None: return None
     if depth >= _MAX_DEPTH: return {'type': type(o).__name__}
-    if type(o) in (tuple, list): return [describe(v, depth + 1) for v in o[:_MAX_ITEMS]]   # the usual case, first: no fields
+    # the usual case, first: no fields
+    if type(o) in (tuple, list): return [describe(v, depth + 1) for v in o[:_MAX_ITEMS]]
     if (f := _fields(o)) is not None:
-        return {'type': type(o).__name__, 'fields': {str(k): describe(v, depth + 1) for k,v in list(f.items())[:_MAX_ITEMS]}}
+        return {'type': type(o).__name__,
+                'fields': {str(k): describe(v, depth + 1) for k,v in list(f.items())[:_MAX_ITEMS]}}
     if isinstance(o, (tuple, list)): return [describe(v, depth + 1) for v in o[:_MAX_ITEMS]]
     if isinstance(o, dict): return {str(k): describe(v, depth + 1) for k,v in list(o.items())[:_MAX_ITEMS]}
     return {'type': type(o).__name__}
@@ -75,27 +80,33 @@ def _main_spec(o)->tuple:
     if type(o) is dict and 'shape' in o: return o['shape'],o.get('dtype')   # a dict output may also have a key 'shape'
     return first_shape(o),o.get('dtype') if isinstance(o, dict) else None
 
-_RECORD = ('calls', 'order', 'enter', 'exit', 'shape', 'dtype', 'inputs', 'outputs', 'materialised')   # the keys a record can have
+# the keys a record can have
+_RECORD = ('calls', 'order', 'enter', 'exit', 'shape', 'dtype', 'inputs', 'outputs', 'materialised')
 
-def _record(x:dict|None=None)->dict:
-    "A module's record, as it goes on its node (added to `x`, a node's `xtra`, if given): never called until `replay` finds a call"
+def _record(x:dict|None=None, # a node's `xtra`, which the record's keys are added to
+           )->dict:
+    "A module's record, as it goes on its node: never called until `replay` finds a call"
     x = {} if x is None else x
-    x['calls'],x['order'],x['enter'],x['exit'],x['shape'],x['dtype'],x['inputs'],x['outputs'] = 0,None,None,None,None,None,[],[]
+    (x['calls'],x['order'],x['enter'],x['exit'],x['shape'],x['dtype'],x['inputs'],
+     x['outputs']) = 0,None,None,None,None,None,[],[]
     return x
 
-_SCRIPTED = {'scripted': True, 'note': 'TorchScript: shapes not recorded'}   # the record of a module no wrapper could reach
+# the record of a module no wrapper could reach
+_SCRIPTED = {'scripted': True, 'note': 'TorchScript: shapes not recorded'}
 
 # %% ../nbs/01_probe.ipynb #ccf31dc1
 class _Recorder:
-    "Wraps the `forward` of the modules of `mods`, and of those `add`ed, to log the calls this thread makes, with their shapes"
-    def __init__(self, mods:list, recs:dict|None=None):
-        self.mods,self.given,self.recs,self.hooked,self.script = {},ifnone(recs, {}),None,[],set()   # `recs`: `{id: record}` to write to
+    "Wraps the `forward` of the modules of `mods` and of those `add`ed, to log this thread's calls, with their shapes"
+    def __init__(self, mods:list,
+                 recs:dict|None=None): # `{id: record}` to write to
+        self.mods,self.given,self.recs,self.hooked,self.script = {},ifnone(recs, {}),None,[],set()
         self.log,self.counts,self.tid,self.own = [],{},get_ident(),[]
         self.state = (self.log, self.counts, self.tid)   # what every wrapper logs with
         for m in mods: self.add(m)
 
-    def add(self, m:nn.Module, d:dict|None=None):
-        "Take `m` in (once): its wrapper goes in `d` now if given (the copy of its attributes a forward will work on), else in its `__dict__` on entering"
+    def add(self, m:nn.Module,
+            d:dict|None=None): # the copy of its attributes a forward will work on
+        "Take `m` in (once): its wrapper goes in `d` now if given, else in its `__dict__` on entering"
         if (k := id(m)) in self.mods: return
         self.mods[k] = m
         # TorchScript runs its submodules in C++, where no Python wrapper reaches: its nodes say "scripted" instead
@@ -121,35 +132,40 @@ class _Recorder:
         self.own = []
 
 # %% ../nbs/01_probe.ipynb #d000e306
-def _logged(rec:tuple, m:nn.Module, f, *args, **kwargs):
-    "`f(*args, **kwargs)`, `m`'s `forward`; logged if this thread is the recorder's, whose `(log, counts, thread)` is `rec`"
+def _logged(rec:tuple, # the recorder's `(log, counts, thread)`
+            m:nn.Module, f, *args, **kwargs):
+    "`f(*args, **kwargs)`, `m`'s `forward`; logged if this thread is the recorder's"
     log,counts,tid = rec
     if get_ident() != tid: return f(*args, **kwargs)
     if m._modules: log.append(id(m))
     out = f(*args, **kwargs)
+    # the usual call is logged raw, as cheap to log as to count; past `_MAX_CALLS` a call is counted, not described
     if not kwargs and len(args) == 1 and type(a := args[0]) is Tensor and type(out) is Tensor:
-        log.append((id(m), a.shape, a.dtype, out.shape, out.dtype))   # the usual call: raw, as cheap to log as to count
-    elif (n := counts.get(k := id(m), 0) + 1) > _MAX_CALLS: log.append((k,))   # counted, not described
+        log.append((id(m), a.shape, a.dtype, out.shape, out.dtype))
+    elif (n := counts.get(k := id(m), 0) + 1) > _MAX_CALLS: log.append((k,))
     else: counts[k] = n; log.append((k, describe((*args, kwargs) if kwargs else args), describe(out)))
     return out
 
 @patch
 def _wrap(self:_Recorder, m:nn.Module):
-    "`m`'s `forward`, logging the calls this thread makes: a module with children when it is entered, each when it returns"
-    w = partial(_logged, self.state, m, f := m.forward)   # a partial costs less to make than a closure, for every module
+    "`m`'s `forward`, logging this thread's calls: a module with children when it is entered, each when it returns"
+    # a partial costs less to make than a closure, for every module
+    w = partial(_logged, self.state, m, f := m.forward)
     w.__wrapped__ = f   # `inspect.signature(m.forward)` is still the module's own
     return w
 
 # %% ../nbs/01_probe.ipynb #c926e59c
 @patch
 def replay(self:_Recorder):
-    "Build from the log, once, each module's record, who called whom (`callees`), the modules still running and the last to finish"
+    "Build from the log, once, the records, who called whom (`callees`), what still runs and what finished last"
     if self.recs is not None: return self
-    recs,callees,stack,opened,last,ev,order = self.given,{},[],{},None,0,0   # `opened`: the events each running call was entered at
+    # `opened`: the events each running call was entered at
+    recs,callees,stack,opened,last,ev,order = self.given,{},[],{},None,0,0
     for e in self.log:
         entered = type(e) is int
         k = e if entered else e[0]
-        if entered or not (o := opened.get(k)):           # entered: a module with children, or a leaf, which returns at once
+        # entered: a module with children, or a leaf, which returns at once
+        if entered or not (o := opened.get(k)):
             if (r := recs.get(k)) is None: r = recs[k] = _record()
             if r['order'] is None: r['order'] = order; order += 1
             caller = stack[-1] if stack else None
@@ -164,7 +180,8 @@ def replay(self:_Recorder):
         ev += 1; last = k
         if (n := r['calls'] + 1) <= _MAX_CALLS:           # the first calls are described; the rest only counted
             if len(e) == 5:                               # the usual call, logged raw
-                r['inputs'].append([{'shape': list(e[1]), 'dtype': DTYPE_NAMES[e[2]]}]); r['outputs'].append(o := {'shape': list(e[3]), 'dtype': DTYPE_NAMES[e[4]]})
+                r['inputs'].append([{'shape': list(e[1]), 'dtype': DTYPE_NAMES[e[2]]}])
+                r['outputs'].append(o := {'shape': list(e[3]), 'dtype': DTYPE_NAMES[e[4]]})
                 if n == 1: r['shape'],r['dtype'] = o['shape'],o['dtype']
             elif len(e) == 3:
                 r['inputs'].append(e[1]); r['outputs'].append(o := e[2])
@@ -193,10 +210,13 @@ def _failed_in(e:BaseException, mods:dict):
     return res
 
 # %% ../nbs/01_probe.ipynb #b8229e90
-def _exec_links(node:Node, seq:list)->list:
-    "Links between `node`'s module children, following the callee sequence `seq` (module ids): `node.links` if they ran once each, in the order they are declared"
+def _exec_links(node:Node,
+                seq:list, # the callee sequence (module ids)
+               )->list:
+    "Links between `node`'s module children, in the order they ran: `node.links` if once each, as declared"
     kids = [n for n in node.nodes if n.type != 'Parameter']
-    if len(seq) == len(kids) and seq == [id(n.obj) for n in kids]: return node.links   # the usual case: the declared chain
+    # the usual case: the declared chain
+    if len(seq) == len(kids) and seq == [id(n.obj) for n in kids]: return node.links
     idx = {id(n.obj): n.index for n in kids}
     order = [idx[k] for k in seq if k in idx]
     links = []
@@ -208,8 +228,10 @@ def _exec_links(node:Node, seq:list)->list:
 def _path_of(model:nn.Module)->dict: return {id(m): p for p,m in model.named_modules()}
 
 # %% ../nbs/01_probe.ipynb #4a368912
-def _materialised(model:nn.Module, run:nn.Module)->dict:
-    "`{id: count}` of each module of `model` holding lazy parameters: its parameters once `run` (a probed copy) materialised them"
+def _materialised(model:nn.Module,
+                  run:nn.Module, # a probed copy of `model`
+                 )->dict:
+    "`{id: count}` of each module of `model` holding lazy parameters: its parameters once `run` materialised them"
     res = {}
     for (_,o),(_,c) in zip(model.named_modules(remove_duplicate=False), run.named_modules(remove_duplicate=False)):
         if id(o) in res or not any(is_lazy(p) for p in o.parameters()): continue
@@ -219,13 +241,15 @@ def _materialised(model:nn.Module, run:nn.Module)->dict:
 
 # %% ../nbs/01_probe.ipynb #219804a7
 class _Probe:
-    "One recorded call of `model`, in two steps: `add` takes in each module (as the tree's walk meets it), `run` calls the model"
+    "One recorded call of `model`: `add` takes in each module (as the tree's walk meets it), `run` calls the model"
     def __init__(self, model:nn.Module):
         self.model,self.recs = model,{}
-        self.state,self.rec = ModelState(model, [], seal=False),_Recorder([], self.recs)   # nothing changes until `run` seals
+        # nothing changes until `run` seals
+        self.state,self.rec = ModelState(model, [], seal=False),_Recorder([], self.recs)
 
-    def add(self, m:nn.Module, x:dict|None=None):
-        "Take `m` in (once): a copy of its attributes holding its wrapper, and its record, written in `x` (a node's `xtra`) if given"
+    def add(self, m:nn.Module,
+            x:dict|None=None): # a node's `xtra`, where its record is written
+        "Take `m` in (once): a copy of its attributes holding its wrapper, and its record"
         if id(m) in self.rec.mods: return
         if x is not None and not scripted(m): self.recs[id(m)] = _record(x)
         self.rec.add(m, self.state.add(m))
@@ -233,19 +257,21 @@ class _Probe:
 # %% ../nbs/01_probe.ipynb #6b3c9f41
 @patch
 def run(self:_Probe, xb:tuple, kw:dict|None=None)->tuple:
-    "Run the model once with `xb` and `kw`, recording; return `(records, callees, output)`, the model left exactly as it was"
+    "Run the model once with `xb` and `kw`, recording: `(records, callees, output)`, the model left as it was"
     model,kw,state,rec,ids = self.model,kw or {},self.state,self.rec,None
-    if state.lazy:   # a lazy model is probed in a copy, which materialises: the copy is wrapped instead (the copies made go unused)
+    # a lazy model is probed in a copy, which materialises: the copy is wrapped instead (the copies made go unused)
+    if state.lazy:
         state,run = ModelState(model),copy.deepcopy(model)
-        ids = {id(c): id(o) for (_,o),(_,c) in zip(model.named_modules(remove_duplicate=False), run.named_modules(remove_duplicate=False))}
+        ids = {id(c): id(o) for (_,o),(_,c) in zip(model.named_modules(remove_duplicate=False),
+                                                   run.named_modules(remove_duplicate=False))}
         rec = _Recorder(modules_of(run), {c: self.recs[o] for c,o in ids.items() if o in self.recs})
     else: run = state.seal().model
     try:
         if any(m.training for m in rec.mods.values()): run.eval()   # a model already in eval mode is left alone
         try:
             with torch.no_grad():
-                # the wrappers are on the modules' copies of their attributes (or on a lazy model's copy), so restoring the
-                # originals takes them off with everything else the forward did
+                # the wrappers are on the modules' copies of their attributes (or on a lazy model's copy), so
+                # restoring the originals takes them off with everything else the forward did
                 rec.__enter__(); out = run(*xb, **kw)
         except Exception as e:
             rec.replay()
@@ -253,7 +279,8 @@ def run(self:_Probe, xb:tuple, kw:dict|None=None)->tuple:
             def _nm(k): return f"`{paths.get(k, '?') or '(the model itself)'}` ({type(rec.mods[k]).__name__})"
             k = ifnone(_failed_in(e, rec.mods), rec.stack[-1] if rec.stack else None)
             inside = f"raised inside {_nm(k)}" if k is not None else "raised"
-            last = f"; the last module to finish was {_nm(rec.last)}" if rec.last is not None else "; no module finished"
+            last = (f"; the last module to finish was {_nm(rec.last)}" if rec.last is not None
+                    else "; no module finished")
             raise RuntimeError(f"the forward of {type(model).__name__} {inside}{last}") from e
         out = describe(out)
     finally: state.restore()
@@ -263,6 +290,8 @@ def run(self:_Probe, xb:tuple, kw:dict|None=None)->tuple:
         callees = {ids.get(k): [ids[c] for c in v] for k,v in callees.items()}
         for k,n in _materialised(model, run).items(): recs[k]['materialised'] = n
     return recs,callees,out
+
+# %% ../nbs/01_probe.ipynb #1b8c751e
 def probe(model:nn.Module, xb:tuple, kw:dict|None=None)->tuple:
     "Run `model(*xb, **kw)` once and return `(records, callees, output)`; the model is left exactly as it was"
     p = _Probe(model)
@@ -276,20 +305,25 @@ def _default_batch(dls):
     raise ValueError("the Learner's DataLoaders have no batch to probe with: pass one as `b`")
 
 # %% ../nbs/01_probe.ipynb #84d65e75
-_NOT_RUN = {True: "not called by the probe, which runs in eval mode: a branch run only in training (an auxiliary head) runs then",
+_NOT_RUN = {True: "not called by the probe, which runs in eval mode: a branch run only in training (an auxiliary head) "
+                  "runs then",
             False: "not called by the forward on the probe's input"}
 
 def _annotate(n:Node, recs:dict, callees:dict):
-    "Put on module node `n` what the probe found: its record in `recs` (unless it was written there), and links following the order it called its children"
+    "Put on module node `n` what the probe found: its record in `recs`, and links in the order it called its children"
     if (r := recs.get(k := id(n.obj))) is None: return
     x = n.xtra
-    if r is not x:                        # calls, order, enter, exit, shape, dtype, inputs, outputs (and `materialised`); or `scripted`
-        if 'scripted' in r: x.update(r); return   # TorchScript: no wrapper could run there, nothing is known of its calls and shapes
+    # unless it was written there: calls, order, enter, exit, shape, dtype, inputs, outputs (and `materialised`);
+    # or `scripted`
+    if r is not x:
+        # TorchScript: no wrapper could run there, nothing is known of its calls and shapes
+        if 'scripted' in r: x.update(r); return
         for key in _RECORD:
             if key in r: x[key] = r[key]
     # never called, nor anything inside it (a `ModuleList`'s modules are called directly): say why it may not have run,
     # from the mode it was in (and is in again)
-    if not x['calls'] and not any(recs.get(id(m), {}).get('calls') for m in n.obj.modules()): x['note'] = _NOT_RUN[n.obj.training]
+    if not x['calls'] and not any(recs.get(id(m), {}).get('calls') for m in n.obj.modules()):
+        x['note'] = _NOT_RUN[n.obj.training]
     if (seq := callees.get(k)) and (links := _exec_links(n, seq)): n.links = links
 
 
@@ -297,24 +331,28 @@ def _annotate(n:Node, recs:dict, callees:dict):
 def _tree(model:nn.Module, xb:tuple, kw:dict, device, name:str, obj, cls:str)->Representation:
     "`name` → `Input` → the model's nodes, annotated with what probing it with `xb` and `kw` found → `Output`"
     mnodes,p = [],_Probe(model)
-    def each(n): mnodes.append(n); p.add(n.obj, n.xtra)   # the first node of each module is where its record is written
-    # the structure first, the probe taking each module in as the walk meets it: after a forward, what they read is out of the cache
+    # the first node of each module is where its record is written
+    def each(n): mnodes.append(n); p.add(n.obj, n.xtra)
+    # the structure first, the probe taking each module in as the walk meets it: after a forward, what they read is
+    # out of the cache
     mnode = model.to_representation(xtra={'open': True}, each=each)
     recs,callees,out = p.run(xb, kw)
     for n in mnodes: _annotate(n, recs, callees)
     given = (*xb, kw) if kw else xb                   # as a module's inputs are recorded: positional, then the keywords
-    inp = Node('Input', 0, 'Input', xtra={'class': 'Input', 'shape': first_shape(describe(given)), 'inputs': [describe(list(given))]})
+    inp = Node('Input', 0, 'Input', xtra={'class': 'Input', 'shape': first_shape(describe(given)),
+                                         'inputs': [describe(list(given))]})
     mnode.index = 1
     outn = Node('Output', 2, 'Output', xtra={'class': 'Output', 'shape': first_shape(out), 'outputs': [out]})
     x = mnode.xtra
     root = Node(name, 0, name, obj, [inp, mnode, outn], [{'source': 0, 'target': 1}, {'source': 1, 'target': 2}],
                 {'class': cls, 'open': True, 'params': x['params'], 'trainable': x['trainable'],
-                 'buffers': x['buffers'], 'bytes': x['bytes'], 'device': str(device), 'n_inp': len(xb)} | ({'kwargs': list(kw)} if kw else {}))
+                 'buffers': x['buffers'], 'bytes': x['bytes'], 'device': str(device), 'n_inp': len(xb)}
+                | ({'kwargs': list(kw)} if kw else {}))
     return Representation(root)
 
 @patch
 def to_representation(self:Learner,
-    b=None,  # batch to probe with (a tuple as `dls.one_batch()` returns, or an input tensor); default the first validation batch
+    b=None,  # a batch (as `dls.one_batch()` returns it, or an input tensor); default: the first validation batch
 )->Representation:
     """The `Representation` of this Learner's model, annotated by running one batch through it as training would (in its
     mixed precision); the model is left untouched"""
@@ -330,34 +368,44 @@ def to_representation(self:Learner,
 def _is_dim(d)->bool: return isinstance(d, int) and not isinstance(d, bool) and d >= 0
 
 def _example_inputs(input_size, dtypes, device)->tuple:
-    "Inputs of `input_size` (one shape, or a list of shapes) and `dtypes` on `device`: normal floats, zeros for integers and booleans"
+    "Inputs of `input_size` and `dtypes` on `device`: normal floats, zeros for integers and booleans"
     shape = lambda s: isinstance(s, (tuple, list, torch.Size)) and all(map(_is_dim, s))
     if shape(input_size): sizes = [tuple(input_size)]
-    elif isinstance(input_size, (tuple, list)) and input_size and all(map(shape, input_size)): sizes = [tuple(s) for s in input_size]
-    else: raise ValueError(f"`input_size` must be one shape, such as (1, 3, 224, 224), or a list of shapes, one per input: got {input_size!r}")
-    dts = [torch.float32] * len(sizes) if dtypes is None else list(dtypes) if isinstance(dtypes, (tuple, list)) else [dtypes]
+    elif isinstance(input_size, (tuple, list)) and input_size and all(map(shape, input_size)):
+        sizes = [tuple(s) for s in input_size]
+    else: raise ValueError("`input_size` must be one shape, such as (1, 3, 224, 224), or a list of shapes, "
+                           f"one per input: got {input_size!r}")
+    dts = ([torch.float32] * len(sizes) if dtypes is None
+           else list(dtypes) if isinstance(dtypes, (tuple, list)) else [dtypes])
     if len(dts) != len(sizes) or not all(isinstance(d, torch.dtype) for d in dts):
         raise ValueError(f"`dtypes` must be one torch dtype per input ({len(sizes)} in `input_size`): got {dtypes!r}")
     g = torch.Generator().manual_seed(0)
-    return tuple(torch.randn(s, generator=g).to(device, d) if d.is_floating_point else torch.zeros(s, dtype=d, device=device)
+    return tuple(torch.randn(s, generator=g).to(device, d) if d.is_floating_point
+                 else torch.zeros(s, dtype=d, device=device)
                  for s,d in zip(sizes, dts))
 
+# %% ../nbs/01_probe.ipynb #258ba4d0
 def represent(
-    model:nn.Module,   # any module: eager, scripted in part or whole, with lazy layers, in `DataParallel`/DDP, or compiled
+    model:nn.Module,   # any module: eager, scripted in part or whole, lazy, in `DataParallel`/DDP, or compiled
     *args,             # its positional inputs, as `model(*args, **kwargs)` takes them
-    input_size=None,   # instead of inputs: one shape or a list of shapes, batch dimension included (as torchinfo's `summary`)
+    input_size=None,   # instead of inputs: a shape or a list of them, batch dimension included (torchinfo's `summary`)
     dtypes=None,       # with `input_size`: one dtype per input (default float32)
     **kwargs,          # its keyword inputs
 )->Representation:
-    "The `Representation` of `model`, annotated by one call `model(*args, **kwargs)` on its own device; the model is left untouched"
-    if not isinstance(model, nn.Module): raise TypeError(f"`represent` takes an nn.Module as `model`, not {type(model).__name__}")
-    if input_size is not None and args: raise ValueError("pass `represent` the model's inputs or an `input_size`, not both")
-    if input_size is None and dtypes is not None: raise ValueError("`dtypes` goes with `input_size`: inputs given have their own")
+    "The `Representation` of `model`, annotated by one call `model(*args, **kwargs)` on its own device"
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"`represent` takes an nn.Module as `model`, not {type(model).__name__}")
+    if input_size is not None and args:
+        raise ValueError("pass `represent` the model's inputs or an `input_size`, not both")
+    if input_size is None and dtypes is not None:
+        raise ValueError("`dtypes` goes with `input_size`: inputs given have their own")
     if input_size is None and not args and not kwargs:
-        raise ValueError("`represent` runs the model once and needs its inputs: `represent(model, x)`, keyword inputs, or `input_size=(1, 3, 224, 224)`")
+        raise ValueError("`represent` runs the model once and needs its inputs: `represent(model, x)`, keyword inputs, "
+                         "or `input_size=(1, 3, 224, 224)`")
     model = unwrap_model(model)
     device = model_device(model)
-    with gc_paused(), preserved_rng(device):   # the collector off first: saving the random states allocates
+    # the collector off first: saving the random states allocates
+    with gc_paused(), preserved_rng(device):
         xb = _example_inputs(input_size, dtypes, device) if input_size is not None else to_model_device(args, device)
         kw = to_model_device(kwargs, device)
         return _tree(model, xb, kw, device, 'Probe', None, 'Probe')

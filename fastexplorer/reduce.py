@@ -1,4 +1,4 @@
-"""One activation tensor reduced, on its device and inside the hook, to one row of numbers (`act_row`): counts, sums, extrema, the near-zero count and a histogram in bins fitted to the layer (`HistRanges`).
+"""One activation tensor reduced, on its device and inside the hook, to one row of numbers (`act_row`)
 
 Docs: https://fastexplorer.github.io/fastexplorer/reduce.html.md"""
 
@@ -16,13 +16,16 @@ __all__ = ['READS_FREE', 'ElementSampler', 'hist_buckets', 'near_hist', 'fit_ran
            'act_row']
 
 # %% ../nbs/02d_reduce.ipynb #4d7ed576
-# the columns of a row, `{name: column}`, in their order, written here only: every reader looks a column up by name
-_ROW = val2idx(('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))   # then the histogram
+# the columns of a row, `{name: column}`, in their order (then the histogram), written here only: every reader looks
+# a column up by name
+_ROW = val2idx(('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))
 
 _PLACED = {}   # `{names: (layout, index)}`: where the columns computed as `names` go in `_ROW` (`None`: where they are)
 
-def _as_row(row:torch.Tensor, names:tuple)->torch.Tensor:
-    "`row`, whose first columns hold the statistics `names` in the order they were computed (the counts after them), with those in `_ROW`'s order"
+def _as_row(row:torch.Tensor,
+            names:tuple, # the statistics in `row`'s first columns, as computed (the counts after them)
+           )->torch.Tensor:
+    "`row` with the statistics `names` in `_ROW`'s order"
     c = _PLACED.get(names)
     if c is None or c[0] is not _ROW:
         p = [names.index(k) for k in _ROW]
@@ -31,7 +34,7 @@ def _as_row(row:torch.Tensor, names:tuple)->torch.Tensor:
 
 # %% ../nbs/02d_reduce.ipynb #5d9bb109
 class ElementSampler:
-    "Fixed random element indices, one set per tensor size and device, from a private generator (the global RNG is untouched)"
+    "Fixed random element indices, one set per tensor size and device, from a private generator"
     def __init__(self, n:int=4096, seed:int=0): self.n,self.cache,self.g = n,{},torch.Generator().manual_seed(seed)
     def __call__(self, numel:int, device):
         if numel <= self.n: return None
@@ -40,7 +43,7 @@ class ElementSampler:
         return self.cache[k]
 
 def _scratch(scratch:dict|None, xf:torch.Tensor):
-    "A reused buffer of `xf`'s size on the CPU: it saves the allocator two large allocations (and their page faults) a layer"
+    "A reused buffer of `xf`'s size on the CPU, saving two large allocations (and their page faults) a layer"
     if scratch is None or xf.device.type != 'cpu': return None
     if (buf := scratch.get(xf.numel())) is None: buf = scratch[xf.numel()] = torch.empty_like(xf)
     return buf
@@ -49,7 +52,7 @@ def _scratch(scratch:dict|None, xf:torch.Tensor):
 _BUCKETS = {}
 
 def hist_buckets(bins:int, lo:float, hi:float, near_zero:float, device, dt)->tuple:
-    "Sorted edges that split the line where a histogram bin or the near-zero band begins or ends, and the 0/1 matrix from each bucket between them to (near zero, `bins`+2 bins)"
+    "Sorted edges where a bin or the near-zero band begins or ends, and the 0/1 matrix from buckets to bins"
     k = (bins, lo, hi, near_zero, str(device), dt)
     if (b := _BUCKETS.get(k)) is not None: return b
     f32 = lambda v: torch.tensor(v, dtype=torch.float32)
@@ -57,24 +60,30 @@ def hist_buckets(bins:int, lo:float, hi:float, near_zero:float, device, dt)->tup
     inner = f32([lo + i * w for i in range(bins + 1)])              # lo … hi, as float32 values compare with them
     z0,z1 = f32([-near_zero]),torch.nextafter(f32([near_zero]), f32([math.inf]))   # |x| <= near_zero  <=>  z0 <= x < z1
     edges = torch.unique(torch.cat([inner, z0, z1]))                 # sorted
-    low = torch.cat([f32([-math.inf]), edges])                       # bucket k (`bucketize(right=True)`): edges[k-1] <= x < edges[k]
+    # bucket k (`bucketize(right=True)`): edges[k-1] <= x < edges[k]
+    low = torch.cat([f32([-math.inf]), edges])
     M = torch.zeros(len(low), bins + 3, dtype=torch.float64)
-    M[:, 0] = ((low >= z0) & (low < z1)).double()                    # buckets never straddle an edge: a lower bound says where
+    # buckets never straddle an edge: a lower bound says where
+    M[:, 0] = ((low >= z0) & (low < z1)).double()
     M[torch.arange(len(low)), 1 + (inner[None] <= low[:, None]).sum(1)] = 1   # bin 0: below lo; bin bins+1: from hi up
     b = _BUCKETS[k] = (edges.to(device), M.to(device, dt))
     return b
 
 def near_hist(xs:torch.Tensor, buckets:tuple, fin:torch.Tensor|None=None)->torch.Tensor:
-    "The near-zero count, then `bins`+2 histogram counts, of the sampled values `xs` (those where `fin` is true): one bin more each side counts those below `lo` and from `hi` up"
+    "The near-zero count, then `bins`+2 histogram counts, of the sampled values `xs` (those where `fin` is true)"
     edges,M = buckets
-    k = torch.bucketize(xs, edges, right=True)                       # one pass for both: `histc` and `abs`/`le`/`sum` took two
+    # one pass for both: `histc` and `abs`/`le`/`sum` took two
+    k = torch.bucketize(xs, edges, right=True)
+    # with `fin`, `index_add_`: no device sync, unlike `bincount`
     if fin is None: n = torch.bincount(k, minlength=len(M)).to(M.dtype)
-    else: n = torch.zeros(len(M), dtype=M.dtype, device=xs.device).index_add_(0, k, fin.to(M.dtype))   # no device sync, unlike `bincount`
+    else: n = torch.zeros(len(M), dtype=M.dtype, device=xs.device).index_add_(0, k, fin.to(M.dtype))
     return n @ M
 
 # %% ../nbs/02d_reduce.ipynb #17878b44
-def fit_range(mn:float, mx:float, headroom:float=2.)->tuple:
-    "A histogram range `(lo, hi)` for a layer whose values spanned `mn`…`mx`: from 0 (or below) to 0 (or above), each side `headroom` times the values seen, in steps of an eighth of the power of 2 above"
+def fit_range(mn:float, mx:float,
+              headroom:float=2., # each side this many times the values seen, in steps of an eighth of a power of 2
+             )->tuple:
+    "A histogram range `(lo, hi)` from 0 (or below) to 0 (or above) for a layer whose values spanned `mn`…`mx`"
     mn,mx = (v if math.isfinite(v) else 0. for v in (mn, mx))
     a = max(-mn, mx) * headroom
     if not a > 0: return (-1., 1.)
@@ -83,9 +92,10 @@ def fit_range(mn:float, mx:float, headroom:float=2.)->tuple:
 
 # %% ../nbs/02d_reduce.ipynb #8c52ae84
 class HistRanges:
-    "The histogram range of each layer of a fit: `fixed` for all, or `fit_range` of what it output in the first sampled batch it ran in"
-    def __init__(self, fixed:tuple|None=None,
-                 agree=None,  # under DDP: `f(seen, ranges)` → every layer's range, the same on every rank (a collective)
+    "The histogram range of each layer of a fit"
+    def __init__(self,
+                 fixed:tuple|None=None, # one for all; else `fit_range` of a layer's output in its first sampled batch
+                 agree=None, # under DDP: `f(seen, ranges)` → every layer's range, the same on every rank (a collective)
                  held:dict|None=None): # `{layer: (lo, hi)}` fixed before (a resumed run's)
         self.fixed = None if fixed is None else (float(fixed[0]), float(fixed[1]))
         self.agree,self.ranges,self.new,self.agreed = agree,dict(held or {}),{},False
@@ -99,8 +109,9 @@ class HistRanges:
         "Whether the ranks have yet to agree (under DDP, at the first sampled batch)"
         return self.fixed is None and self.agree is not None and not self.agreed
 
-    def settle(self, seen:dict):
-        "Fix the range of each layer in `seen` (`{layer: (min, max)}` of its values in the batch just run) that has none"
+    def settle(self,
+               seen:dict): # `{layer: (min, max)}` of its values in the batch just run
+        "Fix the range of each layer in `seen` that has none"
         if self.fixed is not None: return
         if self.waiting: got,self.agreed = self.agree(seen, self.ranges),True
         else: got = {i: FALLBACK_RANGE if self.agree is not None else fit_range(*v) for i,v in seen.items()}
@@ -114,7 +125,7 @@ class HistRanges:
 
 # %% ../nbs/02d_reduce.ipynb #d8d870d5
 def _row_finite(xf, xs, seen, buckets, buf)->torch.Tensor:
-    "`act_row` of a CPU tensor without NaN or Inf, whose sum, min and max `seen` are already read: no masking, scalars as Python floats"
+    "`act_row` of a CPU tensor without NaN or Inf, its sum, min and max `seen` already read: no masking"
     s,mn,mx = seen
     n = xf.numel()
     m = s / n
@@ -125,7 +136,8 @@ def _row_finite(xf, xs, seen, buckets, buf)->torch.Tensor:
     c = q - s * m                                                    # the centred sum of squares, from the plain one…
     # …where the mean's part is at most half of it, so that at most one bit cancels; else centre first (one pass more)
     if not s * m <= q / 2: c = torch.square(torch.sub(xf, m, out=buf), out=buf).sum().item()
-    row = torch.cat([torch.tensor([0, n, xs.numel(), s, c, a, mn, mx, m], dtype=torch.float64), near_hist(xs, buckets)])
+    row = torch.cat([torch.tensor([0, n, xs.numel(), s, c, a, mn, mx, m], dtype=torch.float64),
+                     near_hist(xs, buckets)])
     return _as_row(row, ('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))
 
 def _row_masked(xf, xs, buckets, buf)->torch.Tensor:
@@ -142,15 +154,18 @@ def _row_masked(xf, xs, buckets, buf)->torch.Tensor:
     a = torch.abs(xz, out=buf).sum()
     sfin = torch.isfinite(xs)
     dt = buckets[1].dtype
-    row = torch.cat([torch.stack([nan, nf, sfin.sum()]).to(dt), torch.stack([s, c, a, mn, mx, m]).to(dt), near_hist(xs, buckets, sfin)])
+    row = torch.cat([torch.stack([nan, nf, sfin.sum()]).to(dt), torch.stack([s, c, a, mn, mx, m]).to(dt),
+                     near_hist(xs, buckets, sfin)])
     return _as_row(row, ('nan', 'finite', 'sample_n', 'sum', 'm2', 'abssum', 'min', 'max', 'mean_b', 'near_zero'))
 
 # %% ../nbs/02d_reduce.ipynb #d87aa0b2
-READS_FREE = ('cpu',)   # devices whose values Python reads as they are: elsewhere (CUDA, MPS) a read waits for the device
+# devices whose values Python reads as they are: elsewhere (CUDA, MPS) a read waits for the device
+READS_FREE = ('cpu',)
 
 def reads_free(device:torch.device)->bool:
     "Whether reading a value on `device` back into Python is free, rather than a synchronisation with the device"
-    return (device if isinstance(device, torch.device) else torch.device(device)).type in READS_FREE   # called per layer
+    # called per layer: a `torch.device` is made only where `device` is not one
+    return (device if isinstance(device, torch.device) else torch.device(device)).type in READS_FREE
 
 def flat_sample(x:torch.Tensor, sampler:ElementSampler)->tuple:
     "`x` flattened as float32, and the `sampler`'s elements of it (itself when small)"
@@ -159,11 +174,12 @@ def flat_sample(x:torch.Tensor, sampler:ElementSampler)->tuple:
     idx = sampler(xf.numel(), xf.device)
     return xf,(xf if idx is None else xf.index_select(0, idx))
 
-def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=40, lo:float=-10., hi:float=10., near_zero:float=0.05, scratch:dict|None=None):
-    "Statistics of activation `x` as one float64 tensor on its device: the `_ROW` columns, then `bins`+2 histogram counts (the outer two: below `lo`, from `hi` up)"
+def act_row(x:torch.Tensor, sampler:ElementSampler, bins:int=HIST_BINS, lo:float=FALLBACK_RANGE[0],
+            hi:float=FALLBACK_RANGE[1], near_zero:float=0.05, scratch:dict|None=None):
+    "Statistics of activation `x` as one float64 tensor on its device: the `_ROW` columns, then the histogram"
     xf,xs = flat_sample(x, sampler)
     buf = _scratch(scratch, xf)
-    buckets = hist_buckets(bins, lo, hi, near_zero, xf.device, torch.float32 if xf.device.type == 'mps' else torch.float64)
+    buckets = hist_buckets(bins, lo, hi, near_zero, xf.device, acc_dtype(xf.device))
     if reads_free(xf.device):
         # reading a scalar costs no device synchronisation here: NaN or Inf make the sum or an extremum non-finite
         seen = torch.stack([xf.sum(), *torch.aminmax(xf)]).tolist()

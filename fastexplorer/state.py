@@ -29,11 +29,16 @@ def _twin(r):
     except Exception: return None   # copying an arbitrary object can raise anything: the registry is compared instead
     return c if type(c) is type(r) and c is not r else None
 
-def _twins(d:dict, kept:list)->dict:
-    "A shallow copy of module attributes `d` whose registries are copies too; a registry that cannot be copied stays, and goes on `kept` with a snapshot"
-    t,ps,bs,nps,ms = d.copy(),d.get('_parameters'),d.get('_buffers'),d.get('_non_persistent_buffers_set'),d.get('_modules')
-    if type(ps) is dict and type(bs) is dict and type(nps) is set and type(ms) is dict:   # as torch makes them: the fast copies
-        t['_parameters'] = ps.copy(); t['_buffers'] = bs.copy(); t['_non_persistent_buffers_set'] = nps.copy(); t['_modules'] = ms.copy()
+def _twins(d:dict,
+           kept:list, # where a registry that cannot be copied (it stays) goes, with a snapshot
+          )->dict:
+    "A shallow copy of module attributes `d` whose registries are copies too"
+    t,ps,bs,nps,ms = (d.copy(),d.get('_parameters'),d.get('_buffers'),d.get('_non_persistent_buffers_set'),
+                      d.get('_modules'))
+    # as torch makes them: the fast copies
+    if type(ps) is dict and type(bs) is dict and type(nps) is set and type(ms) is dict:
+        t['_parameters'] = ps.copy(); t['_buffers'] = bs.copy()
+        t['_non_persistent_buffers_set'] = nps.copy(); t['_modules'] = ms.copy()
         return t
     for k in _REGISTRIES:
         if (r := d.get(k)) is None: continue
@@ -47,11 +52,12 @@ _set_attr = object.__setattr__   # `nn.Module.__setattr__` is Python, and has no
 def _clones(ts:list)->list:
     "A copy of each tensor in `ts`, made in one call where torch has it (a model's buffers are many and small)"
     with torch.no_grad():
+        # one clone each on an older torch, or for tensors it cannot batch
         try: return torch._foreach_clone(ts)
-        except (AttributeError, RuntimeError, TypeError): return [t.clone() for t in ts]   # an older torch, or tensors it cannot batch
+        except (AttributeError, RuntimeError, TypeError): return [t.clone() for t in ts]
 
 def modules_of(model:nn.Module)->list:
-    "`list(model.modules())`, each module once and in the same order, without the generators and paths `named_modules` makes"
+    "`list(model.modules())`, each module once, in order, without the generators and paths `named_modules` makes"
     res,seen = [],set()
     def walk(m):
         seen.add(m); res.append(m)
@@ -63,20 +69,22 @@ def modules_of(model:nn.Module)->list:
 _ScriptModule = torch.jit.ScriptModule
 
 def scripted(m:nn.Module)->bool:
-    "Is `m` a TorchScript module (scripted or traced)? Its attributes and registries live in C++, and it takes no Python hooks"
+    "Is `m` a TorchScript module (scripted or traced)? Its attributes and registries live in C++; no Python hooks"
     return isinstance(m, _ScriptModule)
 
 
 # %% ../nbs/00b_state.ipynb #fa7edd38
 class ModelState:
-    "Snapshot of what a forward can change in `model`: once sealed, its modules work on copies of their attributes and buffers, until `restore` puts it all back"
+    "Snapshot of what a forward can change in `model`: once sealed, its modules work on copies until `restore`"
     def __init__(self, model:nn.Module,
-        mods:list|None=None,  # the modules to take in (default every module of `model`); more can be `add`ed until it is sealed
+        mods:list|None=None,  # the modules to take in (default: all of `model`'s); more can be `add`ed until sealed
         seal:bool=True,       # put the copies in place now; else `seal` does, once every module is added
     ):
-        self.model,self.eager,self.dicts,self.twins,self.kept = model,[],[],[],[]   # `twins`: the copies of the eager modules' attributes
+        # `twins`: the copies of the eager modules' attributes
+        self.model,self.eager,self.dicts,self.twins,self.kept = model,[],[],[],[]
         self.script,self.params,self.versions,self.lazy = [],[],[],False
-        self.todo,self.held,self.bufs = [],[],[]   # buffers to clone into the copies; registries whose buffers the forward reaches itself
+        # `todo`: buffers to clone into the copies; `held`: registries whose buffers the forward reaches itself
+        self.todo,self.held,self.bufs = [],[],[]
         for m in (modules_of(model) if mods is None else mods): self.add(m)
         if seal: self.seal()
 
@@ -85,9 +93,11 @@ class ModelState:
         for p in m._parameters.values():
             if p is None: continue
             self.params.append(p); self.versions.append(p._version)
-            # a lazy tensor, uninitialised, has no value to keep: the forward would materialise it, which no restore undoes
+            # a lazy tensor, uninitialised, has no value to keep: the forward would materialise it, which no restore
+            # undoes
             if isinstance(p, LazyTensor): self.lazy = True
-        if isinstance(m, _ScriptModule):   # attributes, registries and mode in C++, where a Python forward cannot rebind them
+        # attributes, registries and mode in C++, where a Python forward cannot rebind them
+        if isinstance(m, _ScriptModule):
             self.script.append((m, m.training)); self.held.append(m._buffers); return None
         d = m.__dict__
         self.eager.append(m); self.dicts.append(d); self.twins.append(t := _twins(d, self.kept))
@@ -103,8 +113,8 @@ class ModelState:
 @patch
 def seal(self:ModelState):
     "Put the copies in place, a clone of each buffer in them: from here until `restore`, the modules work on those"
-    # a buffer the forward can reach itself, not only a clone (through a TorchScript module, or a registry that could not be
-    # copied), is copied back if its version moves
+    # a buffer the forward can reach itself, not only a clone (through a TorchScript module, or a registry that could
+    # not be copied), is copied back if its version moves
     held = {id(b): b for r in self.held for b in r.values() if b is not None and not isinstance(b, LazyTensor)}
     bufs = {id(b): b for _,_,b in self.todo} | held
     copies = dict(zip(bufs, _clones(list(bufs.values()))))
@@ -115,9 +125,11 @@ def seal(self:ModelState):
 
 # %% ../nbs/00b_state.ipynb #8f380cf4
 @patch
-def restore(self:ModelState, check_params:bool=True):
-    "Put back every module's attributes, registries and mode, and any buffer changed in place; raise if a parameter changed in place (if `check_params`)"
-    for m,d in zip(self.eager, self.dicts): _set_attr(m, '__dict__', d)   # first, and cannot fail: the originals, as they were
+def restore(self:ModelState,
+            check_params:bool=True): # raise if a parameter changed in place
+    "Put back every module's attributes, registries and mode, and any buffer changed in place"
+    # first, and cannot fail: the originals, as they were
+    for m,d in zip(self.eager, self.dicts): _set_attr(m, '__dict__', d)
     self.twins,self.todo = [],[]   # the copies go now: a collection need not walk them
     for m,t in self.script:
         if m.training != t: m.training = t
@@ -129,7 +141,8 @@ def restore(self:ModelState, check_params:bool=True):
     changed = [p for p,v in zip(self.params, self.versions) if p._version != v] if check_params else []
     if changed:
         names = {id(p): n for n,p in self.model.named_parameters(remove_duplicate=False)}
-        raise RuntimeError(f"the model's forward changed parameters in place ({', '.join(dict.fromkeys(names.get(id(p), '?') for p in changed))}): "
+        raise RuntimeError("the model's forward changed parameters in place "
+                           f"({', '.join(dict.fromkeys(names.get(id(p), '?') for p in changed))}): "
                            "fastexplorer cannot restore them")
 
 # %% ../nbs/00b_state.ipynb #cf374d23
@@ -139,7 +152,8 @@ def preserved_rng(device:torch.device|None=None):
     py,npy,cpu = random.getstate(),np.random.get_state(),torch.get_rng_state()
     dtype = getattr(device, 'type', 'cpu')
     try:
-        if dtype not in ('cuda', 'mps'): yield   # the CPU's state alone: `fork_rng` would cost more than the two calls it makes
+        # the CPU's state alone: `fork_rng` would cost more than the two calls it makes
+        if dtype not in ('cuda', 'mps'): yield
         else:
             devices = [ifnone(device.index, torch.cuda.current_device())] if dtype == 'cuda' else []
             with torch.random.fork_rng(devices=devices, device_type=dtype): yield

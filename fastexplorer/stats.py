@@ -1,4 +1,4 @@
-"""An epoch's activation statistics, a row per call site, accumulated on the model's device (`ActStats`); the statistics declared once (`ACT_STATS`); one row per layer and step (`step_row`).
+"""An epoch's activation statistics, a row per call site, accumulated on the model's device (`ActStats`)
 
 Docs: https://fastexplorer.github.io/fastexplorer/stats.html.md"""
 
@@ -25,8 +25,9 @@ __all__ = ['CALL_SITES', 'ACT_STATS', 'SILENT_FRAC', 'CallSites', 'ActStats', 'a
            'combine_raw']
 
 # %% ../nbs/03_stats.ipynb #40349491
-def _fold(acc:list, i:int, u:torch.Tensor, fill:float, f):
-    "Fold unit extrema `u` into `acc[i]` with `f` (`torch.fmax` or `torch.fmin`, which skip NaN); `False` if the unit count differs"
+def _fold(acc:list, i:int, u:torch.Tensor, fill:float,
+          f): # `torch.fmax` or `torch.fmin`, which skip NaN
+    "Fold unit extrema `u` into `acc[i]` with `f`; `False` if the unit count differs"
     if acc[i] is None: acc[i] = torch.full_like(u, fill)
     if acc[i].shape != u.shape: return False
     f(acc[i], u, out=acc[i]); return True
@@ -34,8 +35,9 @@ def _fold(acc:list, i:int, u:torch.Tensor, fill:float, f):
 CALL_SITES = 16   # calls of one module in a forward that get a row each; from the 16th on, calls share the 16th's row
 
 class CallSites:
-    "The rows of `n` layers' statistics: row `i` is layer `i`'s first call in a forward, and each further call gets a row of its own when first seen"
-    def __init__(self, keys:list): self.keys,self.n,self.extra = list(keys),len(keys),{}   # extra: `{(layer, call): row}`
+    "The rows of `n` layers' statistics: a row per layer, and one per further call when first seen"
+    def __init__(self, keys:list):
+        self.keys,self.n,self.extra = list(keys),len(keys),{}   # extra: `{(layer, call): row}`
     def __len__(self): return len(self.keys)
 
     def row(self, i:int, c:int)->int:
@@ -52,23 +54,23 @@ class CallSites:
         if j >= self.n: return next(c + 1 for (i,c),r in self.extra.items() if r == j)
         return 1 if any(i == j for i,_ in self.extra) else None
 
-# %% ../nbs/03_stats.ipynb #69136bc2
-# the accumulators' columns, a row per call site (then the histogram's counts), and those of a batch's own, with its extrema
+# %% ../nbs/03_stats.ipynb #22e16c19
 _ACC = val2idx(('n', 'nan', 'finite', 'sample_n', 'near_zero', 'sum', 'sumsq', 'abssum', 'calls'))
 _RAW = val2idx((*_ACC, 'min', 'max'))
 
+# %% ../nbs/03_stats.ipynb #69136bc2
 class ActStats(StatRecorder):
     "One epoch's activation statistics of `n` layers (a row per call site: `sites`), accumulated on `device`"
-    def __init__(self, n:int, device, bins:int=40,
-                 hist_range=(-10., 10.), # `(low, high)` for every layer, or the fit's `HistRanges` (a range per layer)
+    def __init__(self, n:int, device, bins:int=HIST_BINS,
+                 hist_range=FALLBACK_RANGE, # `(low, high)` for every layer, or the fit's `HistRanges` (per layer)
                  near_zero:float=0.05, sample:int=4096, steps:bool=False,
-                 elementwise=(),   # layers whose calls count only when the output keeps the input's shape (`maybe_elementwise`)
+                 elementwise=(), # layers counted only where the output keeps the input's shape (`maybe_elementwise`)
                  sites:CallSites|None=None): # the fit's call sites, shared by its epochs and splits (default: new ones)
         store_attr('device,bins,near_zero,sample,steps')
         self.ranges = hist_range if isinstance(hist_range, HistRanges) else HistRanges(hist_range)
         self.sites = sites if sites is not None else CallSites(list(map(str, range(n))))
         self.elementwise = set(elementwise)
-        self.dt = torch.float32 if torch.device(device).type == 'mps' else torch.float64
+        self.dt = acc_dtype(device)
         self.sampler,self.scratch = ElementSampler(sample),{}
         self.n_rows = 0   # rows the accumulators hold: one per call site seen
         self.acc = torch.zeros(0, len(_ACC) + bins + 2, dtype=self.dt, device=device)
@@ -77,24 +79,26 @@ class ActStats(StatRecorder):
         self.units,self.umins,self.dims,self.errors,self.step_units = [],[],[],{},{}
         self.rows,self.idx,self.sizes,self.batches,self.made,self.nonfinite,self.ncalls = [],[],[],0,{},None,{}
         self.pending = []   # `(row, layer, sample)` of the batch's rows whose layer has no range yet
-        self.seq = {}   # `{row: rank}` in the order outputs first appeared (hooks run as each call returns): calls included
+        # `{row: rank}` in the order outputs first appeared (hooks run as each call returns): calls included
+        self.seq = {}
         self._grow()
 
     def _grow(self):
-        "Rows for the call sites seen since the accumulators were made (a new one is rare: the first batch finds them all)"
+        "Rows for the call sites seen since the accumulators were made (rare: the first batch finds them all)"
         k = len(self.sites) - self.n_rows
         if k <= 0: return
         z = lambda fill, *s: torch.full((k, *s), fill, dtype=self.dt, device=self.device)
         self.acc = torch.cat([self.acc, z(0., self.acc.shape[1])])
         self.mins,self.maxs = torch.cat([self.mins, z(math.inf)]),torch.cat([self.maxs, z(-math.inf)])
-        self.first_bad = torch.cat([self.first_bad, z(math.inf)])   # the sampled batch in which each row first held NaN or Inf
+        # the sampled batch in which each row first held NaN or Inf
+        self.first_bad = torch.cat([self.first_bad, z(math.inf)])
         self.units += [None] * k; self.umins += [None] * k; self.dims += [None] * k
         self.n_rows = len(self.sites)
 
 # %% ../nbs/03_stats.ipynb #0872896a
 @patch
 def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
-    "Reduce output `o` of layer `i` (module `m`, called on `inp`) into the row of this call's site; never raises: an unsupported output is noted and skipped"
+    "Reduce output `o` of layer `i` (module `m`, called on `inp`) into the row of this call's site"
     c = self.ncalls[i] = self.ncalls.get(i, -1) + 1         # calls of layer `i` in this forward, before this one
     j = self.sites.row(i, c)
     self.seq.setdefault(j, len(self.seq))
@@ -106,43 +110,49 @@ def add(self:ActStats, i:int, m:nn.Module, o, inp=None):
         if i in self.elementwise and (xi is None or xi.shape != x.shape): return   # not element-wise after all
         r = self.ranges[i]
         row = act_row(x, self.sampler, self.bins, *(r or FALLBACK_RANGE), self.near_zero, self.scratch)
-        if r is None: self.pending.append((len(self.rows), i, flat_sample(x, self.sampler)[1].clone()))   # binned in `end`
+        # binned in `end`
+        if r is None: self.pending.append((len(self.rows), i, flat_sample(x, self.sampler)[1].clone()))
         self.rows.append(row); self.idx.append(j); self.sizes.append(row_n := x.numel())
         made = self.made.get((xi.data_ptr(), xi.shape)) if xi is not None and xi.shape == x.shape else None
         if (d := unit_dim(m, x, made)) is None: return
         self.made[(x.data_ptr(), x.shape)] = self.dims[j] = d
         x = x.detach() if x.dtype == torch.float32 else x.detach().float()
         rect = isinstance(m, RECTIFIERS)
-        if not rect: x = x.narrow(0, 0, min(UNIT_SAMPLES, x.shape[0]))   # extrema of the first samples: does a unit vary?
+        # extrema of the first samples: does a unit vary?
+        if not rect: x = x.narrow(0, 0, min(UNIT_SAMPLES, x.shape[0]))
         if not reads_free(x.device) or float(row[_ROW['finite']]) != row_n:   # NaN and Inf never reach a unit's extrema
             fin = torch.isfinite(x)
             hi,lo = torch.where(fin, x, -math.inf),torch.where(fin, x, math.inf)
         else: hi = lo = x
         u = unit_extreme(hi, d)
         v = None if rect else unit_extreme(lo, d, largest=False)
-        ok = _fold(self.units, j, u, -math.inf, torch.fmax) and (v is None or _fold(self.umins, j, v, math.inf, torch.fmin))
+        ok = (_fold(self.units, j, u, -math.inf, torch.fmax)
+              and (v is None or _fold(self.umins, j, v, math.inf, torch.fmin)))
         if not ok: self.errors[j] = f"unit count changed between batches ({self.units[j].numel()} then {u.numel()})"
         elif self.steps:
             su = self.step_units.get(j)
             if su is None: self.step_units[j] = (u, v)
-            elif su[0].shape == u.shape: self.step_units[j] = (torch.fmax(su[0], u), None if v is None else torch.fmin(su[1], v))
+            elif su[0].shape == u.shape:
+                self.step_units[j] = (torch.fmax(su[0], u), None if v is None else torch.fmin(su[1], v))
     except Exception as e: self.errors[j] = f"{type(e).__name__}: {e}"
 
 
 # %% ../nbs/03_stats.ipynb #8df953f4
 @patch
 def end(self:ActStats):
-    "Add the rows of the batch just run into the epoch's accumulators; with `steps`, return the batch's own (raw accumulators with extrema, unit extrema)"
+    "Add the batch just run into the epoch's accumulators; with `steps`, return its own rows and unit extrema"
     self.made,self.nonfinite,self.ncalls = {},None,{}
     if self.pending or self.ranges.waiting: self._settle()
     if not self.rows: return None
     R = torch.stack(self.rows)
-    idx,n = device_tensor(self.idx, R.device),device_tensor(self.sizes, R.device, self.dt)   # the same each batch: made once
+    # the same each batch: made once
+    idx,n = device_tensor(self.idx, R.device),device_tensor(self.sizes, R.device, self.dt)
     r = named_columns(R, _ROW)
     nf,m,mn,mx = r['finite'],r['mean_b'],r['min'],r['max']
     m2 = r['m2'] - (n - nf) * m * m                # take off the m² each masked element added
+    # `sumsq`: the sum of squares, from the centred part
     v = dict(n=n, nan=r['nan'], finite=nf, sample_n=r['sample_n'], near_zero=r['near_zero'], sum=r['sum'],
-             sumsq=m2 + nf * m * m, abssum=r['abssum'], calls=torch.ones_like(n))   # the sum of squares, from the centred part
+             sumsq=m2 + nf * m * m, abssum=r['abssum'], calls=torch.ones_like(n))
     add = torch.cat([torch.stack([v[k] for k in _ACC], 1), R[:, len(_ROW):]], 1)
     full = nf == n
     self.nonfinite = (~full).any()                 # on the device: whether this batch held NaN or Inf anywhere
@@ -191,8 +201,10 @@ def held_nonfinite(self:ActStats)->list:
     return (self.acc[:, _ACC['n']] > self.acc[:, _ACC['finite']]).tolist()
 
 @patch
-def column(self:ActStats, name:str)->torch.Tensor:
-    "Accumulator column `name` (`n`, `nan`, `finite`, `sample_n`, `near_zero`, `sum`, `sumsq`, `abssum` or `calls`): a view, one value per row"
+def column(self:ActStats,
+           name:str, # `n`, `nan`, `finite`, `sample_n`, `near_zero`, `sum`, `sumsq`, `abssum` or `calls`
+          )->torch.Tensor:
+    "Accumulator column `name`: a view, one value per row"
     return self.acc[:, _ACC[name]]
 
 # %% ../nbs/03_stats.ipynb #65fbb2ca
@@ -218,8 +230,9 @@ ACT_STATS = (
     Statistic('near_zero', 'fraction of activations close to zero', f=lambda c: _ratio(c['near_zero'], c['sample_n']),
               charted=True, range=(0, 1), label='near-zero fraction'),
 )
-SILENT_FRAC = Statistic('silent_frac', 'fraction of units (channels, features) dead on the batch: never positive after a '
-                        'rectifier, constant after any other layer', charted=True, range=(0, 1), label='silent fraction')
+SILENT_FRAC = Statistic('silent_frac', 'fraction of units (channels, features) dead on the batch: '
+                        'never positive after a rectifier, constant after any other layer',
+                        charted=True, range=(0, 1), label='silent fraction')
 
 def act_step_stats()->tuple:
     "The statistics each sampled step stores per layer: `ACT_STATS`, then the fraction of units silent on the batch"
@@ -235,14 +248,18 @@ def _plain(v:float, count:bool):
 
 # %% ../nbs/03_stats.ipynb #5a3a33d7
 @patch
-def finish(self:ActStats, i_to_key:list|None=None, max_units:int=1024)->dict:
-    "`{key: stats}` for every call site that produced a supported output (one host copy); `i_to_key` names the layers, and a further call of layer `p` is `p#2`, `p#3`…"
+def finish(self:ActStats,
+           i_to_key:list|None=None, # the layers' names; a further call of layer `p` is `p#2`, `p#3`…
+           max_units:int=1024)->dict:
+    "`{key: stats}` for every call site that produced a supported output (one host copy)"
     self._grow()
     c = named_columns(self.acc, _ACC) | {'min': self.mins, 'max': self.maxs}
-    vals = torch.stack([st.f(c).to(self.dt) for st in ACT_STATS], 1).cpu().tolist()   # every declared statistic, one host copy
+    # every declared statistic, one host copy
+    vals = torch.stack([st.f(c).to(self.dt) for st in ACT_STATS], 1).cpu().tolist()
     acc,bad = self.acc.cpu().tolist(),self.first_bad.cpu().tolist()
     keys = list(ifnone(i_to_key, self.sites.keys))[:self.sites.n]
-    keys += [site_key(keys[i], c + 1) for i,c in self.sites.extra]   # in row order: rows are numbered as sites are found
+    # in row order: rows are numbered as sites are found
+    keys += [site_key(keys[i], c + 1) for i,c in self.sites.extra]
     layer = {r: i for (i,_),r in self.sites.extra.items()}   # the layer of each row past the first calls'
     us = [i for i in range(len(keys)) if self.units[i] is not None]
     units = dict(zip(us, units_stats([(self.units[i], self.umins[i], self.dims[i]) for i in us], max_units)))
@@ -256,18 +273,21 @@ def finish(self:ActStats, i_to_key:list|None=None, max_units:int=1024)->dict:
         st = {'calls': int(calls), **{s.name: _plain(v, s.count) for s,v in zip(ACT_STATS, vals[i])},
               'hist': [int(h) for h in hist], 'hist_n': int(sn), 'hist_out': [int(below), int(above)],
               'hist_range': list(self.ranges[layer.get(i, i)] or FALLBACK_RANGE)}
-        st['hist'][0] += st['hist_out'][0]; st['hist'][-1] += st['hist_out'][1]   # values outside count in the edge bins
-        if nf < n and math.isfinite(bad[i]):   # the epoch's sampled batch (from 0) where it first held one, and its output's rank in it
+        # values outside count in the edge bins
+        st['hist'][0] += st['hist_out'][0]; st['hist'][-1] += st['hist_out'][1]
+        # the epoch's sampled batch (from 0) where it first held one, and its output's rank in it
+        if nf < n and math.isfinite(bad[i]):
             st.update(nonfinite_batch=int(bad[i]), out_order=self.seq.get(i))
         if i in units: st.update(units[i])
         if i in self.errors: st['unsupported'] = self.errors[i]
-        if (c := self.sites.call(i)) is not None: st['call'] = c   # a layer called several times: which call this row is
+        # a layer called several times: which call this row is
+        if (c := self.sites.call(i)) is not None: st['call'] = c
         res[key] = st
     return res
 
 # %% ../nbs/03_stats.ipynb #ebe5cc53
 def step_row(raw:torch.Tensor, units:dict)->torch.Tensor:
-    "One batch's statistics per layer from what `ActStats.end` returns: the `step_row_columns()` (NaN where undefined), then the histogram"
+    "One batch's statistics per layer from what `ActStats.end` returns: `step_row_columns()`, then the histogram"
     c = named_columns(raw, _RAW)
     silent = torch.full_like(c['min'], math.nan)
     if units:
@@ -276,8 +296,9 @@ def step_row(raw:torch.Tensor, units:dict)->torch.Tensor:
     cols = [c['calls'], *(st.f(c).to(raw.dtype) for st in ACT_STATS), silent]
     return torch.cat([torch.stack(cols, 1), raw[:, len(_RAW):]], 1)
 
-def combine_raw(R)->object:
-    "The raw rows of one step from several ranks (`R`: ranks × rows × columns, numpy, as `end` made them) combined: counts, sums and histograms added, extrema taken"
+def combine_raw(R, # ranks × rows × columns, numpy, as `end` made them
+               )->object:
+    "The raw rows of one step from several ranks combined: counts, sums and histograms added, extrema taken"
     raw = R.sum(0)
     raw[:, _RAW['min']],raw[:, _RAW['max']] = R[:, :, _RAW['min']].min(0),R[:, :, _RAW['max']].max(0)
     return raw

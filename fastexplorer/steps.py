@@ -11,6 +11,7 @@ from fastcore.basics import patch, store_attr
 import numpy as np
 import torch
 import torch.distributed as dist
+from .core import acc_dtype
 from .stats import *
 from .params import PARAM_STEP_STATS
 from .distributed import *
@@ -45,17 +46,19 @@ class StepRows:
     @classmethod
     def empty(cls, columns:list, n:int=1)->StepRows:
         "`n` rows of batch 0 and item 0, their values NaN (for tests and examples)"
-        return cls(np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.full((n, len(columns)), np.nan), list(columns))
+        return cls(np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.full((n, len(columns)), np.nan),
+                   list(columns))
 
 # %% ../nbs/03e_steps.ipynb #26b46210
 class HostCopy:
-    "Tensors on their way to the host in one transfer: packed on their device and copied without blocking (into pinned memory, from CUDA)"
+    "Tensors on their way to the host in one transfer: packed on their device and copied without blocking"
     def __init__(self, ts:list):
         have = [t.detach() for t in ts if t is not None]
         self.shapes,self.event = [None if t is None else tuple(t.shape) for t in ts],None
         dev = have[0].device if have else torch.device('cpu')
-        dt = torch.float32 if dev.type == 'mps' else torch.float64
-        flat = torch.cat([(t if t.device == dev else t.to(dev)).reshape(-1).to(dt) for t in have]) if have else torch.zeros(0, dtype=dt)
+        dt = acc_dtype(dev)
+        flat = (torch.cat([(t if t.device == dev else t.to(dev)).reshape(-1).to(dt) for t in have]) if have
+                else torch.zeros(0, dtype=dt))
         if dev.type == 'cuda':   # pinned: the copy runs while training goes on, and `get` waits for it
             self.host = torch.empty(flat.shape, dtype=dt, pin_memory=True)
             self.host.copy_(flat, non_blocking=True)
@@ -89,9 +92,7 @@ class StepQueue:
         if len(self.pending) >= FLUSH_BATCHES or time.monotonic() - self.last_flush >= FLUSH_SECONDS: self.flush()
 
     def flush(self, wait:bool=False):
-        """Start the copy to the host of the queued batches and write those whose copy the last flush started; with `wait`,
-        or where the copy was done at once (from the CPU), write all. Under DDP, keep them on the host until the ranks
-        combine them at the epoch's end"""
+        "Start the queued batches' copy to the host, and write those whose copy the last flush started"
         self.last_flush = time.monotonic()
         (done,self.inflight),(pend,self.pending) = (self.inflight, None),(self.pending, [])
         if pend and is_distributed(): self.epoch_steps += [on_host(p) for p in pend]
@@ -110,13 +111,15 @@ class StepQueue:
 
 # %% ../nbs/03e_steps.ipynb #c0a3e162
 def step_layout()->list:
-    "The declarations of every statistic a sampled step records, as plain data: the database's columns, the page's charts"
+    "Every statistic a sampled step records, declared as plain data: the database's columns, the page's charts"
     return [s.described() for s in (*act_step_stats(), *PARAM_STEP_STATS)]
 
-def _plain_hypers(h:dict)->dict: return {k: float(v) for k,v in h.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+def _plain_hypers(h:dict)->dict:
+    "The numeric hyper-parameters of `h`, as floats"
+    return {k: float(v) for k,v in h.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 def batch_meta(learn, step:int, fit:int, epoch:int)->dict:
-    "What the step database notes of a sampled batch besides its statistics: where it ran, when, and its hyper-parameters"
+    "What the step database notes of a sampled batch besides its statistics: where, when, its hyper-parameters"
     opt = getattr(learn, 'opt', None)
     hypers = [_plain_hypers(h) for h in opt.hypers] if opt is not None and learn.training else []
     return {'step': step, 'fit': fit, 'epoch': epoch, 'split': 'train' if learn.training else 'valid',
@@ -170,7 +173,7 @@ def db_sink(writer, keys:list, pkeys:list):
 # %% ../nbs/03e_steps.ipynb #e3a5c009
 @patch
 def gather(self:StepQueue):
-    "Send every rank's batches of this epoch to rank 0, which combines and writes them (a collective: every rank, once per epoch)"
+    "Send every rank's batches of this epoch to rank 0, which combines and writes them"
     every = [None] * dist.get_world_size()
     dist.all_gather_object(every, self.epoch_steps)
     self.epoch_steps = []
@@ -181,5 +184,6 @@ def close(self:StepQueue):
     "Write what is queued, and hand nothing more to the sinks"
     try:
         self.flush(wait=True)
-        if self.epoch_steps: self.write(combine_steps([self.epoch_steps]))   # an epoch cut short under DDP: this rank's own
+        # an epoch cut short under DDP: this rank's own
+        if self.epoch_steps: self.write(combine_steps([self.epoch_steps]))
     finally: self.sinks,self.pending,self.epoch_steps = [],[],[]

@@ -1,4 +1,4 @@
-"""Dead units, per unit (a channel, a feature): the dimension that holds a layer's units (`unit_dim`), their extrema, and the one rule that calls a unit dead (`dead_mask`), also counted over every layer at once.
+"""Dead units, counted per unit (a channel, a feature) by one rule (`dead_mask`)
 
 Docs: https://fastexplorer.github.io/fastexplorer/units.html.md"""
 
@@ -20,7 +20,8 @@ __all__ = ['RECTIFIERS', 'DEAD_TOL', 'UNIT_SAMPLES', 'SAT_EPS', 'unit_dim', 'uni
 # outputs never negative by construction: a unit is dead when it was never positive
 RECTIFIERS = (nn.ReLU, nn.ReLU6, nn.Hardsigmoid)
 DEAD_TOL = 1e-4   # a unit whose range is at most this fraction of its layer's widest is constant
-UNIT_SAMPLES = 8  # the samples of each batch (its first, along dimension 0) whose unit extrema tell whether a unit varies
+# the samples of each batch (its first, along dimension 0) whose unit extrema tell whether a unit varies
+UNIT_SAMPLES = 8
 
 _CHANNELS_FIRST = (nn.modules.conv._ConvNd, nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LocalResponseNorm,
                    *POOLS,
@@ -38,8 +39,10 @@ def _param_dim(m:nn.Module, x:torch.Tensor):
         if len(dims := [k for k in range(1, x.ndim) if x.shape[k] == n]) == 1: return dims[0]
     return None
 
-def unit_dim(m:nn.Module, x:torch.Tensor, made:int|None=None)->int|None:
-    "The dimension of `m`'s output `x` that holds its units; `made`: the one the producer of `m`'s input used, when `x` has the input's shape"
+def unit_dim(m:nn.Module, x:torch.Tensor,
+             made:int|None=None, # the dimension the producer of `m`'s input used, when `x` has the input's shape
+            )->int|None:
+    "The dimension of `m`'s output `x` that holds its units"
     if x.ndim < 2: return None
     if isinstance(m, _CHANNELS_FIRST): return 1
     if isinstance(m, _FEATURES_LAST): return x.ndim - 1
@@ -49,7 +52,7 @@ def unit_dim(m:nn.Module, x:torch.Tensor, made:int|None=None)->int|None:
 
 # %% ../nbs/02e_units.ipynb #789a9b6f
 def unit_extreme(x:torch.Tensor, d:int, largest:bool=True)->torch.Tensor:
-    "The maximum (or minimum) of each unit of `x` along dimension `d`: the dimensions after `d` first, where they are contiguous (2-3× faster on the CPU than all at once)"
+    "The maximum (or minimum) of each unit of `x` along dimension `d`"
     f = torch.amax if largest else torch.amin
     if not x.is_contiguous() or d == x.ndim - 1: return f(x, dim=[k for k in range(x.ndim) if k != d])
     return f(f(x.flatten(d + 1), d + 1).reshape(-1, x.shape[d]), 0)
@@ -72,24 +75,27 @@ def dead_mask(umax, umin=None,
 # %% ../nbs/02e_units.ipynb #79ddc3c6
 SAT_EPS = 1e-3   # a unit whose every value lies this close to a limit of its activation is pinned there
 
-def units_stats(units:list, max_units:int=1024)->list:
-    """Dead units of layers `units`, `(umax, umin, dim)` each (`umin` `None` after a rectifier), and how they were counted:
-    a dict each, from one host copy and array operations over every layer at once (a deep net has thousands)"""
+def units_stats(units:list, # a layer's `(umax, umin, dim)` each (`umin` `None` after a rectifier)
+                max_units:int=1024)->list:
+    "Dead units of each layer of `units`, and how they were counted: a dict each"
     if not units: return []
     ns = np.array([u.numel() for u,_,_ in units]); at = np.cumsum(ns) - ns
     dev = units[0][0].device   # a model split over devices: its units gathered on the first layer's
     U = torch.cat([u.reshape(-1).float().to(dev) for u,_,_ in units]).cpu().numpy()
-    V = torch.cat([(u if v is None else v).reshape(-1).float().to(dev) for u,v,_ in units]).cpu().numpy()   # a rectifier's: unused
+    # a rectifier's: unused
+    V = torch.cat([(u if v is None else v).reshape(-1).float().to(dev) for u,v,_ in units]).cpu().numpy()
     per = lambda m: np.add.reduceat(m.astype(np.int64), at)   # a count per layer
     seen = U > -np.inf
     widest = np.repeat(np.maximum.reduceat(unit_range(U, V), at), ns)
     rule = np.repeat([v is None for _,v,_ in units], ns)
     dead = np.where(rule, dead_mask(U), dead_mask(U, V, widest))
-    near = lambda c: (V >= c - SAT_EPS) & (U <= c + SAT_EPS)   # pinned within SAT_EPS of a squashing limit: 0 or 1, -1 or 1
+    # pinned within SAT_EPS of a squashing limit: 0 or 1, -1 or 1
+    near = lambda c: (V >= c - SAT_EPS) & (U <= c + SAT_EPS)
     n_seen,n_dead,p01,pm1 = per(seen),per(dead),per(near(0.) | near(1.)),per(near(-1.) | near(1.))
     idx = np.flatnonzero(dead)
     res = []
-    for k,((u,v,dim),n,a,ix) in enumerate(zip(units, ns.tolist(), at.tolist(), np.split(idx, np.searchsorted(idx, at[1:])))):
+    for k,((u,v,dim),n,a,ix) in enumerate(zip(units, ns.tolist(), at.tolist(),
+                                              np.split(idx, np.searchsorted(idx, at[1:])))):
         s,d = int(n_seen[k]),int(n_dead[k])
         st = dict(units=n, unit_dim=dim, dead_rule='never positive' if v is None else 'constant', dead=d,
                   dead_frac=d / s if s else None, dead_units=(ix[:max_units] - a).tolist())
