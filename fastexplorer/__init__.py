@@ -7,7 +7,8 @@ __version__ = "0.0.1"
 # and the demo import fastai quietly (`quiet_fastai`) before the training modules do.
 
 def quiet_fastai():
-    "Import fastai's core without its `torch.jit.script` FutureWarning (torch 2.10 and later deprecate the calls fastai 2.8 makes on import: its code, not the user's)"
+    """Import fastai's core without its `torch.jit.script` FutureWarning (torch 2.10 and later deprecate the calls
+    fastai 2.8 makes on import: its code, not the user's)"""
     import warnings
     with warnings.catch_warnings():
         warnings.filterwarnings('ignore', r'`torch\.jit\.script` is deprecated', FutureWarning)

@@ -63,9 +63,6 @@ class ExplorerCallback(FitLife, Callback):
                    dict(valid=valid, grads=grads, updates=updates, serve=serve, snapshots=snapshots,
                         overwrite=overwrite, resume=resume, steps=steps, preflight=preflight),
                    hist_range, near_zero, alerts, layers)
-        if port > MAX_PORT: refuse('port', f'a port from 0 (any free one) to {MAX_PORT}', port)
-        if overwrite and resume:
-            refuse('resume', 'False with `overwrite=True` (which replaces the run `resume` would go on with)', resume)
         store_attr(but='hist_range,custom')
         self.hist_range,self.custom = None if hist_range is None else tuple(hist_range),custom_stats(custom)
         self.server,self.snapshot_files,self.writer,self.tree = None,[],None,None
@@ -207,7 +204,8 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
     n,self.epoch_started = self.n_epochs + 1,False
     if self.writer is None: self.n_epochs = n; return None   # a rank that does not write
     va,rec = self.valid_act,recorder_row(self.learn) if not partial else {}
-    judge = {} if partial else dict(losses=self.watch.finish(), chance=self.watch.chance(), valid_loss=rec.get('valid_loss'),
+    judge = {} if partial else dict(losses=self.watch.finish(), chance=self.watch.chance(),
+                                    valid_loss=rec.get('valid_loss'),
                                     groups=opt_groups(self.learn, self.pkeys, self.ps))
     found = [('act', self.act.finish()), ('valid_act', {} if va is None else va.finish()),
              (None, self.pstats.finish()), (None, self.cstats.finish())]

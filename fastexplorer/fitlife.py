@@ -58,6 +58,10 @@ def check_args(path, ints:dict, flags:dict, hist_range, near_zero, alerts, layer
     if (bad := bad_threshold(alerts)): refuse(*bad)
     if isinstance(layers, (list, tuple)) and not layers:
         refuse('layers', 'None (the default layers) or a selection of at least one', layers)
+    if is_int(port := ints.get('port', (0,))[0]) and port > MAX_PORT:
+        refuse('port', f'a port from 0 (any free one) to {MAX_PORT}', port)
+    if flags.get('overwrite') and flags.get('resume'):
+        refuse('resume', 'False with `overwrite=True` (which replaces the run `resume` would go on with)', True)
 
 # %% ../nbs/03id_fitlife.ipynb #565c87dc
 class FitLife:

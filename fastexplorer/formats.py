@@ -50,7 +50,8 @@ def to_jsonable(o):
     if isinstance(o, (list, tuple)): return [to_jsonable(v) for v in o]
     if (t := _torch()) is not None:
         if isinstance(o, t.Tensor):
-            if o.is_complex(): raise TypeError(f"fastexplorer cannot write a complex tensor as JSON (shape {list(o.shape)})")
+            if o.is_complex():
+                raise TypeError(f"fastexplorer cannot write a complex tensor as JSON (shape {list(o.shape)})")
             return to_jsonable(o.detach().cpu().tolist())
         if isinstance(o, t.dtype): return dtype_name(o)
         if isinstance(o, t.device): return str(o)
@@ -118,7 +119,7 @@ def save_json(o, fname, indent:int|None=None):
 
 # %% ../nbs/00_formats.ipynb #d4075fee
 def sqlite_reader(fname, what:str, version:int, hint:str='')->sqlite3.Connection:
-    "A read-only connection to SQLite file `fname` (`what` it is, for errors), refused unless its `meta` table holds `version`"
+    "A read-only connection to SQLite file `fname` (`what` it is), refused unless its `meta` table holds `version`"
     p = Path(fname)
     if not p.exists(): raise FileNotFoundError(f"no {what} {str(fname)!r}")
     fixed = '&immutable=1' if not os.access(p.resolve().parent, os.W_OK) else ''   # read-only storage: nobody writes it
@@ -129,11 +130,12 @@ def sqlite_reader(fname, what:str, version:int, hint:str='')->sqlite3.Connection
         raise type(e)(f"{str(fname)!r} cannot be read as {'an' if what[0] in 'aeiou' else 'a'} {what}: {e}") from e
     if v != str(version):
         con.close()
-        raise ValueError(f"{str(fname)!r} is {'an' if what[0] in 'aeiou' else 'a'} {what} of version {v}; this fastexplorer reads version {version}{hint}")
+        raise ValueError(f"{str(fname)!r} is {'an' if what[0] in 'aeiou' else 'a'} {what} of version {v}; "
+                         f"this fastexplorer reads version {version}{hint}")
     return con
 
 def sqlite_delete(fname, stmts:list, *args):
-    "Run the `(table, DELETE statement)` pairs `stmts` with `args` on SQLite file `fname`, in one transaction, skipping tables it lacks; nothing if there is no such file"
+    "Run `(table, DELETE)` pairs `stmts` with `args` on SQLite file `fname` in one transaction (if it exists)"
     if not Path(fname).exists(): return
     con = sqlite3.connect(fname, timeout=10)
     try:
@@ -162,11 +164,12 @@ def load_schema(name:str='representation')->dict:
     return json.loads(files('fastexplorer').joinpath('schemas', f'{name}.schema.json').read_text())
 
 def validate(doc:dict, name:str|None=None):
-    "Check `doc` against its JSON Schema (`name`, default from its `schema` key); raise `jsonschema.ValidationError` if it does not fit"
+    "Check `doc` against its JSON Schema (`name`, default from its `schema` key); `jsonschema.ValidationError` if not"
     import jsonschema
     if name is None:
         kind = doc.get('schema', '') if isinstance(doc, dict) else ''
-        if not kind.startswith('fastexplorer/'): raise ValueError(f"document has no fastexplorer `schema` key: {kind!r}")
+        if not kind.startswith('fastexplorer/'):
+            raise ValueError(f"document has no fastexplorer `schema` key: {kind!r}")
         name = kind.removeprefix('fastexplorer/')
     jsonschema.validate(doc, load_schema(name), cls=jsonschema.Draft202012Validator)
 
@@ -202,7 +205,7 @@ HIST_BINS = 40                 # the histograms' bins, unless a run asks for oth
 ROOT = 'output'
 
 def root_label(paths)->str:
-    "How tables name the model's root module, whose path is `''`, among module `paths`: `output`, or `(output)` if a module has that path"
+    "How tables name the root module (path `''`) among `paths`: `output`, or `(output)` if a module has that path"
     return ROOT if ROOT not in set(paths) else f'({ROOT})'
 
 def root_last(d, root:str):
