@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib, random, sys, time
 from pathlib import Path
 from fastcore.script import anno_parser, CliError
-from .formats import is_int, is_real
+from .formats import is_int, is_real, MAX_PORT
 
 # %% auto #0
 __all__ = ['COMMANDS', 'digits_dls', 'digits_cnn', 'digits_learner', 'demo', 'serve_runs', 'report_runs', 'main']
@@ -69,7 +69,7 @@ _OPTIONS = {   # option: (its check, what it may be)
     'every': (lambda v: is_int(v) and v >= 1, 'a whole number, at least 1'),
     'bs': (lambda v: is_int(v) and v >= 1, 'a whole number, at least 1'),
     'seed': (lambda v: is_int(v) and 0 <= v < 2**63, 'a whole number from 0 to 2**63 - 1'),
-    'port': (lambda v: is_int(v) and 0 <= v <= 65535, 'a port from 0 (any free one) to 65535'),
+    'port': (lambda v: is_int(v) and 0 <= v <= MAX_PORT, f'a port from 0 (any free one) to {MAX_PORT}'),
 }
 
 def _check_options(**kw):

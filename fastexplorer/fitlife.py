@@ -28,10 +28,10 @@ from .losswatch import LossWatch
 from .findings import Findings
 
 # %% auto #0
-__all__ = ['MAX_HIST_BINS', 'MAX_PORT', 'refuse', 'check_args', 'FitLife']
+__all__ = ['MAX_HIST_BINS', 'refuse', 'check_args', 'FitLife']
 
 # %% ../nbs/03id_fitlife.ipynb #7ba66896
-MAX_HIST_BINS,MAX_PORT = 10_000,65535
+MAX_HIST_BINS = 10_000
 
 def refuse(name:str, want:str, got, exc=ValueError):
     "Raise `exc`, saying that `ExplorerCallback`'s argument `name` must be `want`, not `got`"
@@ -42,8 +42,8 @@ def check_args(path, ints:dict, flags:dict, hist_range, near_zero, alerts, layer
     if not isinstance(path, (str, os.PathLike)): refuse('path', 'a folder (a str or a Path)', path, TypeError)
     if not str(path).strip():
         refuse('path', 'a folder, not empty (the run would be written into the working folder)', path)
-    if len(os.fsencode(Path(path).name)) > 255:
-        refuse('path', 'a folder whose name is at most 255 bytes', Path(path).name)
+    if len(os.fsencode(Path(path).name)) > MAX_NAME_BYTES:
+        refuse('path', f'a folder whose name is at most {MAX_NAME_BYTES} bytes', Path(path).name)
     for name,(v,least) in ints.items():
         if not is_int(v): refuse(name, f'an int of at least {least}', v, TypeError)
         if v < least: refuse(name, f'at least {least}', v)

@@ -13,9 +13,10 @@ from pathlib import Path, PurePath
 import numpy as np
 
 # %% auto #0
-__all__ = ['SCHEMA_VERSION', 'FALLBACK_RANGE', 'HIST_BINS', 'ROOT', 'dtype_name', 'to_jsonable', 'dumps', 'temp_beside',
-           'atomic_file', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_delete', 'sqlite_create', 'load_schema',
-           'validate', 'missing_message', 'is_int', 'is_real', 'site_key', 'site_of', 'root_label', 'root_last']
+__all__ = ['SCHEMA_VERSION', 'FALLBACK_RANGE', 'HIST_BINS', 'MAX_NAME_BYTES', 'MAX_PORT', 'ROOT', 'dtype_name', 'to_jsonable',
+           'dumps', 'temp_beside', 'atomic_file', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_delete',
+           'sqlite_create', 'load_schema', 'validate', 'missing_message', 'is_int', 'is_real', 'site_key', 'site_of',
+           'root_label', 'root_last']
 
 # %% ../nbs/00_formats.ipynb #0c38ee32
 def _json_key(k):
@@ -200,6 +201,8 @@ def site_of(key:str)->tuple:
 # %% ../nbs/00_formats.ipynb #97ac82ae
 FALLBACK_RANGE = (-10., 10.)   # the bins of a layer without a range of its own
 HIST_BINS = 40                 # the histograms' bins, unless a run asks for others
+MAX_NAME_BYTES = 255           # the longest file or folder name most file systems take, in bytes
+MAX_PORT = 65535               # the largest TCP port
 
 # %% ../nbs/00_formats.ipynb #88fe47b1
 ROOT = 'output'

@@ -131,7 +131,7 @@ def _add(self:RawRecorder, p:str, t, mask):
     if n == 0: return
     red = self.reduction
     if red in _SUMMED:
-        dt = torch.float32 if x.device.type == 'mps' else torch.float64
+        dt = acc_dtype(x.device)
         s = x.to(dt).sum(0)
         if p not in self.store: self.store[p],self.counts[p] = s,0
         elif self.store[p].shape != s.shape:

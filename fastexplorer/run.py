@@ -283,7 +283,7 @@ _UNSAFE = re.compile(r'[\x00-\x1f\x7f-\x9f/\\\ud800-\udfff]')   # control charac
 def _ok_name(name)->bool:
     "Whether `name` may name a run or a file in one: one path component, not hidden, at most 255 bytes"
     return (isinstance(name, str) and name != '' and not name.startswith('.') and not _UNSAFE.search(name)
-            and len(name.encode()) <= 255)
+            and len(name.encode()) <= MAX_NAME_BYTES)
 
 def _inside(p:Path, root:Path)->bool:
     try: p.resolve().relative_to(root.resolve())

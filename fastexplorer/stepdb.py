@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
 from .chunks import *
-from .formats import sqlite_reader, sqlite_create, root_label, root_last
+from .formats import sqlite_reader, sqlite_create, root_label, root_last, HIST_BINS, FALLBACK_RANGE
 
 # %% auto #0
 __all__ = ['STEPS_SCHEMA_VERSION', 'HIST_STEPS', 'table_stats', 'table_wide', 'steps_ddl', 'has_table', 'connect_steps',
@@ -109,8 +109,8 @@ class StepWriter:
     "Appends sampled batches to `steps.sqlite` in run folder `path`, a transaction per `append`, from a thread"
     def __init__(self,
         path,                   # the run folder
-        hist_bins:int=40,       # histogram bins of the activations (each row holds 2 more: below and above the range)
-        hist_range=(-10., 10.), # histogram range; `None`: each layer's own (written with its batches, `hist_ranges`)
+        hist_bins:int=HIST_BINS,   # histogram bins of the activations (each row holds 2 more: below and above)
+        hist_range=FALLBACK_RANGE, # histogram range; `None`: each layer's own (written with its batches)
         stats:list|None=None,   # the statistics it holds, as plain data (`step_layout()`); default: the database's
         hist_every:int=1,       # keep the histograms of one training batch in `hist_every`, and all validation's
     ):
