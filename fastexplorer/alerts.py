@@ -10,7 +10,6 @@ import math
 import torch
 from fastcore.basics import patch
 from .core import *
-from .params import PARAM_STEP_STATS
 from .layers import *
 from .reduce import *
 from .units import *

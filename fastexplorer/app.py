@@ -6,10 +6,9 @@ Docs: https://fastexplorer.github.io/fastexplorer/app.html.md"""
 
 # %% ../nbs/04a_app.ipynb #412bcb38
 from __future__ import annotations
-import asyncio, errno, ipaddress, json, os, re, socket, sqlite3, threading, time, warnings
+import asyncio, ipaddress, json, re, sqlite3, threading
 from importlib.resources import files
 from pathlib import Path
-from fastcore.basics import patch
 from .formats import *
 from .run import RunStore, RunFileError
 

@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/callback.html.md"""
 
 # %% ../nbs/03f_callback.ipynb #24408b04
 from __future__ import annotations
-import sys, time
+import sys
 from functools import partial
 import torch
 from fastai.callback.core import Callback
@@ -16,11 +16,10 @@ from .formats import HIST_BINS
 from .hooks import *
 from .batch import model_device
 from .alerts import stale_grad_alert
-from .layers import select_layers, maybe_elementwise
+from .layers import maybe_elementwise
 from .stats import ActStats
 from .params import ParamStats
 from .custom import *
-from .distributed import agree_on_start
 from .training import *
 from .findings import Findings
 from .stepwatch import StepWatch

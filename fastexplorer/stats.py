@@ -7,11 +7,9 @@ Docs: https://fastexplorer.github.io/fastexplorer/stats.html.md"""
 # %% ../nbs/03_stats.ipynb #eb1e9549
 from __future__ import annotations
 import math
-import numpy as np
 import torch
 from torch import nn
 from fastcore.basics import ifnone, patch, store_attr, val2idx
-from typing import NamedTuple
 from .core import *
 from .hooks import *
 from .state import *

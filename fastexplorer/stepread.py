@@ -6,7 +6,6 @@ Docs: https://fastexplorer.github.io/fastexplorer/stepread.html.md"""
 
 # %% ../nbs/02aa_stepread.ipynb #84838b92
 from __future__ import annotations
-import json
 from pathlib import Path
 import numpy as np, pandas as pd
 from .chunks import *
