@@ -212,6 +212,9 @@ def check_batch_independence(model:nn.Module, # already in eval mode
     if o is None or not o.requires_grad or o.ndim == 0 or o.shape[0] != x.shape[0]:
         return [verdict('batch_independence', 'skipped',
                         "the output has no batch dimension the input's gradient can be taken through")]
+    if not bool(torch.isfinite(o).all()):
+        return [verdict('batch_independence', 'skipped', "the outputs hold NaN or Inf, which reach every input's "
+                        "gradient (0·Inf is NaN): what each output depends on cannot be measured")]
     # the first and the last sample: a recurrence run along the batch (an LSTM without `batch_first`) reaches only the
     # later ones
     ends = o[0].float().sum() + (o[-1].float().sum() if len(o) > 2 else 0.)

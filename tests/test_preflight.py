@@ -50,3 +50,10 @@ def test_the_callback_runs_preflight_first_when_asked(tmp_path):
     al = run.alerts
     assert list(al.source[:2]) == ['preflight'] * 2 and list(al.kind[:2]) == ['constant_output', 'gradient_flow'], al[['source', 'kind']]
     assert set(al.severity[:2]) == {'error'} and run.meta['status'] == 'finished'
+
+def test_nan_outputs_are_not_called_batch_dependence():
+    "Outputs NaN or Inf on the first batch (issue 45): reported as such, not as a batch-dependent model (NaN ≠ NaN)"
+    learn = digits_learner()
+    with torch.no_grad(): learn.model[4].weight[0, 0] = float('inf')   # the last layer: every output NaN or Inf
+    v = {x['check']: x['severity'] for x in learn.preflight()}
+    assert (v['nonfinite'], v['batch_independence']) == ('error', 'skipped'), v
