@@ -131,8 +131,8 @@ def after_pred(self:ExplorerCallback):
     if not self.training and not self.findings.traced and st.nonfinite is not None and bool(st.nonfinite):
         self._trace_nonfinite()
     w.unread,w.out_grad_ok = self.training,None
-    o = first_tensor(self.learn.pred)
-    if self.training and not self.findings.traced and isinstance(o, torch.Tensor) and o.requires_grad:
+    if not self.training or self.findings.traced: return
+    if isinstance(o := first_tensor(self.learn.pred), torch.Tensor) and o.requires_grad:
         # whether the loss's gradient reaching the model's output is finite: on the device, read only if gradients break
         self.hooks[self].append(o.register_hook(partial(_output_grad, w)))
 

@@ -171,7 +171,7 @@ def _close_steps(self:FitLife):
     try:
         if self.queue is not None: self.queue.close()
     finally:
-        sw,self.step_writer = getattr(self, 'step_writer', None),None
+        sw,self.step_writer = self.step_writer,None
         if sw is not None: sw.close()
 
 @patch

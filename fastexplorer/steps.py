@@ -141,7 +141,8 @@ def act_rows(pend:list)->StepRows|None:
     cols = step_row_columns()
     bi,ri = np.nonzero(A[:, :, cols.index('calls')] > 0)
     stats = [k for k,c in enumerate(cols) if c != 'calls']
-    return StepRows(bs[bi], ri, A[bi, ri][:, stats], [cols[k] for k in stats], A[bi, ri, len(cols):])
+    R = A[bi, ri]                          # the rows kept, gathered once
+    return StepRows(bs[bi], ri, R[:, stats], [cols[k] for k in stats], R[:, len(cols):])
 
 def grad_rows(pend:list)->StepRows|None:
     "The gradient rows (`PARAM_STEP_STATS`) of the queued batches, of the parameters that had a gradient"
