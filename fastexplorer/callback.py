@@ -208,7 +208,7 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
                                     groups=opt_groups(self.learn, self.pkeys, self.ps))
     found = [('act', self.act.finish()), ('valid_act', {} if va is None else va.finish()),
              (None, self.pstats.finish()), (None, self.cstats.finish())]
-    alerts = lambda stats: self.findings.epoch_alerts(self.tree, stats, n, self.alerts or {}, self.drift, **judge)
+    alerts = lambda stats: self.findings.epoch_alerts(stats, n, self.drift, **judge)
     hm = None if partial else epoch_heatmaps(self.learn, self.heatmap_xb, self.heatmap_info, self.heatmap_size)
     doc = assemble_epoch(self.tree, n, found, alerts, rec, hm, fit=len(self.writer.manifest['fits']) - 1,
                          partial=partial, sampled={'train': self.act.batches, 'valid': va.batches if va else 0},

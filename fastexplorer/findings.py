@@ -25,9 +25,10 @@ class Findings:
     def __init__(self,
         tree:dict|None=None, # the representation's root node, to name layers in the order they ran (`None`: none kept)
         writer=None,         # the run folder's `RunWriter` (`None` on a rank that does not write)
-        dead:float=DEAD_FRAC,# the fraction of dead units above which a layer is dead (as for `find_alerts`)
+        thresholds=None,     # `find_alerts`'s thresholds (the callback's `alerts`: `dead`, `grad_ratio`)
     ):
-        self.writer,self.verdicts = writer,None
+        self.tree,self.writer,self.thresholds,self.verdicts = tree,writer,thresholds or {},None
+        dead = self.thresholds.get('dead', DEAD_FRAC)
         self.live = None if tree is None else LiveAlerts(output_order(tree), dead, constant_by_input(tree))
         self.new_fit()
 
@@ -92,10 +93,8 @@ def origin_alerts(self:Findings, epoch:int)->list:
 
 @patch
 def epoch_alerts(self:Findings,
-    tree:dict,          # the representation's root node
     stats:dict,         # the epoch's `{path: stats}`
     epoch:int,          # the epoch being written
-    thresholds:dict,    # `find_alerts`'s thresholds (the callback's `alerts`)
     drift=None,         # under DDP: the replicas' drift alert, or `None`
     losses=None,        # a completed epoch's training losses (`LossWatch.finish`), `None` for a partial one
     chance=None,        # the loss at chance level (`LossWatch.chance`)
@@ -104,7 +103,7 @@ def epoch_alerts(self:Findings,
 )->list:
     "The alerts of an epoch's file, ranked; dead layers of a run that learns settled as `info`, live ones too"
     found = self.origin_alerts(epoch) + group_alerts([{**drift, 'source': 'epoch'}] if drift else [])
-    found += find_alerts(tree, stats, epoch=epoch, **thresholds)
+    found += find_alerts(self.tree, stats, epoch=epoch, **self.thresholds)
     if losses is None: return found
     found = settle(rank_alerts(found + loss_alerts(losses, chance, stats, valid_loss, groups)), losses, chance)
     if self.live is not None and any(a['kind'] == 'dead' and a.get('severity') != 'info' for a in self.live.alerts):

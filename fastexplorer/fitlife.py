@@ -15,7 +15,7 @@ from .hooks import HookGuard, unwrap_model
 from .export import RunWriter
 from .stepdb import StepWriter, hist_every_for
 from .stepseries import read_hist_ranges
-from .alerts import bad_threshold, DEAD_FRAC
+from .alerts import bad_threshold
 from .layers import layer_params, select_layers
 from .reduce import HistRanges
 from .stats import CallSites
@@ -84,7 +84,7 @@ def _open_run(self:FitLife, model):
         rep = self.learn.to_representation()
         self.writer.write_representation(rep.get_dict())
         self.tree = rep.data.get_dict()
-        self.findings = Findings(self.tree, self.writer, (self.alerts or {}).get('dead', DEAD_FRAC))
+        self.findings = Findings(self.tree, self.writer, self.alerts)
         self.heatmap_xb,self.heatmap_info = heatmap_samples(self.learn, self.heatmaps)
         if self.preflight: self.findings.preflight(self.learn, self.n_epochs + 1)
         if self.serve: print(f"fastexplorer: explore this run at {self.explore(port=self.port)}")
