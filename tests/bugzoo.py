@@ -5,8 +5,11 @@ which says where the report is, what the bug is and which alerts name its cause 
 `run_case` trains a case with `ExplorerCallback(preflight=True)` and returns the alerts a user is asked to act on
 (severity `warning` or `error`, first first); `judge` scores them as `../shared/DIAGNOSIS.md` does: *detected* if an
 alert names the cause, *first* if the first one does, a *false alarm* if a fixed twin or a healthy run raises any.
-Cases live in `bugs_*.py` (one file per family of bugs) and `healthy.py`; `cases()` gathers them."""
-import importlib, math, random
+Cases live in `bugs_*.py` (one file per family of bugs) and `healthy.py`; `cases()` gathers them.
+
+Every buggy case falls in one of two halves by a rule fixed before any tuning (`Case.half`: the parity of the SHA-256 of
+its URL). Thresholds are tuned on the `dev` half only; the `held-out` half and the healthy runs measure what users get."""
+import hashlib, importlib, math, random
 from dataclasses import dataclass, field
 from functools import partial
 import numpy as np, torch, torch.nn.functional as F
@@ -35,6 +38,12 @@ class Case:
     fit:str = 'fit'          # `fit` or `fit_one_cycle`
     every:int = 1            # `ExplorerCallback(every=...)`
     healthy:bool = field(default=False)
+
+    @property
+    def half(self)->str:
+        "`dev` or `held-out`, by a fixed rule made before any tuning: the parity of the SHA-256 of the source URL"
+        if self.healthy: return 'healthy'
+        return 'held-out' if int(hashlib.sha256(self.source.encode()).hexdigest(), 16) % 2 else 'dev'
 
 def case(source:str, bug:str, kinds, layer=None, **kw):
     "Register a buggy program with its fixed twin: `kinds` are the alert kinds that name its cause"
