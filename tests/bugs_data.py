@@ -1,6 +1,6 @@
 """Bug zoo, family 3: the data, the targets and labels, the loss's contract with them, preprocessing and evaluation. See
-`bugzoo.py`. Several of these bugs leave every layer's statistics healthy (labels off their range, pads counted in the
-loss, dropout left on in evaluation): their docstrings say so. Kinds that no check raises yet, assumed here as a correct
+`bugzoo.py`. Several of these bugs leave every layer's statistics healthy (labels all one class, pads counted in the
+loss, dropout left on in evaluation, pixels scrambled by a `reshape`): their docstrings say so. Kinds that no check raises yet, assumed here as a correct
 tool would name them: `labels_one_class`, `multi_hot_softmax`, `nonfinite_input`, `nonfinite_target`, `target_shape`,
 `padding_in_loss`, `eval_nondeterministic`, `train_mode_in_eval`, `last_batch_one`, `input_layout`, `valid_input_shift`."""
 from fastai.callback.core import Callback
@@ -19,8 +19,7 @@ def _dls(xt, yt, xv, yv, bs=32, drop_last=True, seed=0)->DataLoaders:
 def _split(x, y, n_valid=360, seed=0):
     "A random split of `x`, `y`, `n_valid` samples held out: `(xt, yt, xv, yv)`"
     idx = torch.randperm(len(x), generator=_gen(seed))
-    n = n_valid
-    return x[idx[n:]], y[idx[n:]], x[idx[:n]], y[idx[:n]]
+    return x[idx[n_valid:]], y[idx[n_valid:]], x[idx[:n_valid]], y[idx[:n_valid]]
 
 def _digit_vectors():
     "The digits as standardised 64-d vectors"
@@ -32,6 +31,12 @@ def _digit_images(scale='unit'):
     x, y = digits_raw()
     x = x.view(-1, 1, 8, 8)
     return ((x * 15).round() if scale == 'byte' else x / 16), y
+
+def _keras_init(model):
+    "Keras's initialisation: Glorot-uniform kernels, zero biases"
+    for m in model.modules():
+        if isinstance(m, (nn.Linear, nn.Conv2d)): nn.init.xavier_uniform_(m.weight); nn.init.zeros_(m.bias)
+    return model
 
 def _small_cnn(c_in=1, n_out=10, bn=False):
     "A small convolutional classifier for 8×8 images: two 3×3 convolutions (with BatchNorm if `bn`), global pooling, a linear head"
@@ -273,12 +278,6 @@ def mnist_pixels_not_scaled(fixed):
     def categorical_crossentropy(p, t): return -(t * torch.log(p.clamp(1e-7, 1 - 1e-7))).sum(1).mean()
     return Learner(tensor_dls(x, F.one_hot(y, 10).float(), bs=32), _keras_init(model), loss_func=categorical_crossentropy,
                    opt_func=torch_opt(torch.optim.SGD))
-
-def _keras_init(model):
-    "Keras's initialisation: Glorot-uniform kernels, zero biases"
-    for m in model.modules():
-        if isinstance(m, (nn.Linear, nn.Conv2d)): nn.init.xavier_uniform_(m.weight); nn.init.zeros_(m.bias)
-    return model
 
 def _series(n=1500, seed=0):
     "A daily series: two seasonalities, a slow trend, noise"
