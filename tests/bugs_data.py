@@ -2,7 +2,8 @@
 `bugzoo.py`. Several of these bugs leave every layer's statistics healthy (labels all one class, pads counted in the
 loss, dropout left on in evaluation, pixels scrambled by a `reshape`): their docstrings say so. Kinds that no check raises yet, assumed here as a correct
 tool would name them: `labels_one_class`, `multi_hot_softmax`, `nonfinite_input`, `nonfinite_target`, `target_shape`,
-`padding_in_loss`, `eval_nondeterministic`, `train_mode_in_eval`, `last_batch_one`, `input_layout`, `valid_input_shift`."""
+`padding_in_loss`, `eval_nondeterministic`, `train_mode_in_eval`, `last_batch_one`, `input_layout`, `valid_input_shift`,
+`labels_misaligned`."""
 from fastai.callback.core import Callback
 from fastai.metrics import accuracy
 from bugzoo import *
@@ -422,3 +423,31 @@ def last_batch_of_one(fixed):
     model = nn.Sequential(*_small_cnn(bn=True)[:-2], *head)
     return Learner(_dls(xt, yt, xv, yv, drop_last=fixed), model, loss_func=nn.CrossEntropyLoss(),
                    opt_func=torch_opt(torch.optim.Adam))
+
+
+# ---- what the model is measured against ----
+def _waveforms(n=400, length=256, sigma=5, shift=0, seed=0):
+    """Three-component seismograms: noise, then a P arrival at a random sample (an onset of growing amplitude); labels as
+    SeisBench's `ProbabilisticLabeller` makes them, a Gaussian of width `sigma` at the arrival (moved by `shift` samples),
+    with a noise channel of 1 minus it"""
+    g = _gen(seed)
+    t, onset = torch.arange(length, dtype=torch.float32), torch.randint(40, length - 40, (n, 1), generator=g).float()
+    after = (t >= onset).float()
+    wave = 0.2 * torch.randn(n, 3, length, generator=g)
+    wave += (after * torch.sin(0.6 * (t - onset)) * torch.exp(-(t - onset).clamp(min=0) / 60)).unsqueeze(1) * torch.rand(n, 3, 1, generator=g)
+    p = torch.exp(-((t - onset - shift) ** 2) / (2 * sigma ** 2))
+    return wave, torch.stack([p, 1 - p], 1)
+
+@case("https://github.com/seisbench/seisbench/issues/181",
+      "the labeller puts every P pick 1 sample before the arrival it labels: the model learns picks shifted by one sample",
+      {'labels_misaligned'}, epochs=4, lr=3e-3)
+def pick_labels_one_sample_early(fixed):
+    """SeisBench's `ProbabilisticLabeller` (sigma 5) placed the labelled pick one sample before the metadata's arrival; the
+    maintainer confirmed the off-by-one and fixed it. A small PhaseNet-like 1-d CNN (P and noise channels, a softmax over
+    them per sample, the cross-entropy against the label curves), Adam. No statistic of a layer, nor the loss's course, can
+    tell labels shifted by a sample: the model trains as well, on the wrong target"""
+    x, y = _waveforms(shift=0 if fixed else -1)
+    model = nn.Sequential(nn.Conv1d(3, 16, 7, padding=3), nn.ReLU(), nn.Conv1d(16, 16, 7, padding=3), nn.ReLU(),
+                          nn.Conv1d(16, 2, 7, padding=3))
+    def phasenet_loss(out, t): return -(t * F.log_softmax(out, dim=1)).sum(1).mean()
+    return Learner(tensor_dls(x, y, bs=32), model, loss_func=phasenet_loss, opt_func=torch_opt(torch.optim.Adam))
