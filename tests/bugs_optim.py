@@ -587,3 +587,32 @@ def batchnorm_after_dropout(fixed):
     Ported: layers (20, 64, 64, 1), dropout 0.2, small batches of 16, MSE, Adam at 1e-3, on a synthetic collective variable"""
     x, y = _descriptors()
     return Learner(tensor_dls(x, y, bs=16), _FeedForward(fixed=fixed), loss_func=F.mse_loss, opt_func=torch_opt(torch.optim.Adam))
+
+
+class _TinyDispNet(nn.Module):
+    "DispNet's shape at small size: a strided convolutional encoder, a transposed-convolution decoder, a sigmoid disparity"
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU())
+        self.decoder = nn.Sequential(nn.ConvTranspose2d(32, 16, 4, stride=2, padding=1), nn.ReLU(), nn.Conv2d(16, 1, 3, padding=1))
+    def forward(self, x): return torch.sigmoid(self.decoder(self.encoder(x)))
+
+def _smooth_maps():
+    "Digits and a smooth map made from each (a blurred copy in [0, 1]), standing in for a disparity to regress"
+    x, _ = digits_raw()
+    x = x.view(-1, 1, 8, 8) / 16
+    k = torch.tensor([[1., 2., 1.], [2., 4., 2.], [1., 2., 1.]]).view(1, 1, 3, 3) / 16
+    return x, F.conv2d(x, k, padding=1).clamp(0, 1)
+
+@case("https://github.com/tinghuiz/SfMLearner/issues/34",
+      "a PyTorch port took SfMLearner's weight decay of 0.05 (which TF-slim never applied there) into Adam: the networks 'just go to zero very quickly'",
+      {'wd_too_high'}, epochs=4, lr=1e-3)
+def weight_decay_far_too_large(fixed):
+    """SfMLearner's `nets.py` set a weight decay of 0.05 through `slim`, which only adds it to a loss collection the training
+    never read; its PyTorch port with that value saw both networks go to zero, and the author agreed the decay was never
+    applied (so 0 reproduces the original, the twin). Ported: Adam at 1e-3 with `weight_decay=0.05` (an L2 term in its gradient) on a
+    DispNet-shaped network regressing smooth maps from digits (the photometric self-supervision left out). No kind the
+    tool has names weight decay: `wd_too_high` is assumed"""
+    x, t = _smooth_maps()
+    return Learner(tensor_dls(x, t, bs=32), _TinyDispNet(), loss_func=F.mse_loss,
+                   opt_func=torch_opt(torch.optim.Adam, weight_decay=0. if fixed else 0.05))
