@@ -5,7 +5,7 @@ leave every per-layer statistic looking healthy (a network with no activation be
 mixes heads, embeddings that never train): their docstrings say so, and their `kinds` name the finding a correct tool
 would raise, some of which the tool does not have yet."""
 import math
-from fastai.callback.core import Callback, CancelBatchException
+from fastai.callback.core import Callback, CancelBatchException, CancelStepException
 from fastai.callback.training import GradientAccumulation, GradientClip
 from fastai.metrics import accuracy
 from fastai.optimizer import SGD
@@ -616,3 +616,66 @@ def weight_decay_far_too_large(fixed):
     x, t = _smooth_maps()
     return Learner(tensor_dls(x, t, bs=32), _TinyDispNet(), loss_func=F.mse_loss,
                    opt_func=torch_opt(torch.optim.Adam, weight_decay=0. if fixed else 0.05))
+
+
+class _SchedulerInsteadOfStep(Callback):
+    "The report's loop: `if scheduler: scheduler.step()` `else: optimizer.step()`, so with a scheduler the optimiser never steps"
+    order = -50
+    def __init__(self, step_size=1, gamma=0.1): self.step_size, self.gamma, self.n = step_size, gamma, 0
+    def before_step(self):
+        self.n += 1
+        if self.n % self.step_size == 0: self.opt.set_hyper('lr', self.opt.hypers[0]['lr'] * self.gamma)
+        raise CancelStepException()
+
+@case("https://github.com/ClementPinard/SfmLearner-Pytorch/issues/5",
+      "with a learning-rate scheduler, the training loop calls `scheduler.step()` in place of `optimizer.step()`: no weight ever changes",
+      {'frozen'}, epochs=4, lr=2e-4)
+def scheduler_step_instead_of_optimizer_step(fixed):
+    """The user added a `--scheduler step` option and 'the loss doesn't come down'; the author: `scheduler.step()` only changes
+    the learning rate and does not perform the optimiser's step, so call `optimizer.step()` regardless, which worked. Every
+    parameter gets its gradient and none moves. Ported: Adam at 2e-4 and batches of 48 as the user's command, a DispNet-shaped
+    network regressing smooth maps from digits (SfMLearner's photometric self-supervision and pose network left out)"""
+    x, t = _smooth_maps()
+    return Learner(tensor_dls(x, t, bs=48), _TinyDispNet(), loss_func=F.mse_loss, opt_func=torch_opt(torch.optim.Adam),
+                   cbs=[] if fixed else [_SchedulerInsteadOfStep(step_size=10)])
+
+
+class _StepLRPerBatch(Callback):
+    "`StepLR(step_size=epochs // 2, gamma=0.1)` stepped after every batch (the report) or after every epoch (the fix)"
+    def __init__(self, step_size, per_batch, gamma=0.1): self.step_size, self.per_batch, self.gamma, self.n = step_size, per_batch, gamma, 0
+    def _step(self):
+        self.n += 1
+        if self.n % self.step_size == 0: self.opt.set_hyper('lr', self.opt.hypers[0]['lr'] * self.gamma)
+    def after_step(self):
+        if self.per_batch: self._step()
+    def after_epoch(self):
+        if not self.per_batch: self._step()
+
+class _SRNet(nn.Module):
+    "SRResNet's shape at small size: a 9×9 head, residual blocks with BatchNorm and PReLU, a sub-pixel ×2 upsampler, a 9×9 tail"
+    def __init__(self, nf=32, n_blocks=2):
+        super().__init__()
+        self.head = nn.Sequential(nn.Conv2d(1, nf, 9, padding=4), nn.PReLU())
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Conv2d(nf, nf, 3, padding=1), nn.BatchNorm2d(nf), nn.PReLU(),
+                                                   nn.Conv2d(nf, nf, 3, padding=1), nn.BatchNorm2d(nf)) for _ in range(n_blocks)])
+        self.up = nn.Sequential(nn.Conv2d(nf, 4 * nf, 3, padding=1), nn.PixelShuffle(2), nn.PReLU())
+        self.tail = nn.Conv2d(nf, 1, 9, padding=4)
+    def forward(self, x):
+        h = self.head(x)
+        r = h
+        for b in self.blocks: r = r + b(r)
+        return self.tail(self.up(r + h))
+
+@case("https://github.com/Lornatang/SRGAN-PyTorch/issues/1",
+      "`StepLR(step_size=epochs // 2, gamma=0.1)` is stepped after every training step, not every epoch: the learning rate is ~0 after a few steps",
+      {'lr_too_low', 'loss_stalled'}, epochs=4, lr=1e-3)
+def step_lr_stepped_every_batch(fixed):
+    """`train.py` called `schedulerD.step()` and `schedulerG.step()` in the batch loop, so with `step_size=epochs // 2` the
+    rate fell tenfold every few steps and 'the SRGAN does not seem to train'; moved to the end of the epoch it trained, and the
+    author: 'I found it. I will fix it.' Ported: the generator's MSE training only (the discriminator left out), an SRResNet
+    of two blocks upscaling 4×4 digits to 8×8, Adam at 1e-3"""
+    x, _ = digits_raw()
+    hr = x.view(-1, 1, 8, 8) / 16
+    lr_img = F.avg_pool2d(hr, 2)
+    return Learner(tensor_dls(lr_img, hr, bs=32), _SRNet(), loss_func=F.mse_loss, opt_func=torch_opt(torch.optim.Adam),
+                   cbs=[_StepLRPerBatch(step_size=4 // 2, per_batch=not fixed)])
