@@ -116,7 +116,7 @@ class _WordLM(nn.Module):
     def forward(self, x): return self.decoder(self.rnn(self.encoder(x))[0])
 
 @case("https://github.com/rajveermalviya/language-modeling/issues/3",
-      "the word-level LSTM language model trains with Adam at the learning rate 1.0 its config kept from SGD: the loss does not go down",
+      "the word-level LSTM language model trains with Adam at the learning rate 1.0 set in its config: the loss does not go down",
       {'lr_too_high', 'loss_diverging'}, epochs=2)
 def adam_at_sgd_learning_rate(fixed):
     """'Adam's learning rate': the loss 'didn't really went down even after many epochs ... because you use learning rate of
@@ -232,7 +232,7 @@ def float16_weights_under_adamw(fixed):
 
 # ---- gradients cut, graphs broken ----
 class _DenoiseDNN(nn.Module):
-    "DiffRec's denoiser: a time embedding, then `in_layers` and `out_layers` with tanh between them; `detach` as the report's code"
+    "A DiffRec-style denoiser: a time embedding, then `in_layers` and `out_layers` with tanh between them; `detach` as the report's code"
     def __init__(self, n_items=60, hid=200, emb=10, detach=True):
         super().__init__()
         self.emb_layer = nn.Linear(emb, emb)
@@ -343,7 +343,7 @@ def bidirectional_hidden_view_mixes_batch(fixed):
     reverse); the issue shows it with a small tensor and the fix it agrees on takes the layers out of dim 0 first. The code
     runs without error. Ported with `-bi` (bidirectional), Adam at 1e-3, batches of 32, the KL weight at its early annealed
     value, on synthetic Markov-chain sentences of 12 words"""
-    x = _markov_text(n_tokens=12 * 1500 + 1, vocab=50)[:12 * 1500].view(1500, 12)
+    x = _markov_text(n_tokens=12 * 1500, vocab=49).view(1500, 12) + 1       # word ids 1..49; 0 is <sos>
     return Learner(tensor_dls(x, x, bs=32), _BiGRUVAE(fixed=fixed), loss_func=_vae_loss, opt_func=torch_opt(torch.optim.Adam))
 
 
