@@ -18,9 +18,9 @@ from .nonfinite import find_nonfinite, find_loss_nonfinite
 
 # %% auto #0
 __all__ = ['BY_INPUT', 'SQUASHING', 'HINTS', 'SEVERITY', 'DEAD_FRAC', 'RANK', 'ALERT_ARGS', 'DEAD_AFTER', 'HALF_HINT',
-           'execution_order', 'output_order', 'classes_of', 'constant_by_input', 'group_alerts', 'find_alerts',
-           'rank_alerts', 'bad_threshold', 'LiveAlerts', 'stale_grad_flag', 'stale_grad_alert', 'origin_alert',
-           'loss_op', 'loss_alert', 'trace_origin']
+           'DATA_HINT', 'execution_order', 'output_order', 'classes_of', 'constant_by_input', 'group_alerts',
+           'find_alerts', 'rank_alerts', 'bad_threshold', 'LiveAlerts', 'stale_grad_flag', 'stale_grad_alert',
+           'origin_alert', 'loss_op', 'loss_alert', 'trace_origin']
 
 # %% ../nbs/03h_alerts.ipynb #d102e683
 def execution_order(tree:dict)->dict:
@@ -358,10 +358,14 @@ def _half(found:dict)->bool:
 
 HALF_HINT = ("float16 overflowed: train in bfloat16 (`learn.to_bf16()`), which has float32's range, or keep the "
              "activations smaller (normalise the inputs, initialise smaller)")
-
+DATA_HINT = ("the data holds NaN or Inf: fill or drop the missing values (fastai's `FillMissing` for tables), or find "
+             "the samples that are corrupt")
 
 # %% ../nbs/03h_alerts.ipynb #562f95e2
 def _origin_message(found:dict)->str:
+    if found.get('phase') == 'input':
+        return (f"the batch's input {found['input']} held {found['count']} NaN or Inf values before the model "
+                "computed anything: the data's, not a layer's")
     where = f"`{found['module']}`" if found['module'] else 'the model itself'
     if found.get('phase') == 'backward':
         src = 'from finite inputs' if found['inputs_finite'] else 'from gradients that were not finite'
@@ -379,7 +383,8 @@ def origin_alert(found:dict, step:int, epoch:int)->dict:
     half = "; it computed in float16 (mixed precision), which holds nothing past 65504" if _half(found) else ''
     return {'kind': 'nonfinite', 'layer': found['module'], 'stat': 'op', 'op': found['op'], 'param': found['param'],
             'inputs_finite': found['inputs_finite'], 'phase': found['phase'], 'step': step, 'epoch': epoch,
-            'message': f"{_origin_message(found)}, at step {step}{half}"} | ({'hint': HALF_HINT} if half else {})
+            'message': f"{_origin_message(found)}, at step {step}{half}"} | ({'hint': HALF_HINT} if half else {}) | (
+            {'hint': DATA_HINT} if found.get('phase') == 'input' else {})
 
 def loss_op(found:dict|None)->str:
     "The operation of the loss that made the NaN, from what `find_loss_nonfinite` `found` (`''` if it found none)"
