@@ -250,6 +250,11 @@ def bad_threshold(alerts:dict|None)->tuple|None:
 # %% ../nbs/03h_alerts.ipynb #dfd02e66
 DEAD_AFTER = 20
 
+def _when(a:dict)->tuple:
+    "Where alert `a` falls in a run: epoch, step, then the preflight's, a traced origin (`op`), a step's statistics"
+    s,rank = a.get('step'),0 if a.get('source') == 'preflight' else 1 if a.get('stat') == 'op' else 2
+    return a.get('epoch') or 0, s if isinstance(s, (int, float)) and s == s else math.inf, rank
+
 class LiveAlerts:
     "Alerts found inside an epoch, in the batches about to be written"
     def __init__(self,
@@ -265,10 +270,16 @@ class LiveAlerts:
         self.seen,self.dead_checked = set(),False
 
     def add(self, key, epoch:int, **alert):
-        "Record an alert found inside epoch `epoch`, once per epoch for each `key`"
+        "Record an alert found inside epoch `epoch`, once per epoch for each `key`, in the order of the run's steps"
         if key in self.seen: return
         self.seen.add(key)
-        self.alerts.append({**alert, 'epoch': epoch, 'source': 'live'})
+        a = {**alert, 'epoch': epoch, 'source': 'live'}
+        if a['kind'] == 'nonfinite':   # a NaN run's alert is that one, whether a write found dead units sooner or not
+            self.alerts[:] = [b for b in self.alerts if not (b['kind'] == 'dead' and b.get('epoch') == epoch)]
+        # writes come in groups, by count and by time: the order found is the machine's; the order of steps is the run's
+        i = len(self.alerts)
+        while i and _when(self.alerts[i - 1]) > _when(a): i -= 1
+        self.alerts.insert(i, a)
 
 # %% ../nbs/03h_alerts.ipynb #e3a5c012
 @patch

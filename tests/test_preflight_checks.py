@@ -132,3 +132,49 @@ def test_nan_outputs_on_the_first_batch_are_traced():
     with torch.no_grad(): learn.model[4].weight[0, 0] = float('inf')
     v = said(learn)['nonfinite']
     assert v['layer'] == '4' and v['op'].startswith('aten::') and '`4`, a Linear with 10 outputs, from `4.weight`' in v['evidence'], v
+
+class _KerasCifar(nn.Module):
+    "The network of discuss.pytorch.org/t/what-does-model-eval-do-for-batchnorm-layer/7146 (conv, BatchNorm, pooling, dropout, two dense layers), at the digits' size"
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1, self.conv2, self.bn2 = nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.Conv2d(32, 32, 3), nn.BatchNorm2d(32)
+        self.pool, self.drop, self.fc1, self.fc2 = nn.MaxPool2d(2), nn.Dropout(0.25), nn.Linear(32 * 3 * 3, 512), nn.Linear(512, 10)
+    def forward(self, x):
+        x = self.drop(self.pool(F.relu(self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))))))
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+def test_validation_at_chance_names_the_layers_that_compute_otherwise_in_evaluation():
+    """The thread above: "training accuracy is perfect, ... with model.eval() only 10%". The `valid_at_chance` hint blamed
+    labels or memorising alone; now it names the model's BatchNorm and Dropout layers, which compute otherwise in evaluation"""
+    from fastexplorer.findings import Findings
+    tree = _KerasCifar().to_representation().get_dict()
+    losses = [2.3 * 0.93 ** i for i in range(60)]                     # the training loss falls to 0.03
+    a = next(a for a in Findings(tree).epoch_alerts({}, 3, losses=losses, chance=math.log(10), valid_loss=2.35)
+             if a['kind'] == 'valid_at_chance')
+    assert all(f"`{p}` ({c})" in a['hint'] for p,c in (('bn1', 'BatchNorm2d'), ('bn2', 'BatchNorm2d'), ('drop', 'Dropout'))), a['hint']
+
+def _vit_run(path, flush_batches, monkeypatch):
+    "A seeded timm ViT on the digits (upsampled to 32×32) under SGD at lr 3, every batch sampled: its live alerts"
+    import timm, fastexplorer.steps as S
+    monkeypatch.setattr(S, 'FLUSH_BATCHES', flush_batches); monkeypatch.setattr(S, 'FLUSH_SECONDS', 0. if flush_batches == 1 else 1e9)
+    from fastai.optimizer import SGD
+    random.seed(0); np.random.seed(0); torch.manual_seed(0)
+    x, y = digits_raw()
+    x = F.interpolate((x / 16).view(-1, 1, 8, 8), size=32, mode='bilinear').expand(-1, 3, -1, -1).contiguous()
+    model = timm.create_model('vit_tiny_patch16_224', pretrained=False, img_size=32, patch_size=8, depth=2, num_classes=10)
+    learn = Learner(tensor_dls(x, y, bs=64), model, loss_func=nn.CrossEntropyLoss(), opt_func=SGD,
+                    cbs=ExplorerCallback(path, every=1, preflight=False))
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, 3.)
+    return [(a['kind'], a.get('stat'), a.get('step'), a['layer']) for a in load_run(path).meta['live_alerts']]
+
+def test_a_seeded_vit_that_diverges_names_the_same_first_finding_on_any_machine(tmp_path, monkeypatch):
+    """Issue 45, point 8: a seeded timm ViT at a learning rate far too high named `patch_embed.proj` first in one run and
+    `blocks.1.norm1` in another. Two causes: the gradient statistics' norm overflowed (3.4e38) a step before any NaN,
+    which used the one trace up on a batch with nothing to find, so the first finding fell to whichever statistics
+    came first; and live alerts kept the order the writes found them in, which depends on the machine's speed
+    (`StepQueue` writes every ten batches or every second). Now the trace waits for a real NaN and names its operation,
+    and the alerts keep the order of the steps: the same list whether the writes come every batch or once"""
+    every = _vit_run(tmp_path/'fast', 1, monkeypatch)
+    once = _vit_run(tmp_path/'slow', 1000, monkeypatch)
+    assert every == once, (every, once)
+    assert every[0][:2] == ('nonfinite', 'op'), every     # the traced origin: the module and operation that made the NaN
