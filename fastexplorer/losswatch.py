@@ -14,8 +14,8 @@ from .alerts import HINTS, SEVERITY
 from .contract import loss_kind, loss_name
 
 # %% auto #0
-__all__ = ['MIN_STEPS', 'HIGH_RATIO', 'LOW_RATIO', 'chance_loss', 'target_sums', 'LossWatch', 'loss_course', 'update_ratio',
-           'group_ratios', 'falling', 'loss_alerts', 'learns', 'settle']
+__all__ = ['MIN_STEPS', 'HIGH_RATIO', 'LOW_RATIO', 'EVAL_MODE', 'chance_loss', 'target_sums', 'LossWatch', 'loss_course',
+           'update_ratio', 'group_ratios', 'falling', 'eval_layers', 'eval_hint', 'loss_alerts', 'learns', 'settle']
 
 # %% ../nbs/03hb_losswatch.ipynb #a3087fa5
 def _entropy(p:torch.Tensor)->float:
@@ -163,6 +163,21 @@ def _course_alert(
         return _lr_alert('lr_too_low', groups, low, value=last, message=what + steps)
     return dict(kind='loss_stalled', value=last, message=what + steps)
 
+# %% ../nbs/03hb_losswatch.ipynb #9b132698
+EVAL_MODE = ('BatchNorm', 'Dropout')   # in their class names: layers that compute otherwise in evaluation
+
+def eval_layers(classes:dict)->list:
+    "`(path, class)` of the layers of `classes` (`{path: class name}`) that compute otherwise in evaluation"
+    return [(p, c) for p,c in classes.items() if p and c and any(k in c for k in EVAL_MODE)]
+
+def eval_hint(layers:list)->str:
+    "What to add, when validation and training disagree, of the model's `layers` that compute otherwise in evaluation"
+    if not layers: return ''
+    show = ', '.join(f"`{p}` ({c})" for p,c in layers[:4]) + (', …' if len(layers) > 4 else '')
+    return (f"; or the layers that compute otherwise in evaluation: {show}. A BatchNorm normalises with its running "
+            "statistics there, not the batch's: they differ where batches are tiny or each of one class (data not "
+            "shuffled); Dropout is off")
+
 # %% ../nbs/03hb_losswatch.ipynb #05ae74e4
 def loss_alerts(
     losses:list,                # the run's training losses so far
@@ -170,6 +185,7 @@ def loss_alerts(
     stats:dict,                 # an epoch's statistics (for the update ratios)
     valid_loss:float|None=None, # the epoch's validation loss
     groups:list=(),             # the optimiser's groups, `(lr, [parameter keys])`: each judged by its own update ratio
+    evals:list=(),              # the model's layers that compute otherwise in evaluation (`eval_layers`)
 )->list:
     "Alerts on the run's training `losses` so far, the `chance` level, an epoch's `stats` and its `valid_loss`"
     v = [x for x in losses if math.isfinite(x)]
@@ -182,9 +198,10 @@ def loss_alerts(
         res.append(dict(kind='valid_at_chance', value=valid_loss,
                         message=f"the validation loss is {valid_loss:.4g}, at the chance level {chance:.4g}, "
                                 f"while the training loss fell to {last:.4g}: "
-                                "what the model learns does not carry over to the validation set"))
-    return [{'layer': '', 'stat': 'loss', **a, 'hint': HINTS[a['kind']], 'severity': SEVERITY.get(a['kind'], 'warning'),
-             'layers': [''], 'source': 'epoch'} for a in res]
+                                "what the model learns does not carry over to the validation set",
+                        hint=HINTS['valid_at_chance'] + eval_hint(evals)))
+    return [{'layer': '', 'stat': 'loss', **a, 'hint': a.get('hint') or HINTS[a['kind']],
+             'severity': SEVERITY.get(a['kind'], 'warning'), 'layers': [''], 'source': 'epoch'} for a in res]
 
 # %% ../nbs/03hb_losswatch.ipynb #1b2d7c6c
 def learns(losses:list, chance:float|None)->bool:
