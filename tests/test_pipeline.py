@@ -223,3 +223,22 @@ def test_heatmaps_and_preflight_take_the_batch_through_before_batch():
     assert 'conv1' in maps['layers'] and len(maps['layers']['conv1']['maps']) == 2, list(maps['layers'])[:4]
     v = learn.preflight()
     assert [(x['check'], x['evidence']) for x in v if x['severity'] == 'error'] == [], v
+
+class Counter(Callback):
+    "A user's callback that counts the batches it sees: a pass of the tool's own runs it, then puts its count back"
+    def before_batch(self): self.n = getattr(self, 'n', 0) + 1
+
+def test_the_extra_passes_leave_the_training_as_it_was(tmp_path):
+    """A one-cycle fit of the digits CNN with `MixUp` and a user's callback: with the preflight and heatmaps on, the
+    losses, learning rates and counts are those of the same fit without them (the schedulers, the recorder and the
+    augmentation never run for an extra pass; what a user's callback sets is put back)"""
+    from fastai.callback.mixup import MixUp
+    def fit(pre:bool):
+        torch.manual_seed(0)
+        learn = digits_learner()
+        cbs = [Counter(), MixUp(), ExplorerCallback(tmp_path/f'run{pre}', every=5, preflight=pre, heatmaps=2 if pre else 0)]
+        with learn.no_bar(), learn.no_logging(): learn.fit_one_cycle(1, 1e-2, cbs=cbs)
+        return learn.recorder.losses,learn.recorder.lrs,cbs[0].n
+    (l0,lr0,n0),(l1,lr1,n1) = fit(False),fit(True)
+    assert n1 == n0 and lr1 == lr0, (n0, n1)
+    assert torch.equal(torch.stack(l1), torch.stack(l0)), 'the fit changed'
