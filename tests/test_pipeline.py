@@ -38,6 +38,14 @@ def googlenet_learner(dls):
     m.conv1.conv = nn.Conv2d(1, 64, 7, 2, 3, bias=False)
     return Learner(dls, m, loss_func=nn.CrossEntropyLoss())
 
+def inception_learner():
+    "Inception v3 (torchvision, random weights) at its smallest input, 75 px: a `TensorImage` output, as GoogLeNet's"
+    torch.manual_seed(0)
+    m = torchvision.models.inception_v3(weights=None, aux_logits=False, init_weights=True, num_classes=10,
+                                        transform_input=False)
+    m.Conv2d_1a_3x3.conv = nn.Conv2d(1, 32, 3, 2, bias=False)
+    return Learner(digits_block_dls(bs=4, size=75), m, loss_func=nn.CrossEntropyLoss())
+
 def segmentation_dls(bs:int=4, size:int=32):
     "The digits as a segmentation task through `DataBlock(ImageBlock, MaskBlock)`: the mask marks the lit pixels"
     ims,_ = _digits(16)
@@ -86,6 +94,7 @@ def text():
     return text_classifier_learner(dls, AWD_LSTM, pretrained=False, config=cfg, drop_mult=0.)
 
 HEALTHY_BLOCKS = {'googlenet_vision_block': lambda: googlenet_learner(digits_block_dls()),
+                  'inception_v3_vision_block': inception_learner,
                   'deeplabv3_segmentation_block': deeplab_learner, 'unet_segmentation_block': unet,
                   'tabular_learner': tabular, 'awd_lstm_text_block': text}
 
@@ -236,7 +245,8 @@ def test_the_extra_passes_leave_the_training_as_it_was(tmp_path):
     def fit(pre:bool):
         torch.manual_seed(0)
         learn = digits_learner()
-        cbs = [Counter(), MixUp(), ExplorerCallback(tmp_path/f'run{pre}', every=5, preflight=pre, heatmaps=2 if pre else 0)]
+        xc = ExplorerCallback(tmp_path/f'run{pre}', every=5, preflight=pre, heatmaps=2 if pre else 0)
+        cbs = [Counter(), MixUp(), xc]
         with learn.no_bar(), learn.no_logging(): learn.fit_one_cycle(1, 1e-2, cbs=cbs)
         return learn.recorder.losses,learn.recorder.lrs,cbs[0].n
     (l0,lr0,n0),(l1,lr1,n1) = fit(False),fit(True)
