@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['pipeline_events', 'LearnerPass']
+__all__ = ['pipeline_events', 'LearnerPass', 'learner_batch']
 
 # %% ../nbs/00d_pipeline.ipynb #bdaf930f
 _EVENTS = ('before_batch', 'after_pred', 'after_loss')
@@ -90,3 +90,12 @@ def loss(self:LearnerPass, pred):
 def __call__(self:LearnerPass, out):
     "The loss of the model's output `out`, through `after_pred`, the loss function and `after_loss`"
     return self.loss(self.pred(out))
+
+# %% ../nbs/00d_pipeline.ipynb #957f07ea
+def learner_batch(learn, xb:tuple, yb:tuple,
+    training:bool=True,   # a training batch, or a validation one
+)->tuple:                 # `(xb, yb, None)`; `(xb, yb, exception)` as they were where a callback failed on them
+    "The batch `xb`, `yb` after `learn`'s `before_batch` callbacks (fastai's `CastToTensor`), as the model gets it"
+    try:
+        with LearnerPass(learn, training=training) as pl: return *pl.batch(xb, yb),None
+    except Exception as e: return tuple(xb),tuple(yb),e

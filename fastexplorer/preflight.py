@@ -20,7 +20,7 @@ from .nonfinite import find_loss_nonfinite
 from .alerts import loss_op
 from .contract import *
 from .batch import model_device, to_model_device, split_batch, dl_batch
-from .pipeline import LearnerPass
+from .pipeline import LearnerPass, learner_batch
 
 # %% auto #0
 __all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'check_gradients', 'find_cut',
@@ -357,11 +357,9 @@ def _half_overflow(res:list, model:nn.Module, xb:tuple, dt)->list:
 # %% ../nbs/03i_preflight.ipynb #839d7d03
 def _cast(learn, xb:tuple, yb:tuple)->tuple:
     "`(xb, yb, verdicts)`: the batch after `learn`'s `before_batch` callbacks; as it is, saying so, if they fail on it"
-    try:
-        with LearnerPass(learn) as pl: return *pl.batch(xb, yb),[]
-    except Exception as e:
-        return xb,yb,[verdict('pipeline', 'skipped', f"the learner's `before_batch` callbacks failed on the batch "
-                              f"({type(e).__name__}: {e}): the checks take it as the DataLoader gives it")]
+    xb,yb,e = learner_batch(learn, xb, yb)
+    return xb,yb,([] if e is None else [verdict('pipeline', 'skipped', f"the learner's `before_batch` callbacks failed "
+                  f"on the batch ({type(e).__name__}: {e}): the checks take it as the DataLoader gives it")])
 
 # %% ../nbs/03i_preflight.ipynb #3464d70e
 @patch
