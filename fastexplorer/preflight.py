@@ -320,10 +320,12 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
         with learner_autocast(learn):
             try: out = model(*xb)         # the model itself: a DDP wrapper would wait for the other ranks
             finally: fa.remove()
-            try:
-                out = pl.pred(out)        # as the loss gets it: after the `after_pred` callbacks
-                if isinstance(o := first_tensor(out), torch.Tensor) and o.requires_grad: o.retain_grad()
-                loss = pl.loss(out)
+            try: out = pl.pred(out)       # as the loss gets it: after the `after_pred` callbacks
+            except Exception as e:        # a callback that needs its `before_fit`, say: the program is not judged
+                return [verdict('pipeline', 'skipped', f"the learner's `after_pred` callbacks failed on the output "
+                                f"({type(e).__name__}: {e}): the loss and the gradients are not checked")]
+            if isinstance(o := first_tensor(out), torch.Tensor) and o.requires_grad: o.retain_grad()
+            try: loss = pl.loss(out)
             except Exception as e:   # what feeds the loss says why, often; with no loss, no contract is "ok"
                 o,msg = first_tensor(out),f"the loss cannot be computed on the first batch: {type(e).__name__}: {e}"
                 return [v for v in check_loss_contract(o, y, None, kind, axis, final_op(o)) if v['severity'] != 'ok'
