@@ -418,12 +418,13 @@ def trace_origin(model, xb:tuple, rng:tuple, step:int, epoch:int,
     loss=None,          # after a backward: the batch's loss (a tensor)
     loss_fn=None,       # `f(output)`: the batch's loss, to run the backward again
     out_grad_ok=None,   # whether the loss's gradient at the model's output was finite (a tensor), if it was watched
-    out=None,           # the model's output for the batch: to name the loss's operation that made a NaN
+    out=None,           # the output the loss took (`learn.pred`): to name the loss's operation that made a NaN
+    pred_loss=None,     # `f(out)`, the loss of `out`, past fastai's `after_pred` callbacks (default: `loss_fn`)
 )->dict|None:
     "The alert naming where the first non-finite value of a batch came from, or `None`"
     if loss is not None and (not bool(torch.isfinite(loss).all())
                              or (out_grad_ok is not None and not bool(out_grad_ok))):
         return loss_alert(float(loss.float().mean()), step, epoch,
-                          find_loss_nonfinite(loss_fn, out) if loss_fn and out is not None else None)
+                          find_loss_nonfinite(pred_loss or loss_fn, out) if loss_fn and out is not None else None)
     found = find_nonfinite(model, xb, *rng, loss=loss_fn)
     return None if found is None else origin_alert(found, step, epoch)

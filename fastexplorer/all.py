@@ -6,6 +6,7 @@ from .core import *
 from .hooks import *
 from .state import *
 from .batch import *
+from .pipeline import *
 from .probe import *
 from .history import *
 from .export import *

@@ -14,7 +14,7 @@ from .alerts import *
 from .contract import verdict
 from .preflight import preflight_alerts
 from .losswatch import loss_alerts, settle, eval_layers
-from .training import loss_of
+from .pipeline import LearnerPass
 
 # %% auto #0
 __all__ = ['Findings']
@@ -74,9 +74,10 @@ def check(self:Findings, metas:list, act, grad, keys:list, pkeys:list, epoch:int
 def trace(self:Findings, learn, rng:tuple, step:int, epoch:int, backward:bool=False, out_grad_ok=None):
     "Name the module and operation that made the batch's first non-finite value: an alert at once"
     self.traced = True
-    after = (learn.loss.detach(), loss_of(learn), out_grad_ok, learn.pred) if backward else ()
     try:
-        with learner_autocast(learn):
+        # the learner's pipeline: the model's output through the `after_pred` callbacks to the loss (`pl`), as training
+        with LearnerPass(learn, learn.xb, getattr(learn, 'yb', ()), learn.training) as pl, learner_autocast(learn):
+            after = (learn.loss.detach(), pl, out_grad_ok, learn.pred, pl.loss) if backward else ()
             self.origin = trace_origin(unwrap_model(learn.model), learn.xb, rng, step, epoch, *after)
     except Exception as e:
         warnings.warn(f"fastexplorer could not trace the first non-finite value: {type(e).__name__}: {e}")

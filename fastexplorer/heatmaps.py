@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/heatmaps.html.md"""
 
 # %% ../nbs/03c_heatmaps.ipynb #ddfb110d
 from __future__ import annotations
-import base64
+import base64, warnings
 from functools import partial
 import torch
 from torch import nn
@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from .batch import *
 from .hooks import *
 from .state import *
+from .pipeline import learner_batch
 
 # %% auto #0
 __all__ = ['activation_maps', 'input_images', 'heatmap_samples']
@@ -90,4 +91,10 @@ def heatmap_samples(
     ys = b[len(xb)] if len(b) > len(xb) else None
     info = [{'index': i, 'target': str(ys[i].item()) if isinstance(ys, torch.Tensor) and ys[i].numel() == 1 else None,
              'image': im} for i,im in enumerate(input_images(dl, xb[0][:k]))]
-    return tuple(o[:k].to(dev) if isinstance(o, torch.Tensor) else o for o in xb),info
+    xb,yb = ([o[:k].to(dev) if isinstance(o, torch.Tensor) else o for o in t] for t in (xb, b[len(xb):]))
+    # as validation gives them to the model: through the learner's `before_batch` callbacks (`CastToTensor`)
+    xb,_,e = learner_batch(learn, xb, yb, training=False)
+    if e is not None:
+        warnings.warn(f"fastexplorer takes the heatmaps' samples as the DataLoader gives them: the learner's "
+                      f"`before_batch` callbacks failed on them ({type(e).__name__}: {e})")
+    return tuple(xb),info

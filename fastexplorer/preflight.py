@@ -13,7 +13,6 @@ import torch
 from torch import nn
 from fastcore.basics import patch
 from fastai.learner import Learner
-from fastai.torch_core import to_float
 from .core import *
 from .hooks import *
 from .state import *
@@ -21,6 +20,7 @@ from .nonfinite import find_loss_nonfinite, NodeOwners, trace_outputs
 from .alerts import loss_op
 from .contract import *
 from .batch import model_device, to_model_device, split_batch, dl_batch
+from .pipeline import LearnerPass, learner_batch
 
 # %% auto #0
 __all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'check_gradients', 'find_cut',
@@ -338,13 +338,11 @@ def check_overfit(model:nn.Module, xb:tuple, yb:tuple, loss_func, opt_func, lr:f
 def _overfit(learn, model, xb:tuple, yb:tuple, lr:float)->list:
     "`check_overfit` on a copy of `model`, the random state kept; skipped, saying why, where that cannot run"
     import copy
-    dt,scale = learner_amp(learn)
-    # the output in float32, as `MixedPrecision` hands it to the loss
-    lf = (lambda o, *y: learn.loss_func(to_float(o), *y)) if dt is not None else learn.loss_func
     try:
-        with preserved_rng(model_device(model)):
-            return check_overfit(copy.deepcopy(model), xb, yb, lf, learn.opt_func, lr,
-                                 autocast=partial(learner_autocast, learn), scale=scale)
+        # each step's loss through the learner's `after_pred` and `after_loss` (float32 under `MixedPrecision`)
+        with preserved_rng(model_device(model)), LearnerPass(learn, xb, yb) as pl:
+            return check_overfit(copy.deepcopy(model), xb, yb, lambda o, *_: pl(o), learn.opt_func, lr,
+                                 autocast=partial(learner_autocast, learn), scale=learner_amp(learn)[1])
     except Exception as e:
         return [verdict('overfit_batch', 'skipped', f"could not train a copy of the model: {type(e).__name__}: {e}")]
 
@@ -352,29 +350,33 @@ def _overfit(learn, model, xb:tuple, yb:tuple, lr:float)->list:
 def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
     "Checks of a forward and backward in training mode: the loss and what feeds it, its gradient, output, gradient flow"
     model.train()
-    fa,own,(dt,scale) = FirstActs(model),NodeOwners(model),learner_amp(learn)
+    fa,own,scale = FirstActs(model),NodeOwners(model),learner_amp(learn)[1]
     y,kind,axis = yb[0] if yb else None,loss_kind(learn.loss_func),getattr(learn.loss_func, 'axis', 1)
     flat = getattr(learn.loss_func, 'flatten', False) is True   # fastai's flat losses: shapes need not match
-    with learner_autocast(learn):
-        try: out = model(*xb)         # the model itself: a DDP wrapper would wait for the other ranks
-        finally: fa.remove(); own.remove()
-        if dt is not None: out = to_float(out)
-        o = first_tensor(out)
-        if isinstance(o, torch.Tensor) and o.requires_grad: o.retain_grad()
-        named = own.nodes,o,model,axis   # to name the module that made what a verdict is about
-        try: loss = _loss(learn.loss_func, out, yb)
-        except Exception as e:   # what feeds the loss says why, often
-            msg = f"the loss cannot be computed on the first batch: {type(e).__name__}: {e}"
-            return name_makers(check_loss_contract(o, y, None, kind, axis, final_op(o), final_op(o, 1), flat) + [
-                verdict('loss', 'error', msg, "check the output's shape and classes against the targets'")], *named)
-    res = check_first_layers(fa.seen) + check_loss_contract(o, y, float(loss.detach().float()), kind, axis,
-                                                     final_op(o), final_op(o, 1), flat)
-    ps = [p for p in model.parameters() if p.requires_grad]
-    scaled_backward(loss, ps, scale, o if isinstance(o, torch.Tensor) else None)
-    learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
-    lg,gf = check_loss_gradient(o),check_gradients(model, _groups(learn, model))
-    if any(v['check'] == 'nonfinite_loss' for v in res): lg = []   # the loss itself is not finite: said once
-    with learner_autocast(learn): name_loss_op(res + lg, lambda o: _loss(learn.loss_func, o, yb), out)
+    with LearnerPass(learn, xb, yb) as pl:
+        with learner_autocast(learn):
+            try: out = model(*xb)         # the model itself: a DDP wrapper would wait for the other ranks
+            finally: fa.remove(); own.remove()
+            try: out = pl.pred(out)       # as the loss gets it: after the `after_pred` callbacks
+            except Exception as e:        # a callback that needs its `before_fit`, say: the program is not judged
+                return [verdict('pipeline', 'skipped', f"the learner's `after_pred` callbacks failed on the output "
+                                f"({type(e).__name__}: {e}): the loss and the gradients are not checked")]
+            if isinstance(o := first_tensor(out), torch.Tensor) and o.requires_grad: o.retain_grad()
+            named = own.nodes,o,model,axis   # to name the module that made what a verdict is about
+            try: loss = pl.loss(out)
+            except Exception as e:   # what feeds the loss says why, often; with no loss, no contract is "ok"
+                msg = f"the loss cannot be computed on the first batch: {type(e).__name__}: {e}"
+                vs = check_loss_contract(o, y, None, kind, axis, final_op(o), final_op(o, 1), flat)
+                return name_makers([v for v in vs if v['severity'] != 'ok'] + [
+                    verdict('loss', 'error', msg, "check the output's shape and classes against the targets'")], *named)
+        res = check_first_layers(fa.seen) + check_loss_contract(o, y, float(loss.detach().float()), kind, axis,
+                                                                final_op(o), final_op(o, 1), flat)
+        ps = [p for p in model.parameters() if p.requires_grad]
+        scaled_backward(loss, ps, scale, o if isinstance(o, torch.Tensor) else None)
+        learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
+        lg,gf = check_loss_gradient(o),check_gradients(model, _groups(learn, model))
+        if any(v['check'] == 'nonfinite_loss' for v in res): lg = []   # the loss itself is not finite: said once
+        with learner_autocast(learn): name_loss_op(res + lg, pl.loss, out)
     if lg or any(v['check'] == 'nonfinite' for v in res):   # the loss's NaN or the output's, not the layers': said once
         gf = [v for v in gf if not v['evidence'].startswith('non-finite')]
     return name_makers(res + lg + check_output(o, learns, _zero_weights(model)) + gf, *named)
@@ -393,6 +395,13 @@ def _half_overflow(res:list, model:nn.Module, xb:tuple, dt)->list:
                      "the operation")
     return res
 
+# %% ../nbs/03i_preflight.ipynb #839d7d03
+def _cast(learn, xb:tuple, yb:tuple)->tuple:
+    "`(xb, yb, verdicts)`: the batch after `learn`'s `before_batch` callbacks; as it is, saying so, if they fail on it"
+    xb,yb,e = learner_batch(learn, xb, yb)
+    return xb,yb,([] if e is None else [verdict('pipeline', 'skipped', f"the learner's `before_batch` callbacks failed "
+                  f"on the batch ({type(e).__name__}: {e}): the checks take it as the DataLoader gives it")])
+
 # %% ../nbs/03i_preflight.ipynb #3464d70e
 @patch
 def preflight(self:Learner,
@@ -407,8 +416,9 @@ def preflight(self:Learner,
         with preserved_rng(): b = dl_batch(self.dls.train)
     b = to_model_device(b, dev)
     xb = split_batch(self.dls, b); yb = tuple(b)[len(xb):] if not isinstance(b, torch.Tensor) else ()
+    xb,yb,res = _cast(self, xb, yb)
     params = list(model.parameters()); grads = [p.grad for p in params]
-    res,state = check_inputs(xb),ModelState(model)
+    res,state = res + check_inputs(xb),ModelState(model)
     try:
         with preserved_rng(dev):
             for p in params: p.grad = None

@@ -13,7 +13,7 @@ from .batch import model_device
 from .state import learner_amp
 
 # %% auto #0
-__all__ = ['recorder_row', 'grad_scale', 'loss_scale', 'amp_skipped', 'amp_info', 'rng_states', 'loss_of', 'Eager']
+__all__ = ['recorder_row', 'grad_scale', 'loss_scale', 'amp_skipped', 'amp_info', 'rng_states', 'Eager']
 
 # %% ../nbs/03ea_training.ipynb #756908cd
 def recorder_row(learn)->dict:
@@ -59,12 +59,6 @@ def rng_states(model:nn.Module)->tuple:
     "Torch's CPU random state and, for a model on a GPU, that device's"
     dev = model_device(model)
     return torch.get_rng_state(),(torch.cuda.get_rng_state(dev) if dev.type == 'cuda' else None)
-
-def loss_of(learn):
-    "The batch's loss as a function of the model's output, as fastai computed it (of the part a callback took)"
-    one = not isinstance(learn.pred, (tuple, list))
-    def f(out): return learn.loss_func(out[0] if one and isinstance(out, (tuple, list)) else out, *learn.yb)
-    return f
 
 # %% ../nbs/03ea_training.ipynb #4da9cb9b
 class Eager:
