@@ -169,7 +169,7 @@ def _course_alert(
     chance:float|None, # the chance level, if known
     r:float|None,      # the update ratio
     groups:list=(),    # `group_ratios`
-    stall:bool=True,   # whether a stall is judged yet (`course_wait`), or only a rise
+    stall:bool=True,   # whether a stall is judged yet (`course_wait`), or only a rise (a jump too)
 )->dict|None:
     "The diverging or stalled alert for the run's losses `v`, if they did either"
     first,last,w = course
@@ -184,7 +184,6 @@ def _course_alert(
         if (r is not None and high(r)) or any(high(g) for *_,g in groups):
             return _lr_alert('lr_too_high', groups, high, value=last, message=msg)
         return dict(kind='loss_diverging', value=last, message=msg)
-    if not stall: return None
     if chance is not None and last >= 0.95 * chance:
         what = (f"the training loss is {last:.4g} (median of the last {w} batches), at the chance level {chance:.4g}: "
                 "what a prediction that ignores the input scores")
@@ -192,13 +191,13 @@ def _course_alert(
         what = (f"the training loss has not fallen: {first:.4g} over the run's first {w} batches, "
                 f"{last:.4g} over its last {w}")
     else: return None
-    if falling(v, w): return None   # near chance, or no lower than at first, but on its way down now
     start,(i,peak) = v[0],max(enumerate(v), key=lambda o: o[1])   # the first batch: the loss before any step
-    if peak > 3 * start + 1e-3:   # a jump that left the run stuck: the steps threw the weights where nothing learns
+    if peak > 3 * start + 1e-3:   # a jump, and no lower since: the steps threw the weights where nothing learns (a rise)
         back = 'came back down, but no lower' if last < 0.5 * peak else 'stayed up'   # what the evidence says
         return dict(kind='lr_too_high', value=peak,
                     message=f"the training loss jumped from {start:.4g} to {peak:.4g} at batch {i + 1}, then {back}: "
                             f"{what}{steps}")
+    if not stall or falling(v, w): return None   # near chance, or no lower than at first, but on its way down now
     if (r is not None and low(r)) or any(low(g) for *_,g in groups):
         return _lr_alert('lr_too_low', groups, low, value=last, message=what + steps)
     return dict(kind='loss_stalled', value=last, message=what + steps)
