@@ -131,7 +131,7 @@ def course_wait(
     if not planned: return MIN_STEPS,MIN_STEPS
     q = math.ceil(PLAN_FRAC * planned)
     rise = min(planned, max(RISE_STEPS, min(MIN_STEPS, q)))
-    return rise,min(planned, max(MIN_STEPS, q, math.ceil(warm * planned)))
+    return rise,max(MIN_STEPS, min(planned, max(q, math.ceil(warm * planned))))   # a stall: never below `MIN_STEPS`
 
 @patch
 def plan(self:LossWatch, learn):
