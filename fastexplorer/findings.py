@@ -17,7 +17,6 @@ from .losswatch import loss_alerts, settle, judged_kinds, LOSS_KINDS
 from .training import loss_of
 from .formats import life_key
 
-
 # %% auto #0
 __all__ = ['LASTING', 'rejudged', 'track', 'Findings']
 
