@@ -241,7 +241,8 @@ def _events_route(store:RunStore, poll:float=0.5, closing:threading.Event|None=N
                         last = st
                         m = store.manifest(p)
                         data = {'epochs': [e['epoch'] for e in m.get('epochs', [])], 'status': m.get('status'),
-                                'live_alerts': len(m.get('live_alerts') or [])}
+                                'live_alerts': sum(isinstance(a, dict) and a.get('state') != 'resolved'   # the active
+                                                    for a in m.get('live_alerts') or [])}
                         yield f"event: update\ndata: {json.dumps(data)}\n\n"
                     # new steps: the database (or its write-ahead log) changed; its summary is read off the event loop
                     if (db := db_mtime()) is not None and db != last_db:

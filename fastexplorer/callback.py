@@ -204,11 +204,11 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
     if self.writer is None: self.n_epochs = n; return None   # a rank that does not write
     va,rec = self.valid_act,recorder_row(self.learn) if not partial else {}
     judge = {} if partial else dict(losses=self.watch.finish(), chance=self.watch.chance(),
-                                    valid_loss=rec.get('valid_loss'),
+                                    valid_loss=rec.get('valid_loss'), wait=self.watch.wait,
                                     groups=opt_groups(self.learn, self.pkeys, self.ps))
     found = [('act', self.act.finish()), ('valid_act', {} if va is None else va.finish()),
              (None, self.pstats.finish()), (None, self.cstats.finish())]
-    alerts = lambda stats: self.findings.epoch_alerts(stats, n, self.drift, **judge)
+    alerts = lambda stats: self.findings.epoch_alerts(stats, n, self.drift, step=max(self.n_steps - 1, 0), **judge)
     hm = None if partial else epoch_heatmaps(self.learn, self.heatmap_xb, self.heatmap_info, self.heatmap_size)
     doc = assemble_epoch(self.tree, n, found, alerts, rec, hm, fit=len(self.writer.manifest['fits']) - 1,
                          partial=partial, sampled={'train': self.act.batches, 'valid': va.batches if va else 0},

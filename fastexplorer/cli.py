@@ -131,7 +131,7 @@ def demo(
     run = load_run(path)
     print(f"\nwrote {len(run.epochs)} epochs to {path}: {', '.join(e['file'] for e in run.meta['epochs'])}")
     print('alerts of the last epoch:' if (alerts := run.epochs[-1]['alerts']) else 'no alerts in the last epoch')
-    for a in alerts: print(f"  [{a['kind']}] {a['message']}")
+    for a in alerts: print(f"  [{a['kind']}] {a['message']}{' (resolved)' if a.get('state') == 'resolved' else ''}")
     if not no_serve: _serve_until_interrupted(path, '127.0.0.1', port)
     return run
 

@@ -6,18 +6,39 @@ Docs: https://fastexplorer.github.io/fastexplorer/findings.html.md"""
 
 # %% ../nbs/03ia_findings.ipynb #371b1659
 from __future__ import annotations
-import warnings
+import math, warnings
 from fastcore.basics import patch
 from .hooks import unwrap_model
 from .state import learner_autocast
 from .alerts import *
 from .contract import verdict
 from .preflight import preflight_alerts
-from .losswatch import loss_alerts, settle, eval_layers
+from .losswatch import loss_alerts, settle, eval_layers, judged_kinds, LOSS_KINDS
 from .pipeline import LearnerPass
+from .formats import life_key
+
 
 # %% auto #0
-__all__ = ['Findings']
+__all__ = ['LASTING', 'rejudged', 'track', 'Findings']
+
+# %% ../nbs/03ia_findings.ipynb #61568737
+LASTING = ('nonfinite_loss', 'grads_not_zeroed')   # events, not conditions: once seen, they stand
+
+def rejudged(a:dict, judged:set)->bool:
+    "Whether a completed epoch judges finding `a` again: its statistics' kinds, and the loss's kinds `judged` now"
+    if a.get('source') == 'preflight' or a['kind'] in LASTING or a.get('stat') == 'op': return False
+    return a['kind'] in judged if a['kind'] in LOSS_KINDS else a.get('stat') != 'loss'
+
+def track(active:dict, alerts:list, step:int=0)->list:
+    "`alerts` with their life: raised at their own `step` (else `step`), or when the `active` finding they continue was"
+    for a in alerts:
+        if 'state' in a: continue                         # tracked already
+        a.setdefault('step', step)
+        life = active.setdefault(life_key(a), [])
+        a['raised_step'],a['state'] = life[0]['raised_step'] if life else a['step'],'active'
+        life.append(a)
+    return alerts
+
 
 # %% ../nbs/03ia_findings.ipynb #e1145b79
 class Findings:
@@ -28,6 +49,7 @@ class Findings:
         thresholds=None,     # `find_alerts`'s thresholds (the callback's `alerts`: `dead`, `grad_ratio`)
     ):
         self.tree,self.writer,self.thresholds,self.verdicts = tree,writer,thresholds or {},None
+        self.active = {}   # the active findings: `{life_key: [their alerts so far]}`
         dead = self.thresholds.get('dead', DEAD_FRAC)
         self.live = None if tree is None else LiveAlerts(output_order(tree), dead, constant_by_input(tree))
         self.new_fit()
@@ -43,6 +65,7 @@ class Findings:
     def publish(self):
         "Write the preflight's verdicts and the live alerts into the run's manifest: the one place that does"
         if self.writer is None or self.live is None: return
+        track(self.active, self.live.alerts)
         pre = {} if self.verdicts is None else {'preflight': self.verdicts}
         self.writer.write_manifest(live_alerts=self.live.alerts, **pre)
 
@@ -51,6 +74,23 @@ class Findings:
         if self.live is None or key in self.live.seen: return
         self.live.add(key, **group_alerts([alert])[0])
         self.publish()
+
+# %% ../nbs/03ia_findings.ipynb #0fa02327
+@patch
+def resolve(self:Findings, found:list, step:int, judged:set|None)->list:
+    "An epoch's `found` alerts (`track`), then the active findings judged again (`judged`) that they no longer show"
+    track(self.active, found, step)
+    if judged is None: return found                       # a partial epoch: nothing judged again
+    keys,gone = {life_key(a) for a in found},[]
+    for k,life in list(self.active.items()):
+        if k in keys or not rejudged(life[-1], judged): continue
+        del self.active[k]
+        for a in life:                                    # those in `run.json` say so there
+            if a.get('source') in ('live', 'preflight'): a.update(state='resolved', resolved_step=step)
+        last = {x: v for x,v in life[-1].items() if x != 'epoch'}
+        gone.append({**last, 'step': step, 'state': 'resolved', 'resolved_step': step})
+    if gone: self.publish()
+    return found + gone
 
 # %% ../nbs/03ia_findings.ipynb #a91af567
 @patch
@@ -101,14 +141,17 @@ def epoch_alerts(self:Findings,
     chance=None,        # the loss at chance level (`LossWatch.chance`)
     valid_loss=None,    # the epoch's validation loss
     groups=(),          # the optimiser's groups as `(lr, [parameter keys])`
+    step:int=0,         # the epoch's last step: what it finds is raised there, what it no longer shows resolved
+    wait=None,          # when the loss's course is judged (`LossWatch.wait`)
 )->list:
-    "The alerts of an epoch's file, ranked; dead layers of a run that learns settled as `info`, live ones too"
+    "The alerts of an epoch's file, ranked, then those resolved (`resolve`); dead layers of a run that learns `info`"
     found = self.origin_alerts(epoch) + group_alerts([{**drift, 'source': 'epoch'}] if drift else [])
     found += find_alerts(self.tree, stats, epoch=epoch, **self.thresholds)
-    if losses is None: return found
+    if losses is None: return self.resolve(found, step, None)   # a partial epoch: nothing judged again
     evals = eval_layers(classes_of(self.tree or {}))   # BatchNorm, Dropout: what validation computes otherwise
-    found = settle(rank_alerts(found + loss_alerts(losses, chance, stats, valid_loss, groups, evals)), losses, chance)
+    found = settle(rank_alerts(found + loss_alerts(losses, chance, stats, valid_loss, groups, evals=evals, wait=wait)),
+                   losses, chance)
     if self.live is not None and any(a['kind'] == 'dead' and a.get('severity') != 'info' for a in self.live.alerts):
         settle(self.live.alerts, losses, chance)
         self.publish()
-    return found
+    return self.resolve(found, step, judged_kinds([x for x in losses if math.isfinite(x)], wait))

@@ -131,6 +131,7 @@ def _prepare_fit(self:FitLife, model, mods:dict):
     self.queue = StepQueue(self.sites.keys, self.pkeys, sinks) if self.record_steps else None
     self.n_fits += 1
     if self.watch is None: self.watch = LossWatch(self.learn.loss_func)   # the loss's course, over the run's fits
+    self.watch.plan(self.learn)                                           # judged when this fit's plan says
     if self.writer is not None:
         ps = unique_params(model)
         self.writer.manifest['fits'].append({'first_epoch': self.n_epochs + 1, 'n_epoch': self.learn.n_epoch,

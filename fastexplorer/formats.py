@@ -13,10 +13,10 @@ from pathlib import Path, PurePath
 import numpy as np
 
 # %% auto #0
-__all__ = ['SCHEMA_VERSION', 'FALLBACK_RANGE', 'HIST_BINS', 'MAX_NAME_BYTES', 'MAX_PORT', 'ROOT', 'dtype_name', 'to_jsonable',
-           'dumps', 'temp_beside', 'atomic_file', 'atomic_write', 'save_json', 'sqlite_reader', 'sqlite_delete',
-           'sqlite_create', 'load_schema', 'validate', 'missing_message', 'is_int', 'is_real', 'site_key', 'site_of',
-           'root_label', 'root_last']
+__all__ = ['SCHEMA_VERSION', 'FALLBACK_RANGE', 'HIST_BINS', 'MAX_NAME_BYTES', 'MAX_PORT', 'ROOT', 'SAME_FINDING', 'dtype_name',
+           'to_jsonable', 'dumps', 'temp_beside', 'atomic_file', 'atomic_write', 'save_json', 'sqlite_reader',
+           'sqlite_delete', 'sqlite_create', 'load_schema', 'validate', 'missing_message', 'is_int', 'is_real',
+           'site_key', 'site_of', 'root_label', 'root_last', 'life_key']
 
 # %% ../nbs/00_formats.ipynb #0c38ee32
 def _json_key(k):
@@ -217,3 +217,10 @@ def root_last(d, root:str):
     if not last.any(): return d
     d = d.copy(); d.loc[last, 'layer'] = root   # the other rows' values as they were (a loss row's `None`)
     return d.iloc[np.argsort(last, kind='stable')].reset_index(drop=True)
+
+# %% ../nbs/00_formats.ipynb #b0b245c0
+SAME_FINDING = {'lr_too_low': 'loss_stalled', 'lr_too_high': 'loss_diverging'}   # a cause named, the same finding
+
+def life_key(a:dict)->tuple:
+    "What makes alerts one finding across steps: their kind (`SAME_FINDING`) and statistic"
+    return SAME_FINDING.get(a['kind'], a['kind']),a.get('stat')

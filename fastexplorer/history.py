@@ -65,7 +65,8 @@ def epoch_summary(doc:dict)->dict:
     "What the history keeps of epoch document `doc` besides its nodes' statistics"
     res = {k: v for k,v in doc.items() if k not in ('schema', 'version', 'tree', 'heatmaps', 'alerts')}
     custom = {c for d in walk_tree(doc.get('tree', {})) for c in custom_keys(d.get('xtra', {}).get('stats'))}
-    return {**res, 'n_alerts': len(doc.get('alerts', [])), 'custom': sorted(custom)}
+    n = sum(a.get('state') != 'resolved' for a in doc.get('alerts', []))   # the active: not those it resolved
+    return {**res, 'n_alerts': n, 'custom': sorted(custom)}
 
 # %% ../nbs/01a_history.ipynb #2de29d1a
 def node_stats(doc:dict)->dict:

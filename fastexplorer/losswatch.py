@@ -7,15 +7,18 @@ Docs: https://fastexplorer.github.io/fastexplorer/losswatch.html.md"""
 # %% ../nbs/03hb_losswatch.ipynb #d6e1f70f
 from __future__ import annotations
 import math, statistics
+import numpy as np
 import torch
 from fastcore.basics import patch
+from fastai.callback.schedule import ParamScheduler
 from .core import StatRecorder
 from .alerts import HINTS, SEVERITY
 from .contract import loss_kind, loss_name
 
 # %% auto #0
-__all__ = ['MIN_STEPS', 'HIGH_RATIO', 'LOW_RATIO', 'EVAL_MODE', 'chance_loss', 'target_sums', 'LossWatch', 'loss_course',
-           'update_ratio', 'group_ratios', 'falling', 'eval_layers', 'eval_hint', 'loss_alerts', 'learns', 'settle']
+__all__ = ['MIN_STEPS', 'RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'EVAL_MODE', 'LOSS_KINDS', 'chance_loss',
+           'target_sums', 'LossWatch', 'loss_course', 'update_ratio', 'group_ratios', 'warm_up', 'course_wait',
+           'falling', 'eval_layers', 'eval_hint', 'judged_kinds', 'loss_alerts', 'learns', 'settle']
 
 # %% ../nbs/03hb_losswatch.ipynb #a3087fa5
 def _entropy(p:torch.Tensor)->float:
@@ -58,6 +61,7 @@ class LossWatch(StatRecorder):
         self.kind = 'mse' if k == 'regression' and 'mse' in loss_name(loss_func).lower() else k
         if getattr(getattr(loss_func, 'func', loss_func), 'reduction', 'mean') != 'mean': self.kind = None
         self.axis,self.losses,self.pending,self.sums = getattr(loss_func, 'axis', 1),[],[],None
+        self.wait = None   # when the course is judged: `LossWatch.plan` sets it for each fit
 
     def end(self, loss, pred=None, y=None):
         "A training batch's `loss`; with its output `pred` and targets `y` (sampled batches), their `target_sums`"
@@ -104,6 +108,39 @@ def group_ratios(stats:dict, groups:list)->list:
     return [(i, lr, r) for i,(lr,keys) in enumerate(groups)
             if (r := update_ratio({k: stats[k] for k in keys if k in stats})) is not None]
 
+# %% ../nbs/03hb_losswatch.ipynb #703e8694
+RISE_STEPS = 6   # the fewest batches a course is judged on: a first and a last window of 3
+PLAN_FRAC = 0.2  # the part of a fit's plan its course waits for: the windows it compares are a fifth of it each
+
+def warm_up(learn)->float:
+    "Where this fit's learning-rate schedule peaks, as a fraction of the fit (one-cycle: `pct_start`); 0 without one"
+    for cb in getattr(learn, 'cbs', []):
+        f = cb.scheds.get('lr') if isinstance(cb, ParamScheduler) else None
+        if f is None: continue
+        pos = [i / 100 for i in range(100)]
+        v = [float(np.max(np.asarray(f(p)))) for p in pos]   # discriminative rates: the largest group's
+        i = max(range(len(v)), key=v.__getitem__)
+        return pos[i] if v[i] > v[0] else 0.
+    return 0.
+
+def course_wait(
+    planned:int|None, # the fit's planned training batches (`n_epoch * len(dls.train)`; `None`: not known)
+    warm:float=0.,    # where its learning rate peaks, as a fraction of it (`warm_up`)
+)->tuple:
+    "`(rise, stall)`: how many of a fit's training batches its loss's course waits for before judging a rise, a stall"
+    if not planned: return MIN_STEPS,MIN_STEPS
+    q = math.ceil(PLAN_FRAC * planned)
+    rise = min(planned, max(RISE_STEPS, min(MIN_STEPS, q)))
+    return rise,max(MIN_STEPS, min(planned, max(q, math.ceil(warm * planned))))   # a stall: never below `MIN_STEPS`
+
+@patch
+def plan(self:LossWatch, learn):
+    "A fit begins: when its course is judged (`course_wait`), counted in the run's training batches so far"
+    try: planned = learn.n_epoch * len(learn.dls.train)
+    except TypeError: planned = None                       # a loader without a length
+    n = len(self.losses) + len(self.pending)
+    self.wait = tuple(n + w for w in course_wait(planned, warm_up(learn)))
+
 # %% ../nbs/03hb_losswatch.ipynb #a6efbab3
 HIGH_RATIO,LOW_RATIO = 1e-2,1e-4   # update-to-weight ratios beyond which the loss's trouble is the learning rate's
 
@@ -132,6 +169,7 @@ def _course_alert(
     chance:float|None, # the chance level, if known
     r:float|None,      # the update ratio
     groups:list=(),    # `group_ratios`
+    stall:bool=True,   # whether a stall is judged yet (`course_wait`), or only a rise (a jump too)
 )->dict|None:
     "The diverging or stalled alert for the run's losses `v`, if they did either"
     first,last,w = course
@@ -153,12 +191,13 @@ def _course_alert(
         what = (f"the training loss has not fallen: {first:.4g} over the run's first {w} batches, "
                 f"{last:.4g} over its last {w}")
     else: return None
-    if falling(v, w): return None   # near chance, or no lower than at first, but on its way down now
     start,(i,peak) = v[0],max(enumerate(v), key=lambda o: o[1])   # the first batch: the loss before any step
-    if peak > 3 * start + 1e-3:   # a jump that left the run stuck: the steps threw the weights where nothing learns
+    if peak > 3 * start + 1e-3:   # a jump, and no lower since: the steps threw the weights where nothing learns (a rise)
+        back = 'came back down, but no lower' if last < 0.5 * peak else 'stayed up'   # what the evidence says
         return dict(kind='lr_too_high', value=peak,
-                    message=f"the training loss jumped from {start:.4g} to {peak:.4g} at batch {i + 1} "
-                            f"and never recovered: {what}{steps}")
+                    message=f"the training loss jumped from {start:.4g} to {peak:.4g} at batch {i + 1}, then {back}: "
+                            f"{what}{steps}")
+    if not stall or falling(v, w): return None   # near chance, or no lower than at first, but on its way down now
     if (r is not None and low(r)) or any(low(g) for *_,g in groups):
         return _lr_alert('lr_too_low', groups, low, value=last, message=what + steps)
     return dict(kind='loss_stalled', value=last, message=what + steps)
@@ -179,6 +218,14 @@ def eval_hint(layers:list)->str:
             "shuffled); Dropout is off")
 
 # %% ../nbs/03hb_losswatch.ipynb #05ae74e4
+LOSS_KINDS = ('loss_diverging', 'lr_too_high', 'loss_stalled', 'lr_too_low', 'valid_at_chance')   # `loss_alerts`'
+
+def judged_kinds(losses:list, wait:tuple|None=None)->set:
+    "The kinds `loss_alerts` judges on the finite `losses` by `wait` (`course_wait`; never below `RISE_STEPS`)"
+    rise,stall = wait or (MIN_STEPS, MIN_STEPS)
+    n = len(losses)
+    return set() if n < max(rise, RISE_STEPS) else set(LOSS_KINDS[:2] if n < stall else LOSS_KINDS)
+
 def loss_alerts(
     losses:list,                # the run's training losses so far
     chance:float|None,          # the chance level, if known
@@ -186,14 +233,16 @@ def loss_alerts(
     valid_loss:float|None=None, # the epoch's validation loss
     groups:list=(),             # the optimiser's groups, `(lr, [parameter keys])`: each judged by its own update ratio
     evals:list=(),              # the model's layers that compute otherwise in evaluation (`eval_layers`)
+    wait:tuple|None=None,       # `(rise, stall)`: the batches before each is judged (`LossWatch.plan`; `None`: 40 each)
 )->list:
     "Alerts on the run's training `losses` so far, the `chance` level, an epoch's `stats` and its `valid_loss`"
     v = [x for x in losses if math.isfinite(x)]
-    if (c := loss_course(v)) is None: return []
-    last = c[1]
-    a = _course_alert(v, c, chance, update_ratio(stats), group_ratios(stats, groups))
+    judged = judged_kinds(v, wait)
+    if not judged or (c := loss_course(v, min_steps=RISE_STEPS)) is None: return []
+    last,stall = c[1],'loss_stalled' in judged
+    a = _course_alert(v, c, chance, update_ratio(stats), group_ratios(stats, groups), stall)
     res = [a] if a is not None else []
-    if (chance and valid_loss is not None and math.isfinite(valid_loss) and last < 0.8 * chance
+    if (stall and chance and valid_loss is not None and math.isfinite(valid_loss) and last < 0.8 * chance
         and valid_loss >= 0.95 * chance):
         res.append(dict(kind='valid_at_chance', value=valid_loss,
                         message=f"the validation loss is {valid_loss:.4g}, at the chance level {chance:.4g}, "

@@ -164,15 +164,23 @@ def recorder(self:Run)->pd.DataFrame:
     "The `Recorder` rows of the epochs: losses, metrics, learning rate, time"
     return pd.DataFrame([{'epoch': e['epoch'], **e['recorder']} for e in self.epochs]).set_index('epoch')
 
-ALERT_COLUMNS = ['epoch', 'step', 'source', 'severity', 'kind', 'layer', 'stat', 'value', 'message', 'hint', 'layers']
+ALERT_COLUMNS = ['epoch', 'step', 'source', 'severity', 'kind', 'layer', 'stat', 'value', 'message', 'hint', 'layers',
+                 'state', 'raised_step', 'resolved_step']
 LAYER_KINDS = ('nonfinite', 'dead', 'constant', 'saturated', 'exploding_grad', 'vanishing_grad', 'frozen')   # a layer's
 
 @patch(as_prop=True)
 def alerts(self:Run)->pd.DataFrame:
-    "Every finding of the run, a row each: those raised inside an epoch (`live`), then each epoch's own (`epoch`)"
-    rows = [{'source': 'live', **a} for a in self.meta.get('live_alerts', [])]
-    rows += [{'epoch': e['epoch'], 'source': 'epoch', **a} for e in self.epochs for a in e['alerts']]
-    d = pd.DataFrame(rows, columns=ALERT_COLUMNS)
+    "Every finding of the run, a row each (`live`: raised inside an epoch; `epoch`: at its end), by step, with its state"
+    live = [{'source': 'live', **a} for a in self.meta.get('live_alerts', [])]
+    ep = [{'epoch': e['epoch'], 'source': 'epoch', **a} for e in self.epochs for a in e['alerts']]
+    life = lambda a: (*life_key(a), a.get('raised_step'))
+    ends = {life(a): a.get('resolved_step') for a in live + ep if a.get('state') == 'resolved'}
+    rows = live + [a for a in ep if a.get('state') != 'resolved']   # an epoch's record of those it resolved: `ends`
+    for a in rows:
+        if life(a) in ends: a.update(state='resolved', resolved_step=ends[life(a)])
+    d = pd.DataFrame(rows, columns=ALERT_COLUMNS).sort_values(['epoch', 'step'], kind='stable', na_position='last')
+    d = d.reset_index(drop=True)
+    d['state'],d['raised_step'] = d.state.fillna('active'),d.raised_step.fillna(d.step)   # older files: all active
     if (whole := d.layer.fillna('').eq('')).any():   # the files' `''`: the root module, or no layer at all
         paths = {x.get('path') for e in self.epochs[-1:] for x in walk_tree(e['tree'])}
         d['layer'] = d.layer.where(~whole, np.where(d.kind.isin(LAYER_KINDS), root_label(paths), None))

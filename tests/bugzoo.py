@@ -107,7 +107,7 @@ def run_case(c:Case, fixed:bool, path, seed:int=0):
     finally: learn.remove_cb(ExplorerCallback)
     run = load_run(path)
     al = run.alerts
-    return al[al.severity.isin(ACT_ON)].reset_index(drop=True), run
+    return al[al.severity.isin(ACT_ON) & al.state.ne('resolved')].reset_index(drop=True), run   # the active ones
 
 def names_cause(c:Case, a)->bool:
     "Whether alert `a` (a row) names the cause of case `c`"

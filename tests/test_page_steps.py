@@ -138,6 +138,7 @@ def test_report_shows_step_charts_offline(runs, page, tmp_path):
     expect(page.locator('#panel .step-charts .chart-title')).to_have_count(5)
     expect(page.locator('#panel .step-head')).to_contain_text('embedded resolution')
     assert _step_chart(page, 'activation mean').locator('line.vline').count() == 2
+    _step_chart(page, 'activation std').scroll_into_view_if_needed()   # below the fold when the run has several alerts
     box = _step_chart(page, 'activation std').locator('.plot-box').bounding_box()
     page.mouse.move(box['x'] + box['width'] * 0.3, box['y'] + 20); page.mouse.down()
     page.mouse.move(box['x'] + box['width'] * 0.7, box['y'] + 20, steps=4); page.mouse.up()

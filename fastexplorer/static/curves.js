@@ -104,27 +104,46 @@ function preflightItems() {
   return [line, ...la.filter((a) => a && a.source === 'preflight').map((a) => alertItem(a, 'preflight'))];
 }
 
+const isResolved = (a) => a && a.state === 'resolved';
+
+/* A finding's life, after its message: since when it is active, or when it was raised and resolved. */
+function lifeNote(a) {
+  const raised = Number.isInteger(a.raised_step) ? a.raised_step : null;
+  if (isResolved(a)) return ` · resolved at step ${a.resolved_step}` + (raised != null ? ` (raised at step ${raised})` : '');
+  return raised != null && Number.isInteger(a.step) && raised < a.step ? ` · active since step ${raised}` : '';
+}
+
+/* The findings an epoch resolved, apart, after the active ones: what no longer holds. */
+function resolvedGroup(items, e) {
+  if (!items.length) return [];
+  return [h('div', { class: 'alerts-resolved-title', text: `Resolved${e == null ? '' : ` by the end of epoch ${e}`}: no longer shown by the run (${fmtInt(items.length)})` }),
+          ...items.map((a) => alertItem(a, isResolved(a) && a.source === 'live' ? 'live resolved' : 'resolved'))];
+}
+
 export function renderAlerts() {
-  const box = $('#alerts'), e = selectedEpoch(), title = $('#alerts-title'), live = [...preflightItems(), ...liveAlerts().map((a) => alertItem(a, 'live'))];
+  const box = $('#alerts'), e = selectedEpoch(), title = $('#alerts-title');
+  const lives = liveAlerts(), gone = lives.filter(isResolved);
+  const live = [...preflightItems(), ...lives.filter((a) => !isResolved(a)).map((a) => alertItem(a, 'live'))];
   if (e == null) {
     title.textContent = 'Alerts';
-    box.replaceChildren(...live, ...(live.length ? [] : [h('div', { class: 'note', text: 'No epoch loaded yet.' })]));
+    box.replaceChildren(...live, ...resolvedGroup(gone, null), ...(live.length || gone.length ? [] : [h('div', { class: 'note', text: 'No epoch loaded yet.' })]));
     return;
   }
   const ep = S.run.epochs.get(e);
   title.replaceChildren('Alerts ', h('span', { class: 'muted sub', text: `epoch ${e}` + (S.cmp ? ` · of run ${S.run.name} (open ${S.cmp.name} for its own)` : '') }));
   if (ep.light) { box.replaceChildren(...live, h('div', { class: 'note', text: `Loading the alerts of epoch ${e}…` })); return; }
-  if (!ep.alerts.length) {
-    // a hint of where the alerts are, when the selected epoch has none
-    const other = epochNumbers(S.run).filter((n) => { const o = S.run.epochs.get(n); return o.light ? o.nAlerts : o.alerts.length; });
-    box.replaceChildren(...live, h('div', { class: 'note ok', text: `No alert in epoch ${e}.` + (other.length ? ` Epochs with alerts: ${other.join(', ')}.` : '') }));
+  const active = ep.alerts.filter((a) => !isResolved(a)), resolved = [...gone, ...ep.alerts.filter(isResolved)];
+  if (!active.length) {
+    // a hint of where the alerts are, when the selected epoch has none active
+    const other = epochNumbers(S.run).filter((n) => { const o = S.run.epochs.get(n); return o.light ? o.nAlerts : o.alerts.some((a) => !isResolved(a)); });
+    box.replaceChildren(...live, h('div', { class: 'note ok', text: `No active alert in epoch ${e}.` + (other.length ? ` Epochs with alerts: ${other.join(', ')}.` : '') }), ...resolvedGroup(resolved, e));
     return;
   }
   // a deep net can raise thousands in an epoch: the first ALERTS_SHOWN, and a button for the rest (thousands of rows took
   // a tenth of a second to lay out, on the page's first screen)
-  const key = `${S.run.id}|${e}`, all = allAlertsFor === key || ep.alerts.length <= ALERTS_SHOWN;
-  const more = all ? [] : [h('button', { class: 'alerts-more', type: 'button', dataset: { key }, text: `Show all ${fmtInt(ep.alerts.length)} alerts (${fmtInt(ep.alerts.length - ALERTS_SHOWN)} more)` })];
-  box.replaceChildren(...live, ...(all ? ep.alerts : ep.alerts.slice(0, ALERTS_SHOWN)).map((a) => alertItem(a, false)), ...more);
+  const key = `${S.run.id}|${e}`, all = allAlertsFor === key || active.length <= ALERTS_SHOWN;
+  const more = all ? [] : [h('button', { class: 'alerts-more', type: 'button', dataset: { key }, text: `Show all ${fmtInt(active.length)} alerts (${fmtInt(active.length - ALERTS_SHOWN)} more)` })];
+  box.replaceChildren(...live, ...(all ? active : active.slice(0, ALERTS_SHOWN)).map((a) => alertItem(a, false)), ...more, ...resolvedGroup(resolved, e));
 }
 
 const ALERTS_SHOWN = 50;
@@ -133,13 +152,14 @@ let allAlertsFor = null;   // the run and epoch whose alerts are all shown
 function alertItem(a, live) {
   const layer = String(a.layer ?? '');
   const known = S.tree && S.tree.byPath.has(layer);
-  return h('div', { class: 'alert k-' + String(a.kind || 'other') + (live ? ' ' + live : ''), role: 'button', tabindex: '0', dataset: { layer, kind: String(a.kind || '') },
+  const where = live === 'preflight' ? ' · preflight, before the first step' : live === 'live' || live === 'live resolved' ? ` · raised at step ${a.step} of epoch ${a.epoch} (live)` : '';
+  return h('div', { class: 'alert k-' + String(a.kind || 'other') + (live ? ' ' + live : ''), role: 'button', tabindex: '0', dataset: { layer, kind: String(a.kind || ''), state: isResolved(a) ? 'resolved' : 'active' },
                       title: (ALERT_HELP[a.kind] || '') + (known ? ' · click to show the layer' : '') },
       ...(a.severity ? [h('span', { class: 'alert-sev sev-' + String(a.severity), text: String(a.severity) })] : []),
       h('span', { class: 'alert-kind', text: String(a.kind || 'alert').replaceAll('_', ' ') }),
       h('span', { class: 'alert-layer', text: layer || `(${GLOBAL_CAUSE[a.kind] || 'model'})` }),
-      h('span', { class: 'alert-msg', text: String(a.message || '') + (live === 'preflight' ? ' · preflight, before the first step' : live ? ` · raised at step ${a.step} of epoch ${a.epoch} (live)` : '') }),
-      ...(a.hint ? [h('span', { class: 'alert-hint', text: 'Why, and what to try: ' + String(a.hint) })] : []));
+      h('span', { class: 'alert-msg', text: String(a.message || '') + where + (live === 'preflight' ? '' : lifeNote(a)) }),
+      ...(a.hint && !isResolved(a) ? [h('span', { class: 'alert-hint', text: 'Why, and what to try: ' + String(a.hint) })] : []));
 }
 
 export function onAlertClick(e) {

@@ -43,7 +43,7 @@ function renderEpochViews() {
   syncCustomOverlays();
   const e = selectedEpoch(), ep = e != null ? S.run.epochs.get(e) : null;
   if (ep && ep.light) needEpoch(S.run, e);   // its alerts, overlay values and activation maps are in its file
-  S.alertPaths = new Set(ep ? ep.alerts.map((a) => String(a.layer)) : []);
+  S.alertPaths = new Set(ep ? ep.alerts.filter((a) => a.state !== 'resolved').map((a) => String(a.layer)) : []);   // the active
   computeOverlay();
   decorateAll();
   renderAlerts();
