@@ -4,7 +4,10 @@ which says where the report is, what the bug is and which alerts name its cause 
 
 `run_case` trains a case with `ExplorerCallback(preflight=True)` and returns the alerts a user is asked to act on
 (severity `warning` or `error`, first first); `judge` scores them as `../shared/DIAGNOSIS.md` does: *detected* if an
-alert names the cause, *first* if the first one does, a *false alarm* if a fixed twin or a healthy run raises any.
+alert names the cause, *first* if the first one does, a *false alarm* if a fixed twin or a healthy run raises any. An
+alert names the cause if its kind is in the case's truth and its hint is no checklist: a hint naming causes of three or
+more kinds (`cause_kinds`: scale, learning rate, activation, targets, gradients, initialisation) names none. A fixed
+twin counts as healthy only if it `trains` (its last losses at most 0.9× its first).
 Cases live in `bugs_*.py` (one file per family of bugs) and `healthy.py`; `cases()` gathers them.
 
 Every buggy case falls in one of two halves by a rule fixed before any tuning (`Case.half`: the parity of the SHA-256 of
@@ -16,6 +19,7 @@ import numpy as np, torch, torch.nn.functional as F
 from torch import nn
 from fastai.data.core import DataLoaders
 from fastai.data.load import DataLoader
+from fastai.callback.core import Callback
 from fastai.learner import Learner
 from fastai.optimizer import OptimWrapper
 from fastai.callback.progress import *   # noqa: F403  (Learner.no_bar)
@@ -23,7 +27,7 @@ from fastai.callback.schedule import *   # noqa: F403  (Learner.fit_one_cycle)
 from fastexplorer.all import *
 
 CASES = {}
-FAMILIES = ('bugs_contract', 'bugs_training', 'bugs_data', 'bugs_optim', 'healthy')   # the modules holding cases
+FAMILIES = ('bugs_contract', 'bugs_training', 'bugs_data', 'bugs_optim', 'healthy', 'healthy_more')   # the modules holding cases
 
 @dataclass
 class Case:
@@ -35,8 +39,9 @@ class Case:
     layer:str|None = None    # the culprit layer, where one is at fault: the alert must name it
     epochs:int = 3           # epochs to train, as the report did (scaled down to seconds on a CPU)
     lr:float|None = None     # the report's learning rate (`None`: fastai's default)
-    fit:str = 'fit'          # `fit` or `fit_one_cycle`
+    fit:str = 'fit'          # `fit`, `fit_one_cycle`, `fit_flat_cos` or `fine_tune`
     every:int = 1            # `ExplorerCallback(every=...)`
+    fit_kw:dict = field(default_factory=dict)   # more arguments of the fit (`pct_start`, `freeze_epochs`…)
     healthy:bool = field(default=False)
 
     @property
@@ -96,23 +101,68 @@ def digits_raw():
 # ---- running and judging ----
 ACT_ON = ('warning', 'error')
 
+class BatchLosses(Callback):
+    "Every training batch's loss as the loss function returned it (not fastai's smoothed one), in `losses`"
+    order = 100
+    def __init__(self): self.losses = []   # every fit's (`fine_tune` makes two)
+    def after_loss(self):
+        if self.training and isinstance(self.learn.loss, torch.Tensor) and self.learn.loss.numel() == 1:
+            self.losses.append(float(self.learn.loss.detach()))
+
 def run_case(c:Case, fixed:bool, path, seed:int=0):
-    "Train case `c` (its fixed twin if `fixed`) under `ExplorerCallback(preflight=True)`: the alerts to act on, and the run"
+    """Train case `c` (its fixed twin if `fixed`) under `ExplorerCallback(preflight=True)`: the alerts to act on, and the
+    run, with its training batches' losses as `run.losses`"""
     random.seed(seed); np.random.seed(seed); torch.manual_seed(seed)
     learn = c.build(fixed)
-    learn.add_cb(ExplorerCallback(path, every=c.every, preflight=True))
+    bl = BatchLosses()
+    learn.add_cbs([ExplorerCallback(path, every=c.every, preflight=True), bl])
     try:
-        with learn.no_bar(), learn.no_logging(): getattr(learn, c.fit)(c.epochs, *([c.lr] if c.lr is not None else []))
+        with learn.no_bar(), learn.no_logging():
+            getattr(learn, c.fit)(c.epochs, *([c.lr] if c.lr is not None else []), **c.fit_kw)
     except Exception: pass   # a buggy program may crash (a class index out of range): what was said before the crash counts
-    finally: learn.remove_cb(ExplorerCallback)
+    finally: learn.remove_cbs([ExplorerCallback, bl])
     run = load_run(path)
+    run.losses = getattr(bl, 'losses', [])
     al = run.alerts
     return al[al.severity.isin(ACT_ON) & al.state.ne('resolved')].reset_index(drop=True), run   # the active ones
 
+def loss_ratio(losses:list)->float:
+    "The median of the last tenth (3 batches at least) of a run's finite batch `losses` over that of its first tenth (NaN if none)"
+    v = [x for x in losses if math.isfinite(x)]
+    if not v: return math.nan
+    w = max(3, len(v) // 10)
+    first,last = float(np.median(v[:w])),float(np.median(v[-w:]))
+    return last / first if first > 0 else math.nan
+
+def trains(losses:list)->bool:
+    "Whether a run learnt: its last losses at most 0.9× its first (`loss_ratio`), with no NaN or Inf among them"
+    return all(math.isfinite(x) for x in losses) and loss_ratio(losses) <= 0.9
+
+CAUSE_WORDS = {   # the words (lower case, matched inside the text) by which a hint names a cause of each kind
+    'scale': ('normalis', 'normaliz', 'standardis', 'standardiz', 'unscaled', 'scale the input', 'input scale',   # the inputs'
+              'scale of the input', 'inputs scaled', 'pixels divided'),   # (the targets' scale is the targets')
+    'learning rate': ('learning rate', 'lr_find', 'warm-up', 'warmup', 'step size', 'steps are too'),
+    'activation': ('activation', 'softmax', 'sigmoid', 'relu', 'rectifier', 'tanh', 'gelu', 'logits', 'saturat'),
+    'targets': ('target', 'label', 'one-hot', 'multi-hot', 'class indices'),
+    'gradients': ('gradient', 'clip', 'backward', 'zero_grad'),
+    'initialisation': ('initialis', 'initializ', 'zero weights', 'weights at zero'),
+}
+
+def cause_kinds(text:str)->set:
+    "The kinds of cause (`CAUSE_WORDS`) that `text`, a hint, names"
+    t = (text or '').lower()
+    return {k for k,ws in CAUSE_WORDS.items() if any(w in t for w in ws)}
+
+def is_checklist(text:str)->bool:
+    "Whether `text` names causes of three kinds or more: a hint naming every cause names none"
+    return len(cause_kinds(text)) >= 3
+
 def names_cause(c:Case, a)->bool:
-    "Whether alert `a` (a row) names the cause of case `c`"
+    "Whether alert `a` (a row) names the cause of case `c`: its kind is the truth's, at the culprit layer, and its hint no checklist"
     at = a['layer'] if isinstance(a['layer'], str) else ''
-    return a['kind'] in c.kinds and (c.layer is None or c.layer in (at, at.rpartition('.')[0]))   # the layer, or one of its parameters
+    said = a.get('hint') if isinstance(a.get('hint'), str) and a.get('hint') else a.get('message')
+    return (a['kind'] in c.kinds and (c.layer is None or c.layer in (at, at.rpartition('.')[0]))   # the layer, or one of its parameters
+            and not is_checklist(said if isinstance(said, str) else ''))
 
 def judge(c:Case, alerts)->dict:
     "`detected`, `first` (right), the first alert's kind and layer, for a buggy run's `alerts`"

@@ -1,5 +1,5 @@
 """Bug zoo: healthy runs of real fastai tasks, trained sensibly on data they can learn (vision, tabular, text, collaborative
-filtering, a timm and a Hugging Face model), each long enough (40 batches or more) for the loss's course to be judged.
+filtering, a timm and a Hugging Face model), each long enough (50 batches or more) for the loss's course to be judged.
 None may raise an alert a user is asked to act on. See `bugzoo.py`."""
 import numpy as np, pandas as pd
 from bugzoo import *
@@ -25,7 +25,7 @@ def vision_digits(fixed):
     "The demo's task: a small CNN on scikit-learn's digits, one-cycle at 1e-2"
     return digits_learner(bs=64)
 
-@healthy(epochs=2, lr=3e-3, fit='fit_one_cycle')
+@healthy(epochs=3, lr=3e-3, fit='fit_one_cycle')
 def vision_resnet(fixed):
     "fastai's `vision_learner` with a torchvision resnet18 body (random weights) on digits upsampled to 16×16"
     from fastai.vision.all import vision_learner, resnet18
@@ -66,7 +66,7 @@ def collab(fixed):
     dls = CollabDataLoaders.from_df(df, bs=64, seed=0)
     return collab_learner(dls, n_factors=8, y_range=(0, 5.5))
 
-@healthy(epochs=2, lr=3e-3, fit='fit_one_cycle')
+@healthy(epochs=3, lr=3e-3, fit='fit_one_cycle')
 def timm_resnet(fixed):
     "A timm resnet (random weights) on digits upsampled to 16×16"
     import timm

@@ -1,44 +1,66 @@
-"""The bug zoo as tests (issue 32, `bugzoo.py`): each buggy program reported in public is told its cause, each fixed twin and
-each healthy run of a real fastai task raises nothing a user is asked to act on, and the zoo as a whole meets its targets
-(`bench/diagnosis.py` prints the same figures as a table)."""
+"""The bug zoo as tests (issues 32 and 45, `bugzoo.py`): each buggy program reported in public is told its cause, each fixed
+twin and each healthy run of a real fastai set-up trains and raises nothing a user is asked to act on, and the held-out
+half meets its targets (`bench/diagnosis.py` prints the same figures, for every half, as a table).
+
+What does not hold yet is listed below, one dict per reason, `{case: why}`; each entry is a strict xfail, so a fix that
+makes it pass fails the suite until its entry goes."""
 import json, pytest
 from fastexplorer.core import validate
-from bugzoo import cases, run_case, judge
+from bugzoo import cases, run_case, judge, trains, loss_ratio
 
 CASES = cases()
-MISSED = {    # buggy cases whose cause no alert names yet, and why: expected to fail (strict: a fix shows)
+MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint names none), and why
     'sigmoid_unit_for_ten_classes': "class indices 0..9 go straight into a loss of the user's own (Keras's binary cross-entropy) on one "
                                     "sigmoid unit; a loss of one's own may map indices to what it wants (`y > 4`), so their range is not judged",
     'encoder_cannot_be_unfrozen': "parameters the user's own code left with `requires_grad=False` look like an intended freeze (fastai's "
                                   "`vision_learner` freezes its body so): nothing tells the bug apart",
 }
-ALARMS = {    # fixed twins that raise a warning, and why: the report's figure of false alarms counts them (strict: a fix shows)
+ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench
     'linear_regression_lr_nan': "the accepted fix lowers the learning rate and leaves x from 0 to 199 unscaled: `input_scale` stays true",
+    'shapes_deeplabv3': "preflight runs the batch without fastai's `CastToTensor`: `TensorImage`/`TensorMask` fail in the loss, an "
+                        "error 'the loss cannot be computed' (issue 45, point 1)",
+    'gpt2_language_model': "preflight skips the `after_pred` callback taking `.logits`: the loss gets a `ModelOutput` (issue 45, point 1)",
+    'bert_after_pred': "preflight skips the `after_pred` callback taking `.logits`: the loss gets a `ModelOutput` (issue 45, point 1)",
+    'collab_neural': "`EmbeddingNN` without continuous columns holds a `BatchNorm1d(0)`: its empty parameters 'get no gradient'",
+    'digits_mobilenet_v3': "fastai's timm body runs `forward_features`, so the timm model's `conv_head` is never used and gets no "
+                           "gradient (a warning); and `loss_stalled` on a loss falling to 0.6 of its start",
 }
-RESULTS = {}  # name: the judgement of its buggy run, for the targets
+IDLE = {      # fixed twins that do not train in their budget (last losses above 0.9× the first): the bench does not count them
+}
+RESULTS,TWINS = {},{}  # name: the judgement of its buggy run; name: its fixed twin (or healthy run) quiet? (`None`: it did not train)
 
-def _param(n): return pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=MISSED[n])) if n in MISSED else n
+def _xfail(n, *reasons):
+    "Case `n` as a pytest parameter, a strict xfail where one of the `reasons` dicts lists it"
+    why = [r[n] for r in reasons if n in r]
+    return pytest.param(n, marks=pytest.mark.xfail(strict=True, reason='; '.join(why))) if why else n
 
-@pytest.mark.parametrize('name', [_param(n) for n,c in CASES.items() if not c.healthy])
+@pytest.mark.parametrize('name', [_xfail(n, MISSED) for n,c in CASES.items() if not c.healthy])
 def test_the_buggy_program_is_told_its_cause(name, tmp_path):
     c = CASES[name]
     al,_ = run_case(c, False, tmp_path/'run')
     RESULTS[name] = j = judge(c, al)
     for f in (tmp_path/'run').glob('*.json'): validate(json.loads(f.read_text()))   # every alert kind fits the schemas
-    assert j['detected'], f"{c.bug}: want {sorted(c.kinds)} {c.layer or ''}, got {list(zip(al.kind, al.layer))}"
+    assert j['detected'], f"{c.bug}: want {sorted(c.kinds)} {c.layer or ''}, got {list(zip(al.kind, al.layer, al.hint))}"
 
-def _twin(n): return pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=ALARMS[n])) if n in ALARMS else n
-
-@pytest.mark.parametrize('name', [_twin(n) for n in CASES])
-def test_the_fixed_twin_or_healthy_run_raises_nothing(name, tmp_path):
-    al,run = run_case(CASES[name], True, tmp_path/'run')
-    assert list(zip(al.kind, al.message)) == []   # a slow start's stall, if raised, is resolved: not active
-    if CASES[name].healthy: assert run.recorder.train_loss.iloc[-1] < 0.9 * run.recorder.train_loss.iloc[0], run.recorder   # it learns
+@pytest.mark.parametrize('name', [_xfail(n, ALARMS, IDLE) for n in CASES])
+def test_the_fixed_twin_or_healthy_run_trains_and_raises_nothing(name, tmp_path):
+    c = CASES[name]
+    al,run = run_case(c, True, tmp_path/'run')
+    TWINS[name] = al.empty if trains(run.losses) else None   # a twin that does not train is not counted
+    if c.healthy: assert len(run.losses) >= 50, f"{len(run.losses)} training batches: too few for the loss's course to be judged"
+    assert trains(run.losses), f"it does not learn: its last losses are {loss_ratio(run.losses):.2f} of its first"
+    assert list(zip(al.kind, al.layer, al.message)) == []   # a slow start's stall, if raised, is resolved: not active
 
 def test_the_zoo_meets_its_targets():
-    "At least 24 reported bugs; alerts name the cause of 90% of them, and the first alert names it in 80%"
+    """At least 24 reported bugs and 30 healthy set-ups; on the held-out half, alerts name the cause of 90% of the bugs, the
+    first alert names it in 80%, and at most 1 fixed twin in 16 raises a warning"""
     buggy = [n for n,c in CASES.items() if not c.healthy]
     assert len(buggy) >= 24 and all(CASES[n].source.startswith('http') for n in buggy)
-    if set(RESULTS) != set(buggy): pytest.skip('run with every buggy case')
-    assert sum(r['detected'] for r in RESULTS.values()) >= 0.9 * len(buggy), RESULTS
-    assert sum(r['first'] for r in RESULTS.values()) >= 0.8 * len(buggy), RESULTS
+    assert sum(c.healthy for c in CASES.values()) >= 30
+    held = [n for n in buggy if CASES[n].half == 'held-out']
+    if not set(held) <= set(RESULTS) or not set(held) <= set(TWINS): pytest.skip('run with every held-out case and its twin')
+    res = {n: RESULTS[n] for n in held}
+    assert sum(r['detected'] for r in res.values()) >= 0.9 * len(held), res
+    assert sum(r['first'] for r in res.values()) >= 0.8 * len(held), res
+    counted = [n for n in held if TWINS[n] is not None]
+    assert sum(not TWINS[n] for n in counted) <= len(counted) / 16, {n: TWINS[n] for n in held}

@@ -76,3 +76,41 @@ def test_the_page_shows_each_alerts_severity(tmp_path):
             expect(first.locator('.alert-layer')).to_have_text('(the loss)')
             SHOTS.mkdir(exist_ok=True); page.screenshot(path=str(SHOTS/'alerts-severity.png'))
         b.close()
+
+# the hints as they read when issue 45 was filed (fastexplorer/alerts.py `HINTS`, fastexplorer/contract.py's fixes): the
+# measurement's own examples, kept here as text so that rewriting a hint does not change what this test checks
+LOSS_STALLED = ("nothing is learnt: check that the output activation, the loss and the targets fit, that the inputs are "
+                "normalised, that gradients reach the parameters, and that the inputs carry the labels")
+SATURATED = ("inputs too large for a squashing activation: normalise what feeds it (the inputs, or a BatchNorm before it), "
+             "lower the learning rate, or use a ReLU-family activation; a sigmoid output facing targets outside [0, 1] is "
+             "pushed to its limits")
+LR_TOO_HIGH = ("the steps are too large for this model: lower the learning rate (fastai's `lr_find` suggests one), or use a "
+               "warm-up (`fit_one_cycle`)")
+NONFINITE_LOSS = ("the loss function made it from finite outputs: a log of a probability that reached 0 (give logits to a "
+                  "loss that takes them, such as `CrossEntropyLossFlat`, or clamp), a division by a count that can be 0, or "
+                  "targets outside the range the loss expects")
+LOSS_AT_INIT = "the initial predictions are confidently wrong: scale the inputs, or initialise the last layer smaller"
+TARGET_RANGE = "scale the targets, or remove the output's squashing activation"   # the targets' scale is no input scale
+
+def test_a_hint_that_names_every_cause_names_none():
+    "The six kinds of cause read off real hints by keyword; three kinds or more make a checklist, which names no cause"
+    import pandas as pd
+    from bugzoo import Case, CAUSE_WORDS, cause_kinds, is_checklist, judge
+    from fastexplorer.losswatch import loss_alerts
+    assert cause_kinds(LOSS_STALLED) == {'activation', 'targets', 'scale', 'gradients'} and is_checklist(LOSS_STALLED)
+    assert cause_kinds(SATURATED) == {'scale', 'activation', 'learning rate', 'targets'} and is_checklist(SATURATED)
+    assert cause_kinds(LR_TOO_HIGH) == {'learning rate'} and not is_checklist(LR_TOO_HIGH)
+    assert cause_kinds(NONFINITE_LOSS) == {'activation', 'targets'} and not is_checklist(NONFINITE_LOSS)
+    assert cause_kinds(LOSS_AT_INIT) == {'scale', 'initialisation'} and not is_checklist(LOSS_AT_INIT)
+    assert cause_kinds(TARGET_RANGE) == {'targets', 'activation'} and not is_checklist(TARGET_RANGE)
+    assert cause_kinds('') == set() and cause_kinds('a parameter DDP does not synchronise') == set()
+    flat = loss_alerts([2.3] * 60, 2.3, {})   # losswatch's own alert on a flat loss at chance: its hint, whatever it says now
+    assert flat and flat[0]['kind'] in ('loss_stalled', 'lr_too_low') and isinstance(flat[0]['hint'], str)
+    assert cause_kinds(flat[0]['hint']) <= set(CAUSE_WORDS)
+    c = Case('stalls', None, 'https://example.org/q', 'a stall', frozenset(['loss_stalled']))
+    row = lambda hint: {'kind': 'loss_stalled', 'layer': None, 'hint': hint, 'message': 'the training loss has not fallen'}
+    assert judge(c, pd.DataFrame([row(LOSS_STALLED)]))['detected'] is False          # the right kind, but a checklist
+    one = row("the learning rate of 1e-5 moves the weights by 1e-6 of their size a step: raise it")
+    assert judge(c, pd.DataFrame([one]))['first'] is True                             # one cause, with its numbers
+    j = judge(c, pd.DataFrame([row(LOSS_STALLED), one]))
+    assert (j['detected'], j['first']) == (True, False), j                           # named, but not first
