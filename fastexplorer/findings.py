@@ -28,6 +28,7 @@ class Findings:
         thresholds=None,     # `find_alerts`'s thresholds (the callback's `alerts`: `dead`, `grad_ratio`)
     ):
         self.tree,self.writer,self.thresholds,self.verdicts = tree,writer,thresholds or {},None
+        self.calm = set()   # the layers whose `dead` findings were settled as `info`: they stay so (`settle`)
         dead = self.thresholds.get('dead', DEAD_FRAC)
         self.live = None if tree is None else LiveAlerts(output_order(tree), dead, constant_by_input(tree))
         self.new_fit()
@@ -67,7 +68,9 @@ def preflight(self:Findings, learn, epoch:int):
 @patch
 def check(self:Findings, metas:list, act, grad, keys:list, pkeys:list, epoch:int, stats):
     "Look for live alerts in the batches just handed to the step database (see `LiveAlerts.check`); new ones written"
-    if self.live is not None and self.live.check(metas, act, grad, keys, pkeys, epoch, stats): self.publish()
+    if self.live is not None and self.live.check(metas, act, grad, keys, pkeys, epoch, stats):
+        settle(self.live.alerts, [], None, calm=self.calm)   # a layer settled in an earlier epoch stays `info`
+        self.publish()
 
 # %% ../nbs/03ia_findings.ipynb #9487d9da
 @patch
@@ -100,13 +103,15 @@ def epoch_alerts(self:Findings,
     chance=None,        # the loss at chance level (`LossWatch.chance`)
     valid_loss=None,    # the epoch's validation loss
     groups=(),          # the optimiser's groups as `(lr, [parameter keys])`
+    facts=None,         # what the targets and the epoch's metrics say (`LossWatch.facts`)
 )->list:
     "The alerts of an epoch's file, ranked; dead layers of a run that learns settled as `info`, live ones too"
     found = self.origin_alerts(epoch) + group_alerts([{**drift, 'source': 'epoch'}] if drift else [])
     found += find_alerts(self.tree, stats, epoch=epoch, **self.thresholds)
     if losses is None: return found
-    found = settle(rank_alerts(found + loss_alerts(losses, chance, stats, valid_loss, groups)), losses, chance)
+    found = rank_alerts(found + loss_alerts(losses, chance, stats, valid_loss, groups, facts))
+    found = settle(found, losses, chance, facts, self.calm)
     if self.live is not None and any(a['kind'] == 'dead' and a.get('severity') != 'info' for a in self.live.alerts):
-        settle(self.live.alerts, losses, chance)
+        settle(self.live.alerts, losses, chance, facts, self.calm)
         self.publish()
     return found

@@ -23,9 +23,9 @@ from .contract import *
 from .batch import model_device, to_model_device, split_batch, dl_batch
 
 # %% auto #0
-__all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'check_gradients', 'find_cut',
-           'explain_cut', 'check_batch_independence', 'check_loss_gradient', 'name_loss_op', 'scaled_backward',
-           'check_overfit']
+__all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'InputNorms',
+           'excuse_normalised', 'check_gradients', 'find_cut', 'explain_cut', 'check_batch_independence',
+           'check_loss_gradient', 'name_loss_op', 'scaled_backward', 'check_overfit']
 
 # %% ../nbs/03i_preflight.ipynb #19db9e9f
 def preflight_alerts(verdicts:list, epoch:int=1)->list:
@@ -109,6 +109,38 @@ def check_first_layers(seen:list, frac:float=0.9)->list:
                             "normalise the inputs, or initialise the layers before it smaller", layer=p)]
     return [verdict('input_saturation', 'ok', "the first activations are not saturated "
                     f"({', '.join(f'`{p}`' for p,*_ in seen)})")] if seen else []
+
+# %% ../nbs/03i_preflight.ipynb #8e27788f
+_NORMS = (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm)   # normalise each channel
+
+class InputNorms:
+    "Forward pre-hooks on `model`'s channel normalisations, keeping which of the inputs `xb` one takes as it is"
+    def __init__(self, model:nn.Module, xb:tuple):
+        self.keys = {(x.data_ptr(), tuple(x.shape)): i for i,x in enumerate(xb) if isinstance(x, torch.Tensor)}
+        self.found = {}   # `{input index: (path, class)}`
+        self.hs = [m.register_forward_pre_hook(self._hook(p, type(m).__name__)) for p,m in model.named_modules()
+                   if isinstance(m, _NORMS)]
+
+    def _hook(self, p:str, cls:str):
+        def f(m, args):
+            x = args[0] if args else None
+            if isinstance(x, torch.Tensor) and (i := self.keys.get((x.data_ptr(), tuple(x.shape)))) is not None:
+                self.found.setdefault(i, (p, cls))
+        return f
+
+    def remove(self):
+        "Take the hooks off"
+        for h in self.hs: h.remove()
+
+def excuse_normalised(res:list, found:dict)->list:
+    "`res` (changed in place) with the `input_scale` warning of an input that a normalisation takes as it is as `ok`"
+    for v in res:
+        i = next((i for i in found if v['check'] == 'input_scale' and v['evidence'].startswith(f"input {i}:")), None)
+        if i is None or v['severity'] != 'warning': continue
+        p,cls = found[i]
+        v.update(severity='ok', fix='', evidence=v['evidence'] + f"; `{p}`, a {cls}, takes it as it is and "
+                                                                  "normalises it: its scale does not matter")
+    return res
 
 # %% ../nbs/03i_preflight.ipynb #b87e5871
 def check_gradients(model:nn.Module,
@@ -369,7 +401,7 @@ def preflight(self:Learner,
     b = to_model_device(b, dev)
     xb = split_batch(self.dls, b); yb = tuple(b)[len(xb):] if not isinstance(b, torch.Tensor) else ()
     params = list(model.parameters()); grads = [p.grad for p in params]
-    res,state = check_inputs(xb),ModelState(model)
+    res,state,norms = check_inputs(xb),ModelState(model),InputNorms(model, xb)
     try:
         with preserved_rng(dev):
             for p in params: p.grad = None
@@ -381,5 +413,7 @@ def preflight(self:Learner,
     finally:
         for p,g in zip(params, grads): p.grad = g
         state.restore()
+        norms.remove()
+    excuse_normalised(res, norms.found)   # inputs a BatchNorm takes as they are: their scale does not matter
     if overfit: res += _overfit(self, model, xb, yb, lr or self.lr)
     return res
