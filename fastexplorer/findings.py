@@ -28,7 +28,7 @@ class Findings:
         thresholds=None,     # `find_alerts`'s thresholds (the callback's `alerts`: `dead`, `grad_ratio`)
     ):
         self.tree,self.writer,self.thresholds,self.verdicts = tree,writer,thresholds or {},None
-        self.calm = set()   # the layers whose `dead` findings were settled as `info`: they stay so (`settle`)
+        self.calm = set()   # `(kind, layer)` of the `dead` and `saturated` findings settled as `info` (`settle`)
         dead = self.thresholds.get('dead', DEAD_FRAC)
         self.live = None if tree is None else LiveAlerts(output_order(tree), dead, constant_by_input(tree))
         self.new_fit()

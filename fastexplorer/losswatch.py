@@ -14,9 +14,9 @@ from .alerts import HINTS, SEVERITY
 from .contract import loss_kind, loss_name
 
 # %% auto #0
-__all__ = ['MIN_STEPS', 'HIGH_RATIO', 'LOW_RATIO', 'chance_loss', 'target_sums', 'multi_hot', 'LossWatch', 'valid_accuracy',
-           'chance_accuracy', 'loss_course', 'update_ratio', 'group_ratios', 'falling', 'target_alerts', 'stalled_hint',
-           'loss_alerts', 'learns', 'settle']
+__all__ = ['MIN_STEPS', 'HIGH_RATIO', 'LOW_RATIO', 'SETTLED', 'chance_loss', 'target_sums', 'multi_hot', 'LossWatch',
+           'valid_accuracy', 'chance_accuracy', 'loss_course', 'update_ratio', 'group_ratios', 'falling',
+           'target_alerts', 'stalled_hint', 'loss_alerts', 'learns', 'settle']
 
 # %% ../nbs/03hb_losswatch.ipynb #a3087fa5
 def _entropy(p:torch.Tensor)->float:
@@ -71,15 +71,17 @@ class LossWatch(StatRecorder):
     def end(self, loss, pred=None, y=None):
         "A training batch's `loss`; with its output `pred` and targets `y` (sampled batches), their `target_sums`"
         if isinstance(loss, torch.Tensor) and loss.numel() == 1: self.pending.append(loss.detach().float().reshape(()))
-        if isinstance(pred, torch.Tensor) and isinstance(y, torch.Tensor) and self.sums != {}:
-            with torch.no_grad():
-                new = target_sums(self.kind or 'ce', self.axis, pred.detach(), y.detach())
-                if self.kind in ('ce', None) and (m := multi_hot(self.axis, pred, y)) is not None:
-                    self.multi = m if self.multi is None else self.multi + m
-            if new is None: self.sums = {}
-            elif self.sums is None: self.sums = new
-            else: self.sums = ({k: self.sums[k] + new[k] for k in new}
-                               if all(self.sums[k].shape == new[k].shape for k in new) else {})
+        if not (isinstance(pred, torch.Tensor) and isinstance(y, torch.Tensor)): return
+        pred,y = pred.detach(),y.detach()
+        with torch.no_grad():
+            if self.kind in ('ce', None) and (m := multi_hot(self.axis, pred, y)) is not None:
+                self.multi = m if self.multi is None else self.multi + m
+            if self.sums == {}: return   # targets that did not fit once: the chance level stays unknown
+            new = target_sums(self.kind or 'ce', self.axis, pred, y)
+        if new is None: self.sums = {}
+        elif self.sums is None: self.sums = new
+        else: self.sums = ({k: self.sums[k] + new[k] for k in new}
+                           if all(self.sums[k].shape == new[k].shape for k in new) else {})
 
     def finish(self)->list:
         "Read the losses kept since the last `finish` (one transfer), and return all of the run's so far"
@@ -262,7 +264,7 @@ def _valid_alert(last:float, start:float, chance:float|None, valid_loss:float|No
     vl = (f"the validation loss is {valid_loss:.4g}" + (f", {_vs_chance(valid_loss, chance)}" if chance else '')
           if fin else '')
     if va is not None and ca is not None:
-        if va > ca + 0.1 * (1 - ca): return None   # a high loss with a good accuracy: confidence, not chance
+        if va > ca + 0.2 * (1 - ca): return None   # a high loss with a good accuracy: confidence, not chance
         what = (f"the validation accuracy is {va:.3g}, at the chance level {ca:.3g} (the share of the commonest "
                 "class)" + (f"; {vl}" if vl else ''))
     elif chance and fin and valid_loss >= 0.95 * chance: what = vl
@@ -298,7 +300,7 @@ def learns(losses:list, chance:float|None, facts:dict|None=None)->str|None:
     """How the run shows clear learning, in words (`None`: it does not): a validation accuracy well above chance
     (`facts`), or the training `losses` down to 70% of where they began, and of `chance` if known"""
     va,ca = (facts or {}).get('acc'),(facts or {}).get('chance_acc')
-    if va is not None and ca is not None and va >= ca + 0.5 * (1 - ca):
+    if va is not None and ca is not None and va >= ca + 0.7 * (1 - ca):   # 0.73 for 10 balanced classes
         return f"the validation accuracy is {va:.3g}, against {ca:.3g} at chance"
     v = [x for x in losses if math.isfinite(x)]
     if (c := loss_course(v, min_steps=10)) is None: return None
@@ -307,20 +309,18 @@ def learns(losses:list, chance:float|None, facts:dict|None=None)->str|None:
         return f"the loss still falls ({start:.3g} to {c[1]:.3g})"
     return None
 
+SETTLED = {'dead': 'capacity lost, not a failure', 'saturated': 'the run learns through it, not a failure'}
+
 def settle(alerts:list, losses:list, chance:float|None, facts:dict|None=None,
-           calm:set|None=None, # the layers whose `dead` alerts were settled before (updated): they stay `info`
+           calm:set|None=None, # the layers whose alerts were settled before (updated): they stay `info`
           )->list:
-    "`alerts` (changed in place) with `dead` ones as `info` if the run `learns`: units lost, not a failure"
+    "`alerts` (changed in place) with `dead` and `saturated` ones as `info` if the run `learns`: not a failure"
     how = learns(losses, chance, facts)
     for a in alerts:
-        if a['kind'] != 'dead' or a.get('severity') == 'info':
-            if a['kind'] == 'dead' and calm is not None: calm.add(a.get('layer'))
-            continue
-        if how:
-            a['severity'] = 'info'
-            a['message'] += f"; {how}: capacity lost, not a failure"
-        elif calm is not None and a.get('layer') in calm:   # a finding's severity never bounces back
-            a['severity'] = 'info'
-            a['message'] += "; the run learnt with this layer so: capacity lost, not a failure"
-        if calm is not None and a['severity'] == 'info': calm.add(a.get('layer'))
+        if a['kind'] not in SETTLED: continue
+        key = (a['kind'], a.get('layer'))
+        if a.get('severity') != 'info' and (how or (calm is not None and key in calm)):
+            a['severity'] = 'info'   # once settled, a layer's finding never bounces back to a warning
+            a['message'] += f"; {how or 'the run learnt with this layer so'}: {SETTLED[a['kind']]}"
+        if calm is not None and a.get('severity') == 'info': calm.add(key)
     return alerts
