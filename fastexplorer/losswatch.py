@@ -16,7 +16,7 @@ from .contract import loss_kind, loss_name
 # %% auto #0
 __all__ = ['MIN_STEPS', 'HIGH_RATIO', 'LOW_RATIO', 'SETTLED', 'chance_loss', 'target_sums', 'multi_hot', 'LossWatch',
            'valid_accuracy', 'chance_accuracy', 'loss_course', 'update_ratio', 'group_ratios', 'falling',
-           'target_alerts', 'stalled_hint', 'loss_alerts', 'learns', 'settle']
+           'target_alerts', 'stalled_hint', 'loss_alerts', 'learns', 'settle', 'explain']
 
 # %% ../nbs/03hb_losswatch.ipynb #a3087fa5
 def _entropy(p:torch.Tensor)->float:
@@ -323,4 +323,31 @@ def settle(alerts:list, losses:list, chance:float|None, facts:dict|None=None,
             a['severity'] = 'info'   # once settled, a layer's finding never bounces back to a warning
             a['message'] += f"; {how or 'the run learnt with this layer so'}: {SETTLED[a['kind']]}"
         if calm is not None and a.get('severity') == 'info': calm.add(key)
+    return alerts
+
+# %% ../nbs/03hb_losswatch.ipynb #302e6209
+def _layer_hint(a:dict, r:float|None, facts:dict, saturating:bool)->str|None:
+    "The likeliest cause of a layer's finding `a`, from the update ratio `r`, the targets' `facts`, saturated layers"
+    steep = r is not None and r > HIGH_RATIO
+    big = f"the weights change by {r:.2g} of their size a step, above {HIGH_RATIO:g}" if steep else ''
+    if a['kind'] == 'dead' and a.get('rule') != 'constant':
+        if steep: return f"{big}: steps that large push the units' inputs below zero for good; lower the learning rate"
+        return ("the steps are of a normal size, so the units' inputs sit below zero by construction (non-negative "
+                "inputs, a shift pushed down): a LeakyReLU or GELU keeps a gradient for them")
+    if a['kind'] == 'saturated':
+        if (t := facts.get('target_rms')) is not None and t > 1.5:
+            return (f"the targets are of the order of {t:.3g}, outside the activation's range: the output is pushed to "
+                    "its limits; scale the targets into it, or drop the output activation")
+        if steep: return f"{big}: steps that large throw its inputs far out; lower the learning rate"
+        return "what feeds it is too large: normalise it (a BatchNorm before it, or inputs at unit scale)"
+    if a['kind'] == 'vanishing_grad':
+        if saturating: return "the saturated activations (see `saturated`) pass little gradient: use ReLU-family ones"
+        return "depth without normalisation or residual connections: add BatchNorm, or initialise for depth"
+    return None
+
+def explain(alerts:list, stats:dict, facts:dict|None=None)->list:
+    "`alerts` (changed in place) with the hints of dead, saturated and vanishing-gradient findings from the evidence"
+    r,sat = update_ratio(stats),any(a['kind'] == 'saturated' for a in alerts)
+    for a in alerts:
+        if a.get('severity') != 'info' and (h := _layer_hint(a, r, facts or {}, sat)) is not None: a['hint'] = h
     return alerts
