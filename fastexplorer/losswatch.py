@@ -328,8 +328,13 @@ def settle(alerts:list, losses:list, chance:float|None, facts:dict|None=None,
 # %% ../nbs/03hb_losswatch.ipynb #302e6209
 def _layer_hint(a:dict, r:float|None, facts:dict, saturating:bool)->str|None:
     "The likeliest cause of a layer's finding `a`, from the update ratio `r`, the targets' `facts`, saturated layers"
-    steep = r is not None and r > HIGH_RATIO
+    if r is None or not math.isfinite(r): return None   # no steps measured, or weights already NaN: the default hint
+    steep = r > HIGH_RATIO
     big = f"the weights change by {r:.2g} of their size a step, above {HIGH_RATIO:g}" if steep else ''
+    if a['kind'] == 'nonfinite' and a.get('stat') in ('act', 'valid_act', 'grad'):
+        if steep: return f"{big}: steps that large overflow; lower the learning rate, or clip gradients"
+        return (f"the steps are of a normal size ({r:.2g} of the weights): not the learning rate, an operation "
+                "made it; the `op` finding (or `find_nonfinite`) names which")
     if a['kind'] == 'dead' and a.get('rule') != 'constant':
         if steep: return f"{big}: steps that large push the units' inputs below zero for good; lower the learning rate"
         return ("the steps are of a normal size, so the units' inputs sit below zero by construction (non-negative "
@@ -346,7 +351,7 @@ def _layer_hint(a:dict, r:float|None, facts:dict, saturating:bool)->str|None:
     return None
 
 def explain(alerts:list, stats:dict, facts:dict|None=None)->list:
-    "`alerts` (changed in place) with the hints of dead, saturated and vanishing-gradient findings from the evidence"
+    "`alerts` (changed in place): the hints of non-finite, dead, saturated, vanishing-gradient findings from evidence"
     r,sat = update_ratio(stats),any(a['kind'] == 'saturated' for a in alerts)
     for a in alerts:
         if a.get('severity') != 'info' and (h := _layer_hint(a, r, facts or {}, sat)) is not None: a['hint'] = h
