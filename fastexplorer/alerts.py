@@ -195,14 +195,18 @@ HINTS = {   # why an alert usually happens, and what to try
     'valid_at_chance': "the labels may not match the inputs in the validation set (shuffled apart, or a different "
                        "mapping of classes), or the model memorises the training set: check the data pipeline, then "
                        "regularise",
+}
+SEVERITY = {'nonfinite': 'error', 'nonfinite_loss': 'error', 'loss_diverging': 'error', 'lr_too_high': 'error',
+            'replica_drift': 'error', 'grads_not_zeroed': 'error'}
+
+# %% ../nbs/03h_alerts.ipynb #c8be6821
+HINTS.update({   # findings on the training targets (`LossWatch.facts`)
     'labels_one_class': "the labels were lost on the way: a label function or column that gives one value "
                         "(`dls.vocab` lists the classes found), or targets overwritten; look at the targets of "
                         "`dls.train.one_batch()`",
     'multi_hot_softmax': "several labels per sample need a sigmoid per class, not a softmax over them: "
                          "`BCEWithLogitsLossFlat` (fastai's `MultiCategoryBlock` chooses it) and `accuracy_multi`",
-}
-SEVERITY = {'nonfinite': 'error', 'nonfinite_loss': 'error', 'loss_diverging': 'error', 'lr_too_high': 'error',
-            'replica_drift': 'error', 'grads_not_zeroed': 'error'}
+})
 
 # %% ../nbs/03h_alerts.ipynb #bd0a868b
 def group_alerts(alerts:list)->list:

@@ -162,7 +162,7 @@ def falling(v:list, w:int, z:float=3.)->bool:
     res = sum((t - ym - b * (i - xm)) ** 2 for i,t in enumerate(y)) / (n - 2)
     return b < 0 and (res == 0 or -b > z * math.sqrt(res / sxx))
 
-# %% ../nbs/03hb_losswatch.ipynb #0b08aa7d
+# %% ../nbs/03hb_losswatch.ipynb #6b624489
 def _vs_chance(x:float, chance:float)->str:
     "How a loss `x` stands to the `chance` level, in words: at it, or how far above it (not the same thing)"
     if chance <= 0: return "above the chance level 0 (every target the same)"
@@ -170,6 +170,7 @@ def _vs_chance(x:float, chance:float)->str:
     return (f"{x / chance:.3g}× the chance level {chance:.4g}, not at it: far worse than a prediction that ignores "
             "the input, the outputs far from the targets")
 
+# %% ../nbs/03hb_losswatch.ipynb #0b08aa7d
 def _course_alert(
     v:list,            # the run's finite losses
     course:tuple,      # their `loss_course`
