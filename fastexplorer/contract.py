@@ -150,12 +150,13 @@ def check_loss_contract(
     if kind in ('ce', 'nll', 'bce', 'bce_logits') and loss is not None and loss < -1e-6 and not act:
         res.append(verdict('loss_at_init', 'error', f"the loss is {loss:.4g}: a cross-entropy is never negative",
                            "the outputs or the targets are not what the loss expects"))
-    elif (kind == 'ce' and c > 1 and not act and loss is not None and math.isfinite(loss)
-          and loss > max(2.5 * math.log(c), math.log(c) + 2)):
-        res.append(verdict('loss_at_init', 'warning', f"the loss at initialisation is {loss:.3g}, "
-                           f"{loss / math.log(c):.2g}× ln {c} = {math.log(c):.3g} for {c} equally likely classes",
+    elif kind == 'ce' and c > 1 and not act and loss is not None and math.isfinite(loss) and loss > 3 * math.log(c) + 3:
+        res.append(verdict('loss_at_init', 'warning', f"the loss at initialisation is {loss:.3g}, far above "
+                           f"ln {c} = {math.log(c):.3g} for {c} equally likely classes",
                            "the initial predictions are confidently wrong: scale the inputs, or initialise the last "
                            "layer smaller", loss=loss, expected=math.log(c)))
     res += check_targets(o, y, op, kind, axis)
-    return res or [verdict('loss_contract', 'ok', (f"loss {loss:.4g} at initialisation; " if loss is not None else '')
-                           + "outputs, loss and targets fit")]
+    high = kind == 'ce' and c > 1 and loss is not None and loss > 2 * math.log(c)   # random heads may start so
+    far = f", {loss / math.log(c):.2g}× ln {c} (confident initial predictions, which training corrects)" if high else ''
+    said = f"loss {loss:.4g} at initialisation{far}; " if loss is not None else ''
+    return res or [verdict('loss_contract', 'ok', said + "outputs, loss and targets fit in shape and range")]

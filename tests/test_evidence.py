@@ -107,13 +107,16 @@ def test_multi_hot_targets_under_a_softmax(tmp_path):
     assert 'multi_hot_softmax' not in set(_fit(Learner(tensor_dls(x, yy), _mlp(3), loss_func=BCEWithLogitsLossFlat()),
                                                tmp_path/'fixed').kind)
 
-def test_loss_three_times_chance_at_init():
-    "A head initialised with `nn.init.normal_` (std 1, as in a Keras port): the loss starts at 3 ln C or more"
+def test_loss_three_times_chance_at_init_is_said():
+    """A head initialised with `nn.init.normal_` (std 1, as in a Keras port): the loss starts above 3 ln C. Random
+    heads of healthy models start so too (torchvision's EfficientNet at 3.3 ln 10): the verdict stays `ok`, but says
+    how far above ln C the loss starts instead of a bare `fits`"""
     x,y = _digits()
     torch.manual_seed(0)
     m = _mlp(); nn.init.normal_(m[2].weight)
     v = {v['check']: v for v in Learner(tensor_dls(x, y), m, loss_func=CrossEntropyLossFlat()).preflight()}
-    assert v['loss_at_init']['severity'] == 'warning' and v['loss_at_init']['loss'] > 3 * math.log(10), v
+    c = v.get('loss_contract') or v['loss_at_init']
+    assert "× ln 10" in c['evidence'], c
 
 def test_flat_regression_loss_names_the_targets_scale(tmp_path):
     "House prices in dollars under MSE: the loss stays near 1e11 the whole run; the hint says the targets' scale"
