@@ -1,5 +1,5 @@
 "Findings judged from evidence (issue 45, points 3, 6 and 7): each test a small, faithful port of a real case."
-import math
+import json, math
 import torch, torch.nn.functional as F
 from torch import nn
 from fastai.data.core import DataLoaders
@@ -10,6 +10,7 @@ from fastai.metrics import accuracy
 from fastai.optimizer import SGD
 from fastai.callback.progress import *   # noqa: F403  (Learner.no_bar)
 from fastexplorer.all import *
+from fastexplorer.core import validate
 from bugzoo import tensor_dls, digits_raw
 
 def _fit(learn, path, n=2, lr=1e-3, **kw):
@@ -25,6 +26,10 @@ def _digits():
 def _mlp(o=10): return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, o))
 
 def _asks(al): return al[al.severity.isin(['warning', 'error'])]
+
+def _valid_files(path):
+    "Every JSON file of the run folder `path` fits its schema (the new kinds of findings included)"
+    for f in path.glob('*.json'): validate(json.loads(f.read_text()))
 
 def test_bias_before_batchnorm_is_not_frozen(tmp_path):
     "A conv's bias just before a BatchNorm, under plain SGD: the norm takes off its mean, its gradient is ~1e-8"
@@ -84,6 +89,7 @@ def test_nan_loss_at_some_steps_is_found(tmp_path):
     al = _fit(Learner(tensor_dls(x, y, bs=16), _mlp(), loss_func=positives_loss), tmp_path)
     a = al[al.kind == 'nonfinite_loss']
     assert len(a) and (a.severity == 'error').all() and 'while the activations and gradients' in a.message.iloc[0], al
+    _valid_files(tmp_path)
 
 def test_labels_collapsed_to_one_class(tmp_path):
     "Targets all 0 (a label function that maps every file to one class): the loss falls to 0, nothing is learnt"
@@ -91,6 +97,7 @@ def test_labels_collapsed_to_one_class(tmp_path):
     torch.manual_seed(0)
     al = _fit(Learner(tensor_dls(x, y * 0), _mlp(), loss_func=CrossEntropyLossFlat()), tmp_path)
     assert 'labels_one_class' in set(_asks(al).kind), al[['kind', 'message']]
+    _valid_files(tmp_path)
     torch.manual_seed(0)   # the fixed twin: the real labels
     assert 'labels_one_class' not in set(_fit(Learner(tensor_dls(x, y), _mlp(), loss_func=CrossEntropyLossFlat()),
                                               tmp_path/'fixed').kind)
@@ -102,6 +109,7 @@ def test_multi_hot_targets_under_a_softmax(tmp_path):
     torch.manual_seed(0)
     al = _fit(Learner(tensor_dls(x, yy), _mlp(3), loss_func=nn.CrossEntropyLoss()), tmp_path)
     assert 'multi_hot_softmax' in set(_asks(al).kind), al[['kind', 'message']]
+    _valid_files(tmp_path)
     torch.manual_seed(0)   # the fixed twin: a sigmoid per class
     from fastai.losses import BCEWithLogitsLossFlat
     assert 'multi_hot_softmax' not in set(_fit(Learner(tensor_dls(x, yy), _mlp(3), loss_func=BCEWithLogitsLossFlat()),
