@@ -326,6 +326,15 @@ def settle(alerts:list, losses:list, chance:float|None, facts:dict|None=None,
         if calm is not None and a.get('severity') == 'info': calm.add(key)
     return alerts
 
+# %% ../nbs/03hb_losswatch.ipynb #97a48499
+def _constant_hint(a:dict, stats:dict)->str|None:
+    "The likeliest cause of a layer whose output did not vary: its own zero weights, else what feeds it"
+    w = (stats.get(f"{a.get('layer')}.weight") or {}).get('weight') or {}
+    if w.get('norm') == 0: return ("its weights are all zero, so its output cannot vary: initialise them (fastai's "
+                                   "layers do; a `zero_()` or `constant_` does not)")
+    if w: return "its weights are not zero, so what feeds it does not vary: look at the layers before it"
+    return None
+
 # %% ../nbs/03hb_losswatch.ipynb #302e6209
 def _layer_hint(a:dict, r:float|None, facts:dict, saturating:bool)->str|None:
     "The likeliest cause of a layer's finding `a`, from the update ratio `r`, the targets' `facts`, saturated layers"
@@ -355,5 +364,7 @@ def explain(alerts:list, stats:dict, facts:dict|None=None)->list:
     "`alerts` (changed in place): the hints of non-finite, dead, saturated, vanishing-gradient findings from evidence"
     r,sat = update_ratio(stats),any(a['kind'] == 'saturated' for a in alerts)
     for a in alerts:
-        if a.get('severity') != 'info' and (h := _layer_hint(a, r, facts or {}, sat)) is not None: a['hint'] = h
+        if a.get('severity') == 'info': continue
+        h = _constant_hint(a, stats) if a.get('rule') == 'constant' else _layer_hint(a, r, facts or {}, sat)
+        if h is not None: a['hint'] = h
     return alerts
