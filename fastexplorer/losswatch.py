@@ -223,7 +223,8 @@ def _nan_loss_alert(losses:list, stats:dict)->dict|None:
 def target_alerts(facts:dict)->list:
     "Alerts on the training targets counted so far (`LossWatch.facts`): collapsed to one class, multi-hot"
     res,c,m = [],facts.get('counts'),facts.get('multi')
-    if c and len(c) > 1 and sum(c) >= 100 and sum(x > 0 for x in c) == 1:
+    # enough targets that a class of 1% (of 0.1% for two, as imbalanced binary tasks have) would have shown
+    if c and len(c) > 1 and sum(c) >= (3000 if len(c) == 2 else 300) and sum(x > 0 for x in c) == 1:
         k = next(i for i,x in enumerate(c) if x)
         res.append(dict(kind='labels_one_class', value=k,
                         message=f"all {int(sum(c))} training targets sampled are class {k} of the model's {len(c)} "
