@@ -265,11 +265,13 @@ def _valid_alert(last:float, start:float, chance:float|None, valid_loss:float|No
     fin = valid_loss is not None and math.isfinite(valid_loss)
     vl = (f"the validation loss is {valid_loss:.4g}" + (f", {_vs_chance(valid_loss, chance)}" if chance else '')
           if fin else '')
+    at = bool(chance and fin and valid_loss >= 0.95 * chance)
     if va is not None and ca is not None:
         if va > ca + 0.2 * (1 - ca): return None   # a high loss with a good accuracy: confidence, not chance
+        if chance and fin and not at: return None  # the loss below chance: some learning carries over
         what = (f"the validation accuracy is {va:.3g}, at the chance level {ca:.3g} (the share of the commonest "
                 "class)" + (f"; {vl}" if vl else ''))
-    elif chance and fin and valid_loss >= 0.95 * chance: what = vl
+    elif at: what = vl
     else: return None
     return dict(kind='valid_at_chance', value=valid_loss if fin else va,
                 message=f"{what}, while the training loss fell to {last:.4g}: "
