@@ -18,9 +18,9 @@ from .nonfinite import find_nonfinite, find_loss_nonfinite
 
 # %% auto #0
 __all__ = ['BY_INPUT', 'SQUASHING', 'NEGLIGIBLE_GRAD', 'HINTS', 'SEVERITY', 'DEAD_FRAC', 'RANK', 'ALERT_ARGS', 'DEAD_AFTER',
-           'HALF_HINT', 'execution_order', 'output_order', 'classes_of', 'constant_by_input', 'group_alerts',
-           'find_alerts', 'rank_alerts', 'bad_threshold', 'LiveAlerts', 'stale_grad_flag', 'stale_grad_alert',
-           'origin_alert', 'loss_op', 'loss_alert', 'trace_origin']
+           'HALF_HINT', 'DATA_HINT', 'execution_order', 'output_order', 'classes_of', 'constant_by_input',
+           'group_alerts', 'find_alerts', 'rank_alerts', 'bad_threshold', 'LiveAlerts', 'stale_grad_flag',
+           'stale_grad_alert', 'origin_alert', 'loss_op', 'loss_alert', 'trace_origin']
 
 # %% ../nbs/03h_alerts.ipynb #d102e683
 def execution_order(tree:dict)->dict:
@@ -268,6 +268,11 @@ def bad_threshold(alerts:dict|None)->tuple|None:
 # %% ../nbs/03h_alerts.ipynb #dfd02e66
 DEAD_AFTER = 20
 
+def _when(a:dict)->tuple:
+    "Where alert `a` falls in a run: epoch, step, then the preflight's, a traced origin (`op`), a step's statistics"
+    s,rank = a.get('step'),0 if a.get('source') == 'preflight' else 1 if a.get('stat') == 'op' else 2
+    return a.get('epoch') or 0, s if isinstance(s, (int, float)) and s == s else math.inf, rank
+
 class LiveAlerts:
     "Alerts found inside an epoch, in the batches about to be written"
     def __init__(self,
@@ -283,10 +288,16 @@ class LiveAlerts:
         self.seen,self.dead_checked = set(),False
 
     def add(self, key, epoch:int, **alert):
-        "Record an alert found inside epoch `epoch`, once per epoch for each `key`"
+        "Record an alert found inside epoch `epoch`, once per epoch for each `key`, in the order of the run's steps"
         if key in self.seen: return
         self.seen.add(key)
-        self.alerts.append({**alert, 'epoch': epoch, 'source': 'live'})
+        a = {**alert, 'epoch': epoch, 'source': 'live'}
+        if a['kind'] == 'nonfinite':   # a NaN run's alert is that one, whether a write found dead units sooner or not
+            self.alerts[:] = [b for b in self.alerts if not (b['kind'] == 'dead' and b.get('epoch') == epoch)]
+        # writes come in groups, by count and by time: the order found is the machine's; the order of steps is the run's
+        i = len(self.alerts)
+        while i and _when(self.alerts[i - 1]) > _when(a): i -= 1
+        self.alerts.insert(i, a)
 
 # %% ../nbs/03h_alerts.ipynb #e3a5c012
 @patch
@@ -376,10 +387,14 @@ def _half(found:dict)->bool:
 
 HALF_HINT = ("float16 overflowed: train in bfloat16 (`learn.to_bf16()`), which has float32's range, or keep the "
              "activations smaller (normalise the inputs, initialise smaller)")
-
+DATA_HINT = ("the data holds NaN or Inf: fill or drop the missing values (fastai's `FillMissing` for tables), or find "
+             "the samples that are corrupt")
 
 # %% ../nbs/03h_alerts.ipynb #562f95e2
 def _origin_message(found:dict)->str:
+    if found.get('phase') == 'input':
+        return (f"the batch's input {found['input']} held {found['count']} NaN or Inf values before the model "
+                "computed anything: the data's, not a layer's")
     where = f"`{found['module']}`" if found['module'] else 'the model itself'
     if found.get('phase') == 'backward':
         src = 'from finite inputs' if found['inputs_finite'] else 'from gradients that were not finite'
@@ -397,7 +412,8 @@ def origin_alert(found:dict, step:int, epoch:int)->dict:
     half = "; it computed in float16 (mixed precision), which holds nothing past 65504" if _half(found) else ''
     return {'kind': 'nonfinite', 'layer': found['module'], 'stat': 'op', 'op': found['op'], 'param': found['param'],
             'inputs_finite': found['inputs_finite'], 'phase': found['phase'], 'step': step, 'epoch': epoch,
-            'message': f"{_origin_message(found)}, at step {step}{half}"} | ({'hint': HALF_HINT} if half else {})
+            'message': f"{_origin_message(found)}, at step {step}{half}"} | ({'hint': HALF_HINT} if half else {}) | (
+            {'hint': DATA_HINT} if found.get('phase') == 'input' else {})
 
 def loss_op(found:dict|None)->str:
     "The operation of the loss that made the NaN, from what `find_loss_nonfinite` `found` (`''` if it found none)"

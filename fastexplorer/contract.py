@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 # %% auto #0
-__all__ = ['verdict', 'loss_name', 'loss_kind', 'final_op', 'check_output_activation', 'check_targets', 'check_loss_contract']
+__all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'check_output_activation', 'check_targets',
+           'check_shapes', 'check_loss_contract', 'module_label', 'name_makers', 'InputNorms', 'excuse_normalised']
 
 # %% ../nbs/03ha_contract.ipynb #b140091b
 def verdict(
@@ -45,15 +46,22 @@ def loss_kind(loss_func)->str|None:
 _SHAPE_OPS = ('View', 'UnsafeView', 'Reshape', 'Squeeze', 'Unsqueeze', 'Permute', 'Transpose', 'T', 'Clone', 'Expand',
               'Select', 'Slice', 'Alias', 'ToCopy', 'Contiguous')
 
-def final_op(o)->str|None:
-    "The last operation that made tensor `o` (`sigmoid`, `softmax`, `relu`, `addmm`…), through reshapes and casts"
-    f = getattr(o, 'grad_fn', None)
-    for _ in range(16):
-        if f is None: return None
-        n = re.sub(r'Backward\d*$', '', f.name())
-        if n not in _SHAPE_OPS: return re.sub(r'(?<!^)(?=[A-Z])', '_', n).lower()
+def _op_name(f)->str: return re.sub(r'(?<!^)(?=[A-Z])', '_', re.sub(r'Backward\d*$', '', f.name())).lower()
+
+def out_nodes(o, n:int=2)->list:
+    "The autograd nodes of the last `n` operations that made tensor `o`, the last first, through reshapes and casts"
+    f,res = getattr(o, 'grad_fn', None),[]
+    for _ in range(32):
+        if f is None or len(res) == n: break
+        if re.sub(r'Backward\d*$', '', f.name()) not in _SHAPE_OPS: res.append(f)
         f = next((g for g,_ in f.next_functions if g is not None), None)
-    return None
+    return res
+
+def final_op(o, i:int=0)->str|None:
+    "The last operation that made tensor `o` (`sigmoid`, `softmax`, `relu`, `addmm`…), through reshapes and casts"
+    # with `i`: the `i`-th before it (1: what a softmax was given)
+    ns = out_nodes(o, i + 1)
+    return _op_name(ns[i]) if len(ns) > i else None
 
 def _probabilities(o:torch.Tensor, axis:int=1)->bool:
     "Whether `o` is a probability distribution along its class axis `axis`: a softmax's output"
@@ -63,18 +71,26 @@ def _unit_range(o:torch.Tensor)->bool: return bool(((o >= 0) & (o <= 1)).all())
 
 # %% ../nbs/03ha_contract.ipynb #69eb94de
 _PROBS,_LINEAR = ('softmax', 'sigmoid'),('addmm', 'mm', 'bmm', 'convolution', 'linear')
+_NORMS = ('softmax', 'log_softmax')
 
-def check_output_activation(o:torch.Tensor, op:str|None, kind:str|None, axis:int=1)->list:
+def check_output_activation(o:torch.Tensor, op:str|None, kind:str|None, axis:int=1,
+                            before:str|None=None)->list: # the operation before `op` (`final_op(o, 1)`)
     "Verdicts on the output's last operation `op` (`final_op`) and values `o` against what a `kind` of loss wants"
-    def bad(sev, ev, fix): return [verdict('output_activation', sev, ev, fix)]
+    def bad(sev, ev, fix, at=0): return [verdict('output_activation', sev, ev, fix, at=at)]   # `at`: the op at fault
     probs = op in _PROBS or (op is None and _probabilities(o, axis))
     squash = 'a ' + (op or 'softmax')
+    if kind in ('ce', 'nll') and o.ndim >= 2 and o.shape[axis] > 1 and op in _NORMS and before == 'relu':
+        return bad('warning', f"the class scores go through a ReLU before the `{op}`: a class pushed below 0 is stuck "
+                   "there with no gradient", f"remove the ReLU before the `{op}`", at=1)
     if kind == 'ce' and o.ndim >= 2 and o.shape[axis] > 1:
         if probs: return bad('error', f"the model's outputs are probabilities ({squash}) but the loss is a "
                              "cross-entropy, which applies its own softmax",
                              "remove the final activation: give the loss the logits")
         if op == 'relu': return bad('warning', "the class scores come out of a ReLU: a class pushed below 0 is stuck "
                                     "there with no gradient", "remove the final ReLU: give the loss the logits")
+    if kind in ('bce', 'bce_logits') and ((op, before) == ('sigmoid', 'relu') or (kind, op) == ('bce_logits', 'relu')):
+        return bad('warning', "the logits come out of a ReLU: no probability falls below 0.5, and a logit pushed below "
+                   "0 is stuck there with no gradient", "remove the ReLU before the sigmoid", at=int(op == 'sigmoid'))
     if kind == 'bce_logits' and (op == 'sigmoid' or (op is None and o.numel() > 1 and _unit_range(o))):
         return bad('error', "the outputs come out of a sigmoid, but `BCEWithLogits` applies its own",
                    "remove the final sigmoid: give the loss the logits")
@@ -123,6 +139,18 @@ def check_targets(o:torch.Tensor, y, op:str|None, kind:str|None, axis:int=1)->li
                            "use a cross-entropy on the logits (`CrossEntropyLossFlat`) with class indices"))
     return res
 
+# %% ../nbs/03ha_contract.ipynb #47f0f628
+def check_shapes(o:torch.Tensor, y)->list:
+    "Verdict on output `o` and targets `y` of shapes that differ but broadcast together in a loss that does not flatten"
+    if not isinstance(y, torch.Tensor) or y.shape == o.shape: return []
+    try: b = torch.broadcast_shapes(o.shape, y.shape)
+    except RuntimeError: return []    # the loss fails, and says so
+    if math.prod(b) <= max(o.numel(), y.numel()): return []
+    return [verdict('output_shape', 'error', f"outputs of shape {tuple(o.shape)} and targets of shape "
+                    f"{tuple(y.shape)} broadcast together to {tuple(b)} in the loss: each output is compared with "
+                    "every target", "give them the same shape (`out.squeeze(1)` or `y.unsqueeze(1)`), or use fastai's "
+                    "`MSELossFlat`, which flattens both", shapes=[list(o.shape), list(y.shape), list(b)])]
+
 # %% ../nbs/03ha_contract.ipynb #6bb73d10
 def check_loss_contract(
     out:torch.Tensor,  # the model's output
@@ -131,6 +159,8 @@ def check_loss_contract(
     kind:str|None,     # the kind of loss (`loss_kind`)
     axis:int=1,        # the output's class axis
     op:str|None=None,  # the output's last operation (`final_op`)
+    before:str|None=None, # the operation before it (`final_op(out, 1)`)
+    flat:bool=False,   # the loss flattens output and targets (fastai's `MSELossFlat`): their shapes need not match
 )->list:
     "Verdicts on the loss at initialisation and on what feeds it"
     res,o = [],out.detach().float()
@@ -146,7 +176,7 @@ def check_loss_contract(
         res.append(verdict('output_classes', 'error', "cross-entropy over one output unit: its softmax is always 1, "
                            "so the loss is 0 and nothing learns", "give the model one output per class (2 for a binary "
                            "task), or use `BCEWithLogitsLossFlat` on one logit"))
-    res += (act := check_output_activation(o, op, kind, axis))
+    res += (act := check_output_activation(o, op, kind, axis, before))
     if kind in ('ce', 'nll', 'bce', 'bce_logits') and loss is not None and loss < -1e-6 and not act:
         res.append(verdict('loss_at_init', 'error', f"the loss is {loss:.4g}: a cross-entropy is never negative",
                            "the outputs or the targets are not what the loss expects"))
@@ -155,8 +185,71 @@ def check_loss_contract(
                            f"ln {c} = {math.log(c):.3g} for {c} equally likely classes",
                            "the initial predictions are confidently wrong: scale the inputs, or initialise the last "
                            "layer smaller", loss=loss, expected=math.log(c)))
+    if kind == 'regression' and not flat: res += check_shapes(o, y)
     res += check_targets(o, y, op, kind, axis)
     high = kind == 'ce' and c > 1 and loss is not None and loss > 2 * math.log(c)   # random heads may start so
     far = f", {loss / math.log(c):.2g}× ln {c} (confident initial predictions, which training corrects)" if high else ''
     said = f"loss {loss:.4g} at initialisation{far}; " if loss is not None else ''
     return res or [verdict('loss_contract', 'ok', said + "outputs, loss and targets fit in shape and range")]
+
+# %% ../nbs/03ha_contract.ipynb #833b9844
+_OUTPUT_CHECKS = ('output_activation', 'output_classes', 'output_shape', 'target_range', 'target_classes',
+                  'loss_for_classes', 'loss_at_init', 'constant_output', 'gradient_flow')
+
+def module_label(model:nn.Module, path:str, units:int|None=None)->str:
+    "Module `path` of `model` and what it is: \"`act3`, a Softmax over 1 unit\", \"`fc`, a Linear with 10 outputs\""
+    if not path: return "the model's own `forward`"
+    m = model.get_submodule(path); cls = type(m).__name__
+    what = f"`{path}`, {'an' if cls[0] in 'AEIOU' else 'a'} {cls}"
+    n = next((getattr(m, a) for a in ('out_features', 'out_channels') if isinstance(getattr(m, a, None), int)), None)
+    if n is not None: return f"{what} with {n} output{'s' if n != 1 else ''}"
+    if units is not None and next(m.parameters(), None) is None:
+        return f"{what} over {units} unit{'s' if units != 1 else ''}"
+    return what
+
+def name_makers(verdicts:list, # changed in place
+                owners:dict,   # `{autograd node: path of the module whose forward made it}` (`NodeOwners`)
+                o, model:nn.Module, axis:int=1)->list:
+    "`verdicts` on the output naming, as their `layer`, the module that made the operation at fault (`at`: 0 the last)"
+    ns = out_nodes(o)
+    units = (o.shape[axis] if o.ndim >= 2 else 1) if isinstance(o, torch.Tensor) else None
+    for v in verdicts:
+        if v['check'] not in _OUTPUT_CHECKS or v['layer'] or v['severity'] not in ('warning', 'error'): continue
+        at = v.get('at', 0)
+        if at >= len(ns) or (p := owners.get(ns[at])) is None: continue
+        try: what = module_label(model, p, units)
+        except AttributeError: continue
+        v.update(layer=p, evidence=f"{v['evidence']} ({'made by ' if p else 'in '}{what})")
+    return verdicts
+
+# %% ../nbs/03ha_contract.ipynb #8e27788f
+_NORMS = (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm)   # normalise each channel
+
+class InputNorms:
+    "Forward pre-hooks on `model`'s channel normalisations, keeping which of the inputs `xb` one takes as it is"
+    def __init__(self, model:nn.Module, xb:tuple):
+        self.keys = {(x.data_ptr(), tuple(x.shape)): i for i,x in enumerate(xb) if isinstance(x, torch.Tensor)}
+        self.found = {}   # `{input index: (path, class)}`
+        self.hs = [m.register_forward_pre_hook(self._hook(p, type(m).__name__)) for p,m in model.named_modules()
+                   if isinstance(m, _NORMS)]
+
+    def _hook(self, p:str, cls:str):
+        def f(m, args):
+            x = args[0] if args else None
+            if isinstance(x, torch.Tensor) and (i := self.keys.get((x.data_ptr(), tuple(x.shape)))) is not None:
+                self.found.setdefault(i, (p, cls))
+        return f
+
+    def remove(self):
+        "Take the hooks off"
+        for h in self.hs: h.remove()
+
+def excuse_normalised(res:list, found:dict)->list:
+    "`res` (changed in place) with the `input_scale` warning of an input that a normalisation takes as it is as `ok`"
+    for v in res:
+        i = next((i for i in found if v['check'] == 'input_scale' and v['evidence'].startswith(f"input {i}:")), None)
+        if i is None or v['severity'] != 'warning': continue
+        p,cls = found[i]
+        v.update(severity='ok', fix='', evidence=v['evidence'] + f"; `{p}`, a {cls}, takes it as it is and "
+                                                                  "normalises it: its scale does not matter")
+    return res

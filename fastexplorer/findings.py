@@ -13,7 +13,7 @@ from .state import learner_autocast
 from .alerts import *
 from .contract import verdict
 from .preflight import preflight_alerts
-from .losswatch import loss_alerts, settle, explain
+from .losswatch import loss_alerts, settle, explain, eval_layers
 from .training import loss_of
 
 # %% auto #0
@@ -109,7 +109,8 @@ def epoch_alerts(self:Findings,
     found = self.origin_alerts(epoch) + group_alerts([{**drift, 'source': 'epoch'}] if drift else [])
     found += find_alerts(self.tree, stats, epoch=epoch, **self.thresholds)
     if losses is None: return found
-    found = rank_alerts(found + loss_alerts(losses, chance, stats, valid_loss, groups, facts))
+    evals = eval_layers(classes_of(self.tree or {}))   # BatchNorm, Dropout: what validation computes otherwise
+    found = rank_alerts(found + loss_alerts(losses, chance, stats, valid_loss, groups, evals, facts))
     found = explain(settle(found, losses, chance, facts, self.calm), stats, facts)   # hints from the evidence
     if self.live is not None and any(a['kind'] == 'dead' and a.get('severity') != 'info' for a in self.live.alerts):
         settle(self.live.alerts, losses, chance, facts, self.calm)

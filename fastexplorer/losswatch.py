@@ -14,9 +14,9 @@ from .alerts import HINTS, SEVERITY
 from .contract import loss_kind, loss_name
 
 # %% auto #0
-__all__ = ['MIN_STEPS', 'HIGH_RATIO', 'LOW_RATIO', 'SETTLED', 'chance_loss', 'target_sums', 'multi_hot', 'LossWatch',
+__all__ = ['MIN_STEPS', 'HIGH_RATIO', 'LOW_RATIO', 'EVAL_MODE', 'SETTLED', 'chance_loss', 'target_sums', 'multi_hot', 'LossWatch',
            'valid_accuracy', 'chance_accuracy', 'loss_course', 'update_ratio', 'group_ratios', 'falling',
-           'target_alerts', 'stalled_hint', 'loss_alerts', 'learns', 'settle', 'explain']
+           'target_alerts', 'stalled_hint', 'eval_layers', 'eval_hint', 'loss_alerts', 'learns', 'settle', 'explain']
 
 # %% ../nbs/03hb_losswatch.ipynb #a3087fa5
 def _entropy(p:torch.Tensor)->float:
@@ -277,6 +277,21 @@ def _valid_alert(last:float, start:float, chance:float|None, valid_loss:float|No
                 message=f"{what}, while the training loss fell to {last:.4g}: "
                         "what the model learns does not carry over to the validation set")
 
+# %% ../nbs/03hb_losswatch.ipynb #9b132698
+EVAL_MODE = ('BatchNorm', 'Dropout')   # in their class names: layers that compute otherwise in evaluation
+
+def eval_layers(classes:dict)->list:
+    "`(path, class)` of the layers of `classes` (`{path: class name}`) that compute otherwise in evaluation"
+    return [(p, c) for p,c in classes.items() if p and c and any(k in c for k in EVAL_MODE)]
+
+def eval_hint(layers:list)->str:
+    "What to add, when validation and training disagree, of the model's `layers` that compute otherwise in evaluation"
+    if not layers: return ''
+    show = ', '.join(f"`{p}` ({c})" for p,c in layers[:4]) + (', …' if len(layers) > 4 else '')
+    return (f"; or the layers that compute otherwise in evaluation: {show}. A BatchNorm normalises with its running "
+            "statistics there, not the batch's: they differ where batches are tiny or each of one class (data not "
+            "shuffled); Dropout is off")
+
 # %% ../nbs/03hb_losswatch.ipynb #05ae74e4
 def loss_alerts(
     losses:list,                # the run's training losses so far
@@ -284,6 +299,7 @@ def loss_alerts(
     stats:dict,                 # an epoch's statistics (for the update ratios)
     valid_loss:float|None=None, # the epoch's validation loss
     groups:list=(),             # the optimiser's groups, `(lr, [parameter keys])`: each judged by its own update ratio
+    evals:list=(),              # the model's layers that compute otherwise in evaluation (`eval_layers`)
     facts:dict|None=None,       # what the targets and the epoch's metrics say (`LossWatch.facts`)
 )->list:
     "Alerts on the run's training `losses` so far, the `chance` level, an epoch's `stats`, its `valid_loss` and `facts`"
@@ -295,7 +311,8 @@ def loss_alerts(
         a = _course_alert(v, c, chance, r, group_ratios(stats, groups))
         if a is not None and a['kind'] == 'loss_stalled': a['hint'] = stalled_hint(stats, chance, c[1], r, facts)
         res += [a] if a is not None else []
-        if (a := _valid_alert(c[1], max(c[0], statistics.median(v[:3])), chance, valid_loss, facts)): res.append(a)
+        if (a := _valid_alert(c[1], max(c[0], statistics.median(v[:3])), chance, valid_loss, facts)):
+            res.append({**a, 'hint': HINTS['valid_at_chance'] + eval_hint(evals)})
     return [{'layer': '', 'stat': 'loss', 'hint': HINTS[a['kind']], **a, 'severity': SEVERITY.get(a['kind'], 'warning'),
              'layers': [''], 'source': 'epoch'} for a in res]
 

@@ -12,9 +12,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 from .state import ModelState, preserved_rng, scripted
 from .batch import model_device
+from .contract import verdict, module_label
 
 # %% auto #0
-__all__ = ['FirstNonFinite', 'find_nonfinite', 'find_loss_nonfinite']
+__all__ = ['FirstNonFinite', 'NodeOwners', 'input_nonfinite', 'find_nonfinite', 'find_loss_nonfinite', 'trace_outputs']
 
 # %% ../nbs/03g_nonfinite.ipynb #c281b751
 def _floats(o)->list: return [t for t in tree_leaves(o) if isinstance(t, torch.Tensor) and t.is_floating_point()]
@@ -64,6 +65,33 @@ def _node_owners(o, owner:str, nodes:dict):
         nodes[n] = owner
         todo += [f for f,_ in n.next_functions]
 
+# %% ../nbs/03g_nonfinite.ipynb #44346a51
+class NodeOwners:
+    "Forward hooks on every module of `model`, mapping each autograd node of a forward to the module that made it"
+    def __init__(self, model:nn.Module):
+        self.nodes = {}   # a module's own operations, not its children's: they finish first and claim theirs
+        self.hs = [m.register_forward_hook(self._hook(p)) for p,m in model.named_modules() if not scripted(m)]
+
+    def _hook(self, p:str):
+        def f(m, a, o):
+            if torch.is_grad_enabled(): _node_owners(o, p, self.nodes)
+        return f
+
+    def remove(self):
+        "Take the hooks off"
+        for h in self.hs: h.remove()
+
+# %% ../nbs/03g_nonfinite.ipynb #80e3df27
+def input_nonfinite(xb:tuple)->dict|None:
+    "`{'phase': 'input', 'input', 'count', …}` if the float tensors of the batch's inputs `xb` hold NaN or Inf"
+    for i,x in enumerate(xb):
+        ts = _floats(x)
+        if not _finite(ts):
+            n = sum(int((~torch.isfinite(t)).sum()) for t in ts)
+            return {'module': '', 'op': None, 'inputs_finite': False, 'param': None, 'phase': 'input', 'input': i,
+                    'count': n, 'dtype': str(ts[0].dtype).removeprefix('torch.')}
+    return None
+
 # %% ../nbs/03g_nonfinite.ipynb #f09fdec1
 def find_nonfinite(
     model:nn.Module,
@@ -72,7 +100,9 @@ def find_nonfinite(
     cuda_rng=None,     # the CUDA random state of the model's device before the batch, for a model on a GPU
     loss=None,         # `f(output)`, the batch's loss: the backward pass is looked at too, if the forward made no NaN
 )->dict|None:          # `{'module', 'op', 'inputs_finite', 'param', 'phase'}` of the first non-finite operation
+                       # (`phase` `input`: the batch held it)
     "Run `model(*xb)` again (and its backward, with `loss`): the module and ATen operation that first made NaN or Inf"
+    if (found := input_nonfinite(xb)) is not None: return found   # the data's, before any operation
     stack,hooks,nodes = [],[],{}
     params = {id(p): n for n,p in model.named_parameters(remove_duplicate=False)}
     state = ModelState(model)
@@ -134,3 +164,21 @@ def find_loss_nonfinite(
         nodes = {}
         _node_owners(l, 'loss', nodes)
         return _backward(mode, nodes, l.float().sum(), ws)
+
+# %% ../nbs/03g_nonfinite.ipynb #ebe4d6e7
+def trace_outputs(res:list, model:nn.Module, xb:tuple)->list:
+    "`res` (changed in place), its `nonfinite` verdict naming the module and operation that made the first NaN or Inf"
+    v = next((v for v in res if v['check'] == 'nonfinite'), None)
+    if v is None: return res
+    try: f = find_nonfinite(model, xb)
+    except Exception: return res    # a diagnosis never fails the check it explains
+    if f is None: return res
+    if f['phase'] == 'input':
+        v.update(evidence=f"{v['evidence']}: input {f['input']} of the batch holds {f['count']} NaN or Inf values, "
+                          "before any operation", fix="the data, not the model: fill or drop the missing values "
+                          "(fastai's `FillMissing` for tables), or find the samples that are corrupt", data=True)
+        return res
+    held = f", from `{f['param']}`, which holds NaN or Inf" if f['param'] else ''
+    v.update(layer=f['module'], op=f['op'], evidence=f"{v['evidence']}: the first was made by `{f['op']}` in "
+                                                     f"{module_label(model, f['module'])}{held}")
+    return res

@@ -141,6 +141,8 @@ def commit(self:ParamStats, nonfinite:bool):
             if torch.isfinite(G[j]).all(): continue
             nan,inf,row,nf = _finite_grad(self.ps[i])
             self.nan[i] += nan; self.inf[i] += inf; G[j] = row.to(self.dt); counts[j] = max(nf, 1)
+        # the rows overflow (a norm past 3.4e38) before the gradients do: those are finite, and no NaN to trace
+        self.nonfinite = nonfinite = any(self.nan[i] != nan0[i] or self.inf[i] != inf0[i] for i in live)
     n = device_tensor(counts, G.device, self.dt)    # tensors of the host's numbers: made once, not copied each step
     if isinstance(scale, torch.Tensor):
         G = G / torch.where(device_tensor(_COUNTED, G.device, torch.bool), 1., scale.to(self.dt))
@@ -163,7 +165,6 @@ def commit(self:ParamStats, nonfinite:bool):
             step[idx, _GRAD_STEP['inf']] = torch.tensor([self.inf[i] - inf0[i] for i in live],
                                                         dtype=self.dt).to(G.device)
         self.step = step
-
 
 # %% ../nbs/03a_params.ipynb #94120343
 @patch

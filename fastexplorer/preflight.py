@@ -17,15 +17,15 @@ from fastai.torch_core import to_float
 from .core import *
 from .hooks import *
 from .state import *
-from .nonfinite import find_loss_nonfinite
+from .nonfinite import find_loss_nonfinite, NodeOwners, trace_outputs
 from .alerts import loss_op
 from .contract import *
 from .batch import model_device, to_model_device, split_batch, dl_batch
 
 # %% auto #0
-__all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'InputNorms',
-           'excuse_normalised', 'check_gradients', 'find_cut', 'explain_cut', 'check_batch_independence',
-           'check_loss_gradient', 'name_loss_op', 'scaled_backward', 'check_overfit']
+__all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'check_gradients', 'find_cut',
+           'explain_cut', 'check_batch_independence', 'check_loss_gradient', 'name_loss_op', 'scaled_backward',
+           'check_overfit']
 
 # %% ../nbs/03i_preflight.ipynb #19db9e9f
 def preflight_alerts(verdicts:list, epoch:int=1)->list:
@@ -50,12 +50,18 @@ def _groups(learn, model)->list:
 
 # %% ../nbs/03i_preflight.ipynb #203c7424
 def check_inputs(xb:tuple, big:float=10.)->list:
-    "Verdicts on the float inputs of one batch: their mean and spread per channel (the features, for a 2-d input)"
+    "Verdicts on the float inputs of one batch: NaN or Inf, and their mean and spread per channel (features, in 2-d)"
     res = []
     for i,x in enumerate(xb):
         if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.ndim >= 2 and x.numel()): continue
+        if (n := int((bad := ~torch.isfinite(x.detach())).sum())):
+            k = int(bad.flatten(1).any(1).sum())
+            res.append(verdict('nonfinite_input', 'error', f"input {i}: {n} of its {x.numel()} values are NaN or Inf "
+                               f"on the first batch, in {k} of its {len(x)} samples: the data holds them, before the "
+                               "model computes anything", "fill or drop the missing values (fastai's `FillMissing` for "
+                               "tables), or find the samples that are corrupt", count=n, samples=k))
         v = x.detach().float().movedim(1, 0).reshape(x.shape[1], -1)
-        v = v[:, torch.isfinite(v).all(0)] if v.shape[1] else v
+        v = v[:, torch.isfinite(v).all(0)] if v.shape[1] else v   # the scale of the values that are finite
         mean,std = v.mean(1),v.std(1) if v.shape[1] > 1 else torch.zeros(v.shape[0])
         m,s = float(mean.abs().max()),float(std.max())
         if m > big or s > big:
@@ -64,19 +70,28 @@ def check_inputs(xb:tuple, big:float=10.)->list:
                                "normalise the inputs (fastai's `Normalize`, or pixels divided by 255)", mean=m, std=s))
     return res or [verdict('input_scale', 'ok', "the float inputs are near unit scale")]
 
+# %% ../nbs/03i_preflight.ipynb #c332a6e9
+def _zero_weights(model:nn.Module)->list:
+    "The names of `model`'s weights (not biases) that are all zero: a layer initialised to 0"
+    return [n for n,p in model.named_parameters() if not n.endswith('bias') and p.numel() and not bool(p.any())]
+
 def check_output(out:torch.Tensor,
                  learns:bool=False, # some parameter got a non-zero gradient
+                 zeros:list=(),     # the weights that are all zero (`_zero_weights`)
                 )->list:
     "Verdict on whether the model's output varies over the samples of the batch"
     o = out.detach().float()
-    if o.ndim and o.shape[0] > 1 and bool((o == o[:1]).all()):
-        if learns: return [verdict('constant_output', 'ok', "the output is the same for every sample, but gradients "
-                                   "flow: a zero-initialised last layer, until its first step")]
-        return [verdict('constant_output', 'error', "every sample of the batch gets the same output, "
-                        f"{o[0].flatten()[:4].tolist()}, and no gradient flows",
-                        "the output does not depend on the input: look for a softmax over one unit, a saturated last "
-                        "activation, or a detached path")]
-    return [verdict('constant_output', 'ok', "the output varies over the batch")]
+    if not (o.ndim and o.shape[0] > 1 and bool((o == o[:1]).all())):
+        return [verdict('constant_output', 'ok', "the output varies over the batch")]
+    same = f"every sample of the batch gets the same output, {o[0].flatten()[:4].tolist()}"
+    if learns and zeros: return [verdict('constant_output', 'ok', f"{same}, but gradients flow and "
+                                         f"`{zeros[-1]}` is all zero: a zero-initialised layer, until its first step")]
+    if learns: return [verdict('constant_output', 'warning', f"{same}, though no weight is zero and gradients flow",
+                               "the output does not depend on the input: look for a layer whose outputs are all 0 "
+                               "(a ReLU after a large negative bias), a saturated activation, or a detached path")]
+    return [verdict('constant_output', 'error', f"{same}, and no gradient flows",
+                    "the output does not depend on the input: look for a softmax over one unit, a saturated last "
+                    "activation, or a detached path")]
 
 # %% ../nbs/03i_preflight.ipynb #1609c07b
 _LIMITS = {'Sigmoid': lambda x: (x < 1e-3) | (x > 1 - 1e-3), 'Tanh': lambda x: x.abs() > 1 - 1e-3,
@@ -110,38 +125,6 @@ def check_first_layers(seen:list, frac:float=0.9)->list:
     return [verdict('input_saturation', 'ok', "the first activations are not saturated "
                     f"({', '.join(f'`{p}`' for p,*_ in seen)})")] if seen else []
 
-# %% ../nbs/03i_preflight.ipynb #8e27788f
-_NORMS = (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm)   # normalise each channel
-
-class InputNorms:
-    "Forward pre-hooks on `model`'s channel normalisations, keeping which of the inputs `xb` one takes as it is"
-    def __init__(self, model:nn.Module, xb:tuple):
-        self.keys = {(x.data_ptr(), tuple(x.shape)): i for i,x in enumerate(xb) if isinstance(x, torch.Tensor)}
-        self.found = {}   # `{input index: (path, class)}`
-        self.hs = [m.register_forward_pre_hook(self._hook(p, type(m).__name__)) for p,m in model.named_modules()
-                   if isinstance(m, _NORMS)]
-
-    def _hook(self, p:str, cls:str):
-        def f(m, args):
-            x = args[0] if args else None
-            if isinstance(x, torch.Tensor) and (i := self.keys.get((x.data_ptr(), tuple(x.shape)))) is not None:
-                self.found.setdefault(i, (p, cls))
-        return f
-
-    def remove(self):
-        "Take the hooks off"
-        for h in self.hs: h.remove()
-
-def excuse_normalised(res:list, found:dict)->list:
-    "`res` (changed in place) with the `input_scale` warning of an input that a normalisation takes as it is as `ok`"
-    for v in res:
-        i = next((i for i in found if v['check'] == 'input_scale' and v['evidence'].startswith(f"input {i}:")), None)
-        if i is None or v['severity'] != 'warning': continue
-        p,cls = found[i]
-        v.update(severity='ok', fix='', evidence=v['evidence'] + f"; `{p}`, a {cls}, takes it as it is and "
-                                                                  "normalises it: its scale does not matter")
-    return res
-
 # %% ../nbs/03i_preflight.ipynb #b87e5871
 def check_gradients(model:nn.Module,
                     groups:list|None=None, # the optimiser's: trainable parameters in none of them are said too
@@ -163,6 +146,11 @@ def check_gradients(model:nn.Module,
     if zero and len(zero) == len(named):
         res.append(verdict('gradient_flow', 'error', "every gradient is exactly zero on the first batch",
                            "the loss does not depend on the parameters: a constant output, or a loss of 0"))
+    elif zero and not (zw := _zero_weights(model)):   # a zero-initialised layer stops the gradient of those before it
+        res.append(verdict('gradient_flow', 'warning', f"{len(zero)} of {len(named)} trainable parameters get a "
+                           f"gradient of exactly zero on the first batch: {show(zero)}", "nothing reaches them from "
+                           "the loss: a layer after them whose outputs are all 0 (ReLUs after a large negative bias), "
+                           "or a saturated activation", layer=zero[-1].rpartition('.')[0], zero=zero))
     if groups is not None:
         held = {id(p) for g in groups for p in g}
         lost = [n for n,p in named if id(p) not in held]
@@ -170,7 +158,9 @@ def check_gradients(model:nn.Module,
                                     f"{len(lost)} trainable parameters are in no optimiser group: {show(lost)}",
                                     "they will never change: build the optimiser (or the splitter) after adding or "
                                     "unfreezing them", layer=lost[0].rpartition('.')[0]))
-    return res or [verdict('gradient_flow', 'ok', f"all {len(named)} trainable parameters get a finite gradient")]
+    held = f", exactly zero for {len(zero)} of them ({show(zero)}), behind the all-zero `{zw[-1]}`" if zero and not res \
+        else ''
+    return res or [verdict('gradient_flow', 'ok', f"all {len(named)} trainable parameters get a finite gradient{held}")]
 
 # %% ../nbs/03i_preflight.ipynb #df0e8116
 from torch.overrides import TorchFunctionMode
@@ -233,15 +223,29 @@ def explain_cut(v:dict, model:nn.Module, xb:tuple)->dict:
     return v
 
 # %% ../nbs/03i_preflight.ipynb #27f3cd7d
+def _first_floats(model:nn.Module, xb:tuple, n:int):
+    "Run `model(*xb)` with the first float batch of `n` samples a module outputs (an embedding's) cut off as a leaf"
+    leaf,hs = [],[]
+    def f(m, a, o):
+        if not leaf and isinstance(o, torch.Tensor) and o.is_floating_point() and o.ndim >= 2 and o.shape[0] == n:
+            leaf.append(o.detach().clone().requires_grad_(True)); return leaf[0]
+    try:
+        hs = [m.register_forward_hook(f) for m in model.modules() if m is not model and not scripted(m)]
+        out = model(*xb)
+    finally:
+        for h in hs: h.remove()
+    return (leaf[0] if leaf else None),out
+
 def check_batch_independence(model:nn.Module, # already in eval mode
                              xb:tuple)->list:
     "Verdict on whether, in eval mode, the first and last samples' outputs depend on the other samples' first input"
     x = xb[0] if xb else None
-    if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.ndim >= 2 and x.shape[0] > 1):
-        return [verdict('batch_independence', 'skipped', "the first input is not a float batch of two samples or more")]
-    x = x.detach().clone().requires_grad_(True)
-    o = first_tensor(model(x, *xb[1:]))
-    if o is None or not o.requires_grad or o.ndim == 0 or o.shape[0] != x.shape[0]:
+    if not (isinstance(x, torch.Tensor) and x.ndim >= 2 and x.shape[0] > 1):
+        return [verdict('batch_independence', 'skipped', "the first input is not a batch of two samples or more")]
+    if x.is_floating_point(): x = x.detach().clone().requires_grad_(True); o = first_tensor(model(x, *xb[1:]))
+    else:   # token ids: through what the first module makes of them (an embedding)
+        x,o = _first_floats(model, xb, len(x)); o = first_tensor(o)
+    if x is None or o is None or not o.requires_grad or o.ndim == 0 or o.shape[0] != x.shape[0]:
         return [verdict('batch_independence', 'skipped',
                         "the output has no batch dimension the input's gradient can be taken through")]
     if not bool(torch.isfinite(o).all()):
@@ -348,20 +352,23 @@ def _overfit(learn, model, xb:tuple, yb:tuple, lr:float)->list:
 def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
     "Checks of a forward and backward in training mode: the loss and what feeds it, its gradient, output, gradient flow"
     model.train()
-    fa,(dt,scale) = FirstActs(model),learner_amp(learn)
+    fa,own,(dt,scale) = FirstActs(model),NodeOwners(model),learner_amp(learn)
     y,kind,axis = yb[0] if yb else None,loss_kind(learn.loss_func),getattr(learn.loss_func, 'axis', 1)
+    flat = getattr(learn.loss_func, 'flatten', False) is True   # fastai's flat losses: shapes need not match
     with learner_autocast(learn):
         try: out = model(*xb)         # the model itself: a DDP wrapper would wait for the other ranks
-        finally: fa.remove()
+        finally: fa.remove(); own.remove()
         if dt is not None: out = to_float(out)
         o = first_tensor(out)
         if isinstance(o, torch.Tensor) and o.requires_grad: o.retain_grad()
+        named = own.nodes,o,model,axis   # to name the module that made what a verdict is about
         try: loss = _loss(learn.loss_func, out, yb)
         except Exception as e:   # what feeds the loss says why, often
             msg = f"the loss cannot be computed on the first batch: {type(e).__name__}: {e}"
-            return check_loss_contract(o, y, None, kind, axis, final_op(o)) + [
-                verdict('loss', 'error', msg, "check the output's shape and classes against the targets'")]
-    res = check_first_layers(fa.seen) + check_loss_contract(o, y, float(loss.detach().float()), kind, axis, final_op(o))
+            return name_makers(check_loss_contract(o, y, None, kind, axis, final_op(o), final_op(o, 1), flat) + [
+                verdict('loss', 'error', msg, "check the output's shape and classes against the targets'")], *named)
+    res = check_first_layers(fa.seen) + check_loss_contract(o, y, float(loss.detach().float()), kind, axis,
+                                                     final_op(o), final_op(o, 1), flat)
     ps = [p for p in model.parameters() if p.requires_grad]
     scaled_backward(loss, ps, scale, o if isinstance(o, torch.Tensor) else None)
     learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
@@ -370,7 +377,7 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
     with learner_autocast(learn): name_loss_op(res + lg, lambda o: _loss(learn.loss_func, o, yb), out)
     if lg or any(v['check'] == 'nonfinite' for v in res):   # the loss's NaN or the output's, not the layers': said once
         gf = [v for v in gf if not v['evidence'].startswith('non-finite')]
-    return res + lg + check_output(o, learns) + gf
+    return name_makers(res + lg + check_output(o, learns, _zero_weights(model)) + gf, *named)
 
 # %% ../nbs/03i_preflight.ipynb #af023b95
 def _half_overflow(res:list, model:nn.Module, xb:tuple, dt)->list:
@@ -407,6 +414,7 @@ def preflight(self:Learner,
             for p in params: p.grad = None
             res += _train_checks(self, model, xb, yb)
             with learner_autocast(self):
+                trace_outputs(res, model, xb)
                 if (v := next((v for v in res if v.get('params')), None)) is not None: explain_cut(v, model, xb)
                 if res[-1]['check'] != 'loss': model.eval(); res += check_batch_independence(model, xb)
             _half_overflow(res, model, xb, learner_amp(self)[0])

@@ -13,7 +13,7 @@ def log_of_softmax(fixed):
 
 @case("https://techfeed.net/es/456718/ (Stack Overflow mirror: why does a binary Keras CNN always predict 1?)",
       "a binary classifier ends in `Dense(1)` and a softmax: its output is always 1, nothing learns",
-      {'constant_output', 'output_classes', 'dead'}, epochs=2, lr=1e-2)
+      {'constant_output', 'output_classes', 'dead'}, layer='4', epochs=2, lr=1e-2)
 def softmax_over_one_unit(fixed):
     "Keras `Dense(1, activation='softmax')` with `binary_crossentropy`; the fix is a sigmoid"
     model = nn.Sequential(nn.Flatten(), nn.Linear(64, 64), nn.LeakyReLU(), nn.Linear(64, 1), nn.Sigmoid() if fixed else nn.Softmax(dim=1))
@@ -42,7 +42,7 @@ def _digits_x(scale='norm'):
 # ---- the cases ----
 @case("https://github.com/jindongwang/Deep-learning-activity-recognition/issues/10",
       "a CNN for activity recognition ends in `F.softmax` and trains under `nn.CrossEntropyLoss`, which applies its own softmax",
-      {'output_activation'}, epochs=4, lr=0.01)
+      {'output_activation'}, layer='12', epochs=4, lr=0.01)
 def softmax_into_cross_entropy(fixed):
     """The user's HAR CNN returned `F.softmax(out)` into `nn.CrossEntropyLoss`; the accepted fix returns the logits.
     Ported at the report's convolutions, SGD (momentum 0.9), lr 0.01 and batch size; its 1000- and 500-unit dense layers scaled to 256 and 128"""
@@ -76,7 +76,7 @@ class _Item2Vec(nn.Module):
 
 @case("https://github.com/AmazingDD/daisyRec/pull/15",
       "Item2Vec squashes its score with a sigmoid and trains it under `BCEWithLogitsLoss`, which applies a second sigmoid: the loss cannot converge",
-      {'output_activation'}, epochs=5, lr=1e-3)
+      {'output_activation'}, layer='out_act', epochs=5, lr=1e-3)
 def sigmoid_into_bce_with_logits(fixed):
     "daisyRec's Item2Vec ended in `nn.Sigmoid` under `BCEWithLogitsLoss(reduction='sum')`; the merged fix removes the sigmoid"
     x, y = _item_pairs()
@@ -111,7 +111,7 @@ def sigmoid_unit_for_ten_classes(fixed):
 
 @case("https://github.com/pytorch/tutorials/issues/1526",
       "the PyTorch basics tutorial's classifier ends in a ReLU: the logits `nn.CrossEntropyLoss` gets can never be negative, dead ones never recover",
-      {'output_activation', 'dead'}, epochs=5, lr=0.1)
+      {'output_activation', 'dead'}, layer='5', epochs=5, lr=0.1)
 def relu_on_logits(fixed):
     """The tutorial's `NeuralNetwork` (784-512-512-10, a ReLU after every `Linear`, the last included), plain SGD, batches of 64;
     the fix (pytorch/tutorials#1644) removes the final ReLU. The tutorial's lr of 1e-3 ran ~9,400 steps; ~110 steps here need 0.1"""
@@ -142,7 +142,7 @@ class _FastText(nn.Module):
 
 @case("https://github.com/AnubhavGupta3377/Text-Classification-Models-Pytorch/issues/9",
       "the text classifiers end in `nn.Softmax` and train under `nn.NLLLoss`, which wants log-probabilities: the loss is minus a probability, always negative",
-      {'output_activation', 'loss_at_init'}, epochs=5, lr=0.5)
+      {'output_activation', 'loss_at_init'}, layer='softmax', epochs=5, lr=0.5)
 def softmax_into_nll_loss(fixed):
     """The repository's models feed `nn.Softmax` to `nn.NLLLoss` (the issue: 'the loss is always negative'); the fix the issue
     points to is `log_softmax`. Ported: its fastText (SGD at 0.5, batches of 128), on synthetic four-class documents"""
@@ -240,7 +240,7 @@ def bce_on_logits(fixed):
 
 @case("https://github.com/Justin-A/DeepLearning101/issues/15",
       "a ResNet18 gets `fc = nn.Linear(num_ftrs, 2)` but the image folders hold 3 classes: `IndexError: Target 2 is out of bounds`",
-      {'target_classes'}, epochs=2, lr=1e-3)
+      {'target_classes'}, layer='fc', epochs=2, lr=1e-3)
 def fewer_outputs_than_classes(fixed):
     """The book's transfer-learning example (ResNet18 from scratch, `fc` with 2 outputs, Adam at 1e-3, batches of 32) on a folder
     that had become 3 classes; the fix that worked: `nn.Linear(num_ftrs, 3)`. Images 32×32 here, not 224×224"""

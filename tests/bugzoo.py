@@ -23,7 +23,7 @@ from fastai.callback.schedule import *   # noqa: F403  (Learner.fit_one_cycle)
 from fastexplorer.all import *
 
 CASES = {}
-FAMILIES = ('bugs_contract', 'bugs_training', 'healthy')   # the modules holding cases
+FAMILIES = ('bugs_contract', 'bugs_training', 'bugs_data', 'bugs_optim', 'healthy')   # the modules holding cases
 
 @dataclass
 class Case:
