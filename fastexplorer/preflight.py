@@ -228,7 +228,7 @@ def _first_floats(model:nn.Module, xb:tuple, n:int):
     leaf,hs = [],[]
     def f(m, a, o):
         if not leaf and isinstance(o, torch.Tensor) and o.is_floating_point() and o.ndim >= 2 and o.shape[0] == n:
-            leaf.append(o.detach().clone().requires_grad_(True)); return leaf[0]
+            leaf.append(o.detach().clone().requires_grad_(True)); return leaf[0] + 0   # in-place ops may follow
     try:
         hs = [m.register_forward_hook(f) for m in model.modules() if m is not model and not scripted(m)]
         out = model(*xb)
