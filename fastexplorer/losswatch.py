@@ -11,10 +11,10 @@ import torch
 from fastcore.basics import patch
 from .core import StatRecorder
 from .alerts import HINTS, SEVERITY
-from .contract import loss_kind, loss_name
+from .contract import loss_kind, loss_name, multi_hot, softmaxed
 
 # %% auto #0
-__all__ = ['MIN_STEPS', 'HIGH_RATIO', 'LOW_RATIO', 'EVAL_MODE', 'SETTLED', 'chance_loss', 'target_sums', 'multi_hot', 'LossWatch',
+__all__ = ['MIN_STEPS', 'HIGH_RATIO', 'LOW_RATIO', 'EVAL_MODE', 'SETTLED', 'chance_loss', 'target_sums', 'LossWatch',
            'valid_accuracy', 'chance_accuracy', 'loss_course', 'update_ratio', 'group_ratios', 'falling',
            'target_alerts', 'stalled_hint', 'eval_layers', 'eval_hint', 'loss_alerts', 'learns', 'settle', 'explain']
 
@@ -51,13 +51,6 @@ def target_sums(kind:str, axis:int, pred:torch.Tensor, y:torch.Tensor)->dict|Non
         return {'n': f.new_full((), float(len(y))), 'sum': f.sum(0), 'sq': (f * f).sum(0)}
     return None
 
-# %% ../nbs/03hb_losswatch.ipynb #3817321d
-def multi_hot(axis:int, pred:torch.Tensor, y:torch.Tensor)->torch.Tensor|None:
-    "`[rows with several classes set, rows]` of float targets `y` shaped as `pred` (a cross-entropy's: `axis` classes)"
-    if not (y.is_floating_point() and y.shape == pred.shape and pred.ndim >= 2 and pred.shape[axis] > 1): return None
-    s = y.detach().float().sum(axis)
-    return torch.stack([(s > 1.5).sum().float(), s.new_tensor(float(s.numel()))])
-
 # %% ../nbs/03hb_losswatch.ipynb #a275c804
 class LossWatch(StatRecorder):
     "Every training batch's loss, and the target sums of the chance level (`chance_loss`), on the device until `finish`"
@@ -74,7 +67,7 @@ class LossWatch(StatRecorder):
         if not (isinstance(pred, torch.Tensor) and isinstance(y, torch.Tensor)): return
         pred,y = pred.detach(),y.detach()
         with torch.no_grad():
-            if self.kind in ('ce', None) and (m := multi_hot(self.axis, pred, y)) is not None:
+            if softmaxed(pred, self.kind, self.axis) and (m := multi_hot(self.axis, pred, y)) is not None:
                 self.multi = m if self.multi is None else self.multi + m
             if self.sums == {}: return   # targets that did not fit once: the chance level stays unknown
             new = target_sums(self.kind or 'ce', self.axis, pred, y)
