@@ -17,10 +17,10 @@ from .stats import *
 from .nonfinite import find_nonfinite, find_loss_nonfinite
 
 # %% auto #0
-__all__ = ['BY_INPUT', 'SQUASHING', 'HINTS', 'SEVERITY', 'DEAD_FRAC', 'RANK', 'ALERT_ARGS', 'DEAD_AFTER', 'HALF_HINT',
-           'DATA_HINT', 'execution_order', 'output_order', 'classes_of', 'constant_by_input', 'group_alerts',
-           'find_alerts', 'rank_alerts', 'bad_threshold', 'LiveAlerts', 'stale_grad_flag', 'stale_grad_alert',
-           'origin_alert', 'loss_op', 'loss_alert', 'trace_origin']
+__all__ = ['BY_INPUT', 'SQUASHING', 'NEGLIGIBLE_GRAD', 'HINTS', 'SEVERITY', 'DEAD_FRAC', 'RANK', 'ALERT_ARGS', 'DEAD_AFTER',
+           'HALF_HINT', 'DATA_HINT', 'execution_order', 'output_order', 'classes_of', 'constant_by_input',
+           'group_alerts', 'find_alerts', 'rank_alerts', 'bad_threshold', 'LiveAlerts', 'stale_grad_flag',
+           'stale_grad_alert', 'origin_alert', 'loss_op', 'loss_alert', 'trace_origin']
 
 # %% ../nbs/03h_alerts.ipynb #d102e683
 def execution_order(tree:dict)->dict:
@@ -127,13 +127,22 @@ def _saturated_alert(p:str, s:dict, cls:str|None, frac:float=0.5)->dict|None:
                            f"{SAT_EPS:g} of its limits: their gradients vanish"}
 
 # %% ../nbs/03h_alerts.ipynb #efbdcb0a
-def _frozen_alert(p:str, s:dict)->dict|None:
-    "The `frozen` alert of parameter `p`, whose statistics are `s`, if gradients that were not zero never changed it"
+NEGLIGIBLE_GRAD = 1e-5   # a gradient this small next to the epoch's largest moves nothing in float32: not a frozen sign
+
+def _frozen_alert(p:str, s:dict, gmax:float=0.)->dict|None:
+    """The `frozen` alert of parameter `p`, whose statistics are `s`, if gradients that were not zero never changed it;
+    not where its largest gradient is negligible next to `gmax`, the epoch's largest (a bias before a normalisation)"""
     g,w = s.get('grad') or {},s.get('weight') or {}
     if (w.get('requires_grad') and g.get('steps') and g.get('max_abs') and w.get('update_steps')
-        and w.get('update_max') == 0 and not w.get('update_moved') and not _nonfinite(s, 'grad')):
+        and w.get('update_max') == 0 and not w.get('update_moved') and not _nonfinite(s, 'grad')
+        and g['max_abs'] >= NEGLIGIBLE_GRAD * gmax):
         return {'kind': 'frozen', 'layer': p, 'stat': 'weight', 'value': 0,
                 'message': f"`{p}` did not change in {w['update_steps']} sampled steps although it requires grad"}
+
+def _largest_grad(stats:dict)->float:
+    "The largest finite |gradient| of any parameter in an epoch's `stats`"
+    return max([g for s in stats.values() if isinstance(g := (s.get('grad') or {}).get('max_abs'), (int, float))
+                and math.isfinite(g)], default=0.)
 
 # %% ../nbs/03h_alerts.ipynb #0a5dc251
 def _grad_ratio_alert(stats:dict, order:dict, grad_ratio:float)->dict|None:
@@ -171,8 +180,8 @@ HINTS = {   # why an alert usually happens, and what to try
                       "at data that changes along the run",
     'lr_too_high': "the steps are too large for this model: lower the learning rate (fastai's `lr_find` suggests one), "
                    "or use a warm-up (`fit_one_cycle`)",
-    'loss_stalled': "nothing is learnt: check that the output activation, the loss and the targets fit, that the "
-                    "inputs are normalised, that gradients reach the parameters, and that the inputs carry the labels",
+    'loss_stalled': "the evidence of this run does not tell the cause: `learn.preflight(overfit=True)` measures it, "
+                    "training a copy on one batch; its verdicts name what stops a model that cannot fit it",
     'lr_too_low': "the steps are too small to make progress: raise the learning rate (fastai's `lr_find` suggests one)",
     'replica_drift': "something changes the weights on one rank only: a callback, or an edit under `torch.no_grad()`, "
                      "that runs on some ranks; a parameter DDP does not synchronise (`find_unused_parameters`); a seed "
@@ -189,6 +198,15 @@ HINTS = {   # why an alert usually happens, and what to try
 }
 SEVERITY = {'nonfinite': 'error', 'nonfinite_loss': 'error', 'loss_diverging': 'error', 'lr_too_high': 'error',
             'replica_drift': 'error', 'grads_not_zeroed': 'error'}
+
+# %% ../nbs/03h_alerts.ipynb #c8be6821
+HINTS.update({   # findings on the training targets (`LossWatch.facts`)
+    'labels_one_class': "the labels were lost on the way: a label function or column that gives one value "
+                        "(`dls.vocab` lists the classes found), or targets overwritten; look at the targets of "
+                        "`dls.train.one_batch()`",
+    'multi_hot_softmax': "several labels per sample need a sigmoid per class, not a softmax over them: "
+                         "`BCEWithLogitsLossFlat` (fastai's `MultiCategoryBlock` chooses it) and `accuracy_multi`",
+})
 
 # %% ../nbs/03h_alerts.ipynb #bd0a868b
 def group_alerts(alerts:list)->list:
@@ -218,10 +236,10 @@ def find_alerts(
 )->list:
     "Alerts for one epoch's statistics, one per kind, each naming the first layer that shows it (`group_alerts`)"
     order,done,by_input,cls = execution_order(tree),output_order(tree),constant_by_input(tree),classes_of(tree)
-    res = _nonfinite_alerts(stats, order, done)
+    res,gmax = _nonfinite_alerts(stats, order, done),_largest_grad(stats)
     for p,s in sorted(stats.items(), key=lambda o: _key(done, o[0])):
         res += [a for a in (_dead_alert(p, s, dead, epoch <= 1, site_of(p)[0] in by_input),
-                            _saturated_alert(p, s, cls.get(site_of(p)[0])), _frozen_alert(p, s)) if a is not None]
+                            _saturated_alert(p, s, cls.get(site_of(p)[0])), _frozen_alert(p, s, gmax)) if a is not None]
     if (a := _grad_ratio_alert(stats, order, grad_ratio)) is not None: res.append(a)
     return group_alerts([{**a, 'source': 'epoch'} for a in res])
 

@@ -204,7 +204,7 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
     if self.writer is None: self.n_epochs = n; return None   # a rank that does not write
     va,rec = self.valid_act,recorder_row(self.learn) if not partial else {}
     judge = {} if partial else dict(losses=self.watch.finish(), chance=self.watch.chance(),
-                                    valid_loss=rec.get('valid_loss'), wait=self.watch.wait,
+                                    valid_loss=rec.get('valid_loss'), wait=self.watch.wait, facts=self.watch.facts(rec),
                                     groups=opt_groups(self.learn, self.pkeys, self.ps))
     found = [('act', self.act.finish()), ('valid_act', {} if va is None else va.finish()),
              (None, self.pstats.finish()), (None, self.cstats.finish())]

@@ -11,8 +11,9 @@ import torch
 from torch import nn
 
 # %% auto #0
-__all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'check_output_activation', 'check_targets',
-           'check_shapes', 'check_loss_contract', 'module_label', 'name_makers']
+__all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'check_output_activation', 'check_targets', 'multi_hot',
+           'softmaxed', 'check_multi_hot', 'check_shapes', 'check_loss_contract', 'module_label', 'name_makers',
+           'InputNorms', 'excuse_normalised']
 
 # %% ../nbs/03ha_contract.ipynb #b140091b
 def verdict(
@@ -139,6 +140,27 @@ def check_targets(o:torch.Tensor, y, op:str|None, kind:str|None, axis:int=1)->li
                            "use a cross-entropy on the logits (`CrossEntropyLossFlat`) with class indices"))
     return res
 
+# %% ../nbs/03ha_contract.ipynb #d0615035
+def multi_hot(axis:int, pred:torch.Tensor, y)->torch.Tensor|None:
+    "`[rows with several classes set, rows]` of targets `y` shaped as `pred` (classes along `axis`), or `None`"
+    if not (isinstance(y, torch.Tensor) and y.shape == pred.shape and pred.ndim >= 2 and pred.shape[axis] > 1):
+        return None
+    s = y.detach().float().sum(axis)
+    return torch.stack([(s > 1.5).sum().float(), s.new_tensor(float(s.numel()))])
+
+def softmaxed(o:torch.Tensor, kind:str|None, axis:int=1)->bool:
+    "Whether a softmax makes the loss's probabilities: a cross-entropy's own, or outputs that sum to 1"
+    return kind in ('ce', 'nll') or _probabilities(o.detach().float(), axis)
+
+def check_multi_hot(o:torch.Tensor, y, kind:str|None, axis:int=1)->list:
+    "Verdict on targets that set several classes at once under a softmax, which cannot fit them"
+    m = multi_hot(axis, o, y) if softmaxed(o, kind, axis) else None
+    if m is None or not float(m[0]): return []
+    return [verdict('multi_hot_softmax', 'error', f"{int(m[0])} of the {int(m[1])} targets of the first batch set "
+                    "several classes at once, under a softmax: its probabilities sum to 1, so it cannot fit them",
+                    "for several labels per sample, a sigmoid per class: `BCEWithLogitsLossFlat` (fastai's "
+                    "`MultiCategoryBlock` chooses it)")]
+
 # %% ../nbs/03ha_contract.ipynb #47f0f628
 def check_shapes(o:torch.Tensor, y)->list:
     "Verdict on output `o` and targets `y` of shapes that differ but broadcast together in a loss that does not flatten"
@@ -186,9 +208,11 @@ def check_loss_contract(
                            "the initial predictions are confidently wrong: scale the inputs, or initialise the last "
                            "layer smaller", loss=loss, expected=math.log(c)))
     if kind == 'regression' and not flat: res += check_shapes(o, y)
-    res += check_targets(o, y, op, kind, axis)
-    return res or [verdict('loss_contract', 'ok', (f"loss {loss:.4g} at initialisation; " if loss is not None else '')
-                           + "outputs, loss and targets fit")]
+    res += check_targets(o, y, op, kind, axis) + check_multi_hot(o, y, kind, axis)
+    high = kind == 'ce' and c > 1 and loss is not None and loss > 2 * math.log(c)   # random heads may start so
+    far = f", {loss / math.log(c):.2g}× ln {c} (confident initial predictions, which training corrects)" if high else ''
+    said = f"loss {loss:.4g} at initialisation{far}; " if loss is not None else ''
+    return res or [verdict('loss_contract', 'ok', said + "outputs, loss and targets fit in shape and range")]
 
 # %% ../nbs/03ha_contract.ipynb #833b9844
 _OUTPUT_CHECKS = ('output_activation', 'output_classes', 'output_shape', 'target_range', 'target_classes',
@@ -219,3 +243,35 @@ def name_makers(verdicts:list, # changed in place
         except AttributeError: continue
         v.update(layer=p, evidence=f"{v['evidence']} ({'made by ' if p else 'in '}{what})")
     return verdicts
+
+# %% ../nbs/03ha_contract.ipynb #8e27788f
+_CHANNEL_NORMS = (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm)   # per channel
+
+class InputNorms:
+    "Forward pre-hooks on `model`'s channel normalisations, keeping which of the inputs `xb` one takes as it is"
+    def __init__(self, model:nn.Module, xb:tuple):
+        self.keys = {(x.data_ptr(), tuple(x.shape)): i for i,x in enumerate(xb) if isinstance(x, torch.Tensor)}
+        self.found = {}   # `{input index: (path, class)}`
+        self.hs = [m.register_forward_pre_hook(self._hook(p, type(m).__name__)) for p,m in model.named_modules()
+                   if isinstance(m, _CHANNEL_NORMS)]
+
+    def _hook(self, p:str, cls:str):
+        def f(m, args):
+            x = args[0] if args else None
+            if isinstance(x, torch.Tensor) and (i := self.keys.get((x.data_ptr(), tuple(x.shape)))) is not None:
+                self.found.setdefault(i, (p, cls))
+        return f
+
+    def remove(self):
+        "Take the hooks off"
+        for h in self.hs: h.remove()
+
+def excuse_normalised(res:list, found:dict)->list:
+    "`res` (changed in place) with the `input_scale` warning of an input that a normalisation takes as it is as `ok`"
+    for v in res:
+        i = next((i for i in found if v['check'] == 'input_scale' and v['evidence'].startswith(f"input {i}:")), None)
+        if i is None or v['severity'] != 'warning': continue
+        p,cls = found[i]
+        v.update(severity='ok', fix='', evidence=v['evidence'] + f"; `{p}`, a {cls}, takes it as it is and "
+                                                                  "normalises it: its scale does not matter")
+    return res

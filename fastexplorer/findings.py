@@ -13,7 +13,7 @@ from .state import learner_autocast
 from .alerts import *
 from .contract import verdict
 from .preflight import preflight_alerts
-from .losswatch import loss_alerts, settle, eval_layers, judged_kinds, LOSS_KINDS
+from .losswatch import loss_alerts, settle, explain, eval_layers, judged_kinds, LOSS_KINDS
 from .pipeline import LearnerPass
 from .formats import life_key
 
@@ -50,6 +50,7 @@ class Findings:
     ):
         self.tree,self.writer,self.thresholds,self.verdicts = tree,writer,thresholds or {},None
         self.active = {}   # the active findings: `{life_key: [their alerts so far]}`
+        self.calm = set()   # `(kind, layer)` of the `dead` and `saturated` findings settled as `info` (`settle`)
         dead = self.thresholds.get('dead', DEAD_FRAC)
         self.live = None if tree is None else LiveAlerts(output_order(tree), dead, constant_by_input(tree))
         self.new_fit()
@@ -107,7 +108,9 @@ def preflight(self:Findings, learn, epoch:int):
 @patch
 def check(self:Findings, metas:list, act, grad, keys:list, pkeys:list, epoch:int, stats):
     "Look for live alerts in the batches just handed to the step database (see `LiveAlerts.check`); new ones written"
-    if self.live is not None and self.live.check(metas, act, grad, keys, pkeys, epoch, stats): self.publish()
+    if self.live is not None and self.live.check(metas, act, grad, keys, pkeys, epoch, stats):
+        settle(self.live.alerts, [], None, calm=self.calm)   # a layer settled in an earlier epoch stays `info`
+        self.publish()
 
 # %% ../nbs/03ia_findings.ipynb #9487d9da
 @patch
@@ -143,15 +146,16 @@ def epoch_alerts(self:Findings,
     groups=(),          # the optimiser's groups as `(lr, [parameter keys])`
     step:int=0,         # the epoch's last step: what it finds is raised there, what it no longer shows resolved
     wait=None,          # when the loss's course is judged (`LossWatch.wait`)
+    facts=None,         # what the targets and the epoch's metrics say (`LossWatch.facts`)
 )->list:
     "The alerts of an epoch's file, ranked, then those resolved (`resolve`); dead layers of a run that learns `info`"
     found = self.origin_alerts(epoch) + group_alerts([{**drift, 'source': 'epoch'}] if drift else [])
     found += find_alerts(self.tree, stats, epoch=epoch, **self.thresholds)
     if losses is None: return self.resolve(found, step, None)   # a partial epoch: nothing judged again
     evals = eval_layers(classes_of(self.tree or {}))   # BatchNorm, Dropout: what validation computes otherwise
-    found = settle(rank_alerts(found + loss_alerts(losses, chance, stats, valid_loss, groups, evals=evals, wait=wait)),
-                   losses, chance)
+    found = rank_alerts(found + loss_alerts(losses, chance, stats, valid_loss, groups, evals, wait, facts))
+    found = explain(settle(found, losses, chance, facts, self.calm), stats, facts)   # hints from the evidence
     if self.live is not None and any(a['kind'] == 'dead' and a.get('severity') != 'info' for a in self.live.alerts):
-        settle(self.live.alerts, losses, chance)
+        settle(self.live.alerts, losses, chance, facts, self.calm)
         self.publish()
     return self.resolve(found, step, judged_kinds([x for x in losses if math.isfinite(x)], wait))

@@ -13,12 +13,13 @@ from fastcore.basics import patch
 from fastai.callback.schedule import ParamScheduler
 from .core import StatRecorder
 from .alerts import HINTS, SEVERITY
-from .contract import loss_kind, loss_name
+from .contract import loss_kind, loss_name, multi_hot, softmaxed
 
 # %% auto #0
-__all__ = ['MIN_STEPS', 'RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'EVAL_MODE', 'LOSS_KINDS', 'chance_loss',
-           'target_sums', 'LossWatch', 'loss_course', 'update_ratio', 'group_ratios', 'warm_up', 'course_wait',
-           'falling', 'eval_layers', 'eval_hint', 'judged_kinds', 'loss_alerts', 'learns', 'settle']
+__all__ = ['MIN_STEPS', 'RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'EVAL_MODE', 'LOSS_KINDS', 'SETTLED', 'chance_loss',
+           'target_sums', 'LossWatch', 'valid_accuracy', 'chance_accuracy', 'loss_course', 'update_ratio',
+           'group_ratios', 'warm_up', 'course_wait', 'falling', 'target_alerts', 'stalled_hint', 'eval_layers',
+           'eval_hint', 'judged_kinds', 'loss_alerts', 'learns', 'settle', 'explain']
 
 # %% ../nbs/03hb_losswatch.ipynb #a3087fa5
 def _entropy(p:torch.Tensor)->float:
@@ -62,16 +63,22 @@ class LossWatch(StatRecorder):
         if getattr(getattr(loss_func, 'func', loss_func), 'reduction', 'mean') != 'mean': self.kind = None
         self.axis,self.losses,self.pending,self.sums = getattr(loss_func, 'axis', 1),[],[],None
         self.wait = None   # when the course is judged: `LossWatch.plan` sets it for each fit
+        self.multi = None   # `[multi-hot rows, rows]` of float targets under a cross-entropy (`multi_hot`)
 
     def end(self, loss, pred=None, y=None):
         "A training batch's `loss`; with its output `pred` and targets `y` (sampled batches), their `target_sums`"
         if isinstance(loss, torch.Tensor) and loss.numel() == 1: self.pending.append(loss.detach().float().reshape(()))
-        if isinstance(pred, torch.Tensor) and isinstance(y, torch.Tensor) and self.sums != {}:
-            with torch.no_grad(): new = target_sums(self.kind or 'ce', self.axis, pred.detach(), y.detach())
-            if new is None: self.sums = {}
-            elif self.sums is None: self.sums = new
-            else: self.sums = ({k: self.sums[k] + new[k] for k in new}
-                               if all(self.sums[k].shape == new[k].shape for k in new) else {})
+        if not (isinstance(pred, torch.Tensor) and isinstance(y, torch.Tensor)): return
+        pred,y = pred.detach(),y.detach()
+        with torch.no_grad():
+            if softmaxed(pred, self.kind, self.axis) and (m := multi_hot(self.axis, pred, y)) is not None:
+                self.multi = m if self.multi is None else self.multi + m
+            if self.sums == {}: return   # targets that did not fit once: the chance level stays unknown
+            new = target_sums(self.kind or 'ce', self.axis, pred, y)
+        if new is None: self.sums = {}
+        elif self.sums is None: self.sums = new
+        else: self.sums = ({k: self.sums[k] + new[k] for k in new}
+                           if all(self.sums[k].shape == new[k].shape for k in new) else {})
 
     def finish(self)->list:
         "Read the losses kept since the last `finish` (one transfer), and return all of the run's so far"
@@ -86,6 +93,29 @@ class LossWatch(StatRecorder):
         if c is None or not self.losses: return None
         n = len(self.sums['counts'])
         return c if n > 1 and 0.7 * math.log(n) <= self.losses[0] <= 1.5 * math.log(n) else None
+
+# %% ../nbs/03hb_losswatch.ipynb #cb126430
+def valid_accuracy(rec:dict)->float|None:
+    "The validation accuracy in an epoch's `Recorder` row `rec`: its `accuracy`, or 1 - `error_rate` (`None`: neither)"
+    for k,f in (('accuracy', lambda v: v), ('error_rate', lambda v: 1 - v)):
+        v = rec.get(k)
+        if isinstance(v, (int, float)) and math.isfinite(v): return f(float(v))
+    return None
+
+def chance_accuracy(sums:dict|None)->float|None:
+    "The accuracy of always predicting the commonest class of the targets counted in `sums` (`None`: not classes)"
+    if not sums or 'counts' not in sums or not float(sums['counts'].sum()): return None
+    c = sums['counts'].double()
+    return float(c.max() / c.sum())
+
+@patch
+def facts(self:LossWatch, rec:dict|None=None)->dict:
+    "What the targets counted so far and an epoch's `Recorder` row `rec` say: classes, scale, multi-hot rows, accuracy"
+    s = self.sums or {}
+    rms = float((s['sq'].double() / float(s['n'])).max().sqrt()) if 'sq' in s and float(s['n']) else None
+    return {'counts': s['counts'].tolist() if 'counts' in s else None, 'target_rms': rms,
+            'multi': None if self.multi is None else self.multi.tolist(),
+            'acc': valid_accuracy(rec or {}), 'chance_acc': chance_accuracy(s)}
 
 # %% ../nbs/03hb_losswatch.ipynb #59d9ef31
 MIN_STEPS = 40   # training batches seen before the loss's course is judged (a slow start is no stall)
@@ -162,6 +192,14 @@ def falling(v:list, w:int, z:float=3.)->bool:
     res = sum((t - ym - b * (i - xm)) ** 2 for i,t in enumerate(y)) / (n - 2)
     return b < 0 and (res == 0 or -b > z * math.sqrt(res / sxx))
 
+# %% ../nbs/03hb_losswatch.ipynb #6b624489
+def _vs_chance(x:float, chance:float)->str:
+    "How a loss `x` stands to the `chance` level, in words: at it, or how far above it (not the same thing)"
+    if chance <= 0: return "above the chance level 0 (every target the same)"
+    if x <= 1.5 * chance: return f"at the chance level {chance:.4g}"
+    return (f"{x / chance:.3g}× the chance level {chance:.4g}, not at it: far worse than a prediction that ignores "
+            "the input, the outputs far from the targets")
+
 # %% ../nbs/03hb_losswatch.ipynb #0b08aa7d
 def _course_alert(
     v:list,            # the run's finite losses
@@ -185,8 +223,8 @@ def _course_alert(
             return _lr_alert('lr_too_high', groups, high, value=last, message=msg)
         return dict(kind='loss_diverging', value=last, message=msg)
     if chance is not None and last >= 0.95 * chance:
-        what = (f"the training loss is {last:.4g} (median of the last {w} batches), at the chance level {chance:.4g}: "
-                "what a prediction that ignores the input scores")
+        what = f"the training loss is {last:.4g} (median of the last {w} batches), {_vs_chance(last, chance)}"
+        if last <= 1.5 * chance: what += ": what a prediction that ignores the input scores"
     elif last >= 0.98 * first and first > 1e-6:
         what = (f"the training loss has not fallen: {first:.4g} over the run's first {w} batches, "
                 f"{last:.4g} over its last {w}")
@@ -201,6 +239,75 @@ def _course_alert(
     if (r is not None and low(r)) or any(low(g) for *_,g in groups):
         return _lr_alert('lr_too_low', groups, low, value=last, message=what + steps)
     return dict(kind='loss_stalled', value=last, message=what + steps)
+
+# %% ../nbs/03hb_losswatch.ipynb #b02be7c9
+def _nan_loss_alert(losses:list, stats:dict)->dict|None:
+    "`nonfinite_loss` if the training loss was NaN or Inf at some steps while the epoch's recorded values were finite"
+    bad = [i for i,x in enumerate(losses) if not math.isfinite(x)]
+    held = any((s.get(k) or {}).get('nan', 0) + (s.get(k) or {}).get('inf', 0)
+               for s in stats.values() for k in ('act', 'valid_act', 'grad'))
+    if not bad or held: return None
+    return dict(kind='nonfinite_loss', value=len(bad),
+                message=f"the training loss was NaN or Inf at {len(bad)} of the run's {len(losses)} steps (the first "
+                        f"at step {bad[0]}), while the activations and gradients recorded stayed finite: the loss "
+                        "function made it (fastai's smoothed loss stays NaN from then on)")
+
+def target_alerts(facts:dict)->list:
+    "Alerts on the training targets counted so far (`LossWatch.facts`): collapsed to one class, multi-hot"
+    res,c,m = [],facts.get('counts'),facts.get('multi')
+    # enough targets that a class of 1% (of 0.1% for two, as imbalanced binary tasks have) would have shown
+    if c and len(c) > 1 and sum(c) >= (3000 if len(c) == 2 else 300) and sum(x > 0 for x in c) == 1:
+        k = next(i for i,x in enumerate(c) if x)
+        res.append(dict(kind='labels_one_class', value=k,
+                        message=f"all {int(sum(c))} training targets sampled are class {k} of the model's {len(c)} "
+                                "outputs: the labels collapsed to one class, which the model learns to predict"))
+    if m and m[0] >= 1 and m[0] >= 0.01 * m[1]:
+        res.append(dict(kind='multi_hot_softmax', value=m[0] / m[1],
+                        message=f"{int(m[0])} of the {int(m[1])} training targets sampled set several classes at "
+                                "once, under a softmax cross-entropy: its probabilities sum to 1, so it cannot fit "
+                                "targets that sum to 2 or more"))
+    return res
+
+# %% ../nbs/03hb_losswatch.ipynb #6a142b05
+def stalled_hint(stats:dict, chance:float|None, last:float, r:float|None, facts:dict)->str:
+    "The likeliest cause of a stalled loss that the evidence (`stats`, `chance`, update ratio `r`, `facts`) shows"
+    gs = [g for s in stats.values() if (g := s.get('grad') or {}).get('steps') and g.get('ndim', 2) > 1]
+    if gs and not any(g.get('max_abs') for g in gs):
+        return (f"no gradient reaches the weights: all {len(gs)} weight matrices got only zeros, so nothing can "
+                "learn; the path from the loss is cut (a `detach`, an `argmax` or `round`, `torch.no_grad`): "
+                "`learn.preflight()`'s `gradient_flow` names where")
+    if r is not None and r > HIGH_RATIO:
+        return (f"the weights change by {r:.2g} of their size a step, above {HIGH_RATIO:g}: steps that large "
+                "bounce around a minimum they cannot settle in; lower the learning rate (`lr_find`)")
+    if (t := facts.get('target_rms')) is not None and t > 10:
+        return (f"the targets are of the order of {t:.3g}: an output near unit scale needs weights that large to "
+                "reach them; scale the targets (divide by their spread), or give the output a `y_range`")
+    if chance is not None and last >= 0.95 * chance and r is not None:
+        return (f"the steps are of a normal size ({r:.2g} of the weights) yet the loss stays at the chance level: "
+                "the model ignores its inputs. `learn.preflight(overfit=True)` tells the two causes apart: a model "
+                "that fits one batch points at the labels (not matching the inputs), one that cannot at the model")
+    return ("the evidence of this run does not tell the cause: `learn.preflight(overfit=True)` measures it, "
+            "training a copy on one batch; its verdicts name what stops a model that cannot fit it")
+
+# %% ../nbs/03hb_losswatch.ipynb #d7e27cb7
+def _valid_alert(last:float, start:float, chance:float|None, valid_loss:float|None, facts:dict)->dict|None:
+    "`valid_at_chance` if the training loss fell while validation stayed at chance: judged by accuracy where known"
+    if not (last < 0.8 * chance if chance else last < 0.7 * start): return None
+    va,ca = facts.get('acc'),facts.get('chance_acc')
+    fin = valid_loss is not None and math.isfinite(valid_loss)
+    vl = (f"the validation loss is {valid_loss:.4g}" + (f", {_vs_chance(valid_loss, chance)}" if chance else '')
+          if fin else '')
+    at = bool(chance and fin and valid_loss >= 0.95 * chance)
+    if va is not None and ca is not None:
+        if va > ca + 0.2 * (1 - ca): return None   # a high loss with a good accuracy: confidence, not chance
+        if chance and fin and not at: return None  # the loss below chance: some learning carries over
+        what = (f"the validation accuracy is {va:.3g}, at the chance level {ca:.3g} (the share of the commonest "
+                "class)" + (f"; {vl}" if vl else ''))
+    elif at: what = vl
+    else: return None
+    return dict(kind='valid_at_chance', value=valid_loss if fin else va,
+                message=f"{what}, while the training loss fell to {last:.4g}: "
+                        "what the model learns does not carry over to the validation set")
 
 # %% ../nbs/03hb_losswatch.ipynb #9b132698
 EVAL_MODE = ('BatchNorm', 'Dropout')   # in their class names: layers that compute otherwise in evaluation
@@ -234,36 +341,93 @@ def loss_alerts(
     groups:list=(),             # the optimiser's groups, `(lr, [parameter keys])`: each judged by its own update ratio
     evals:list=(),              # the model's layers that compute otherwise in evaluation (`eval_layers`)
     wait:tuple|None=None,       # `(rise, stall)`: the batches before each is judged (`LossWatch.plan`; `None`: 40 each)
+    facts:dict|None=None,       # what the targets and the epoch's metrics say (`LossWatch.facts`)
 )->list:
-    "Alerts on the run's training `losses` so far, the `chance` level, an epoch's `stats` and its `valid_loss`"
+    "Alerts on the run's training `losses` so far, the `chance` level, an epoch's `stats`, its `valid_loss` and `facts`"
+    facts = facts or {}
+    res = [a for a in (_nan_loss_alert(losses, stats), *target_alerts(facts)) if a is not None]
     v = [x for x in losses if math.isfinite(x)]
+
     judged = judged_kinds(v, wait)
-    if not judged or (c := loss_course(v, min_steps=RISE_STEPS)) is None: return []
-    last,stall = c[1],'loss_stalled' in judged
-    a = _course_alert(v, c, chance, update_ratio(stats), group_ratios(stats, groups), stall)
-    res = [a] if a is not None else []
-    if (stall and chance and valid_loss is not None and math.isfinite(valid_loss) and last < 0.8 * chance
-        and valid_loss >= 0.95 * chance):
-        res.append(dict(kind='valid_at_chance', value=valid_loss,
-                        message=f"the validation loss is {valid_loss:.4g}, at the chance level {chance:.4g}, "
-                                f"while the training loss fell to {last:.4g}: "
-                                "what the model learns does not carry over to the validation set",
-                        hint=HINTS['valid_at_chance'] + eval_hint(evals)))
-    return [{'layer': '', 'stat': 'loss', **a, 'hint': a.get('hint') or HINTS[a['kind']],
-             'severity': SEVERITY.get(a['kind'], 'warning'), 'layers': [''], 'source': 'epoch'} for a in res]
+    if judged and (c := loss_course(v, min_steps=RISE_STEPS)) is not None:
+        r,stall = update_ratio(stats),'loss_stalled' in judged
+        a = _course_alert(v, c, chance, r, group_ratios(stats, groups), stall)
+        if a is not None and a['kind'] == 'loss_stalled': a['hint'] = stalled_hint(stats, chance, c[1], r, facts)
+        res += [a] if a is not None else []
+        if stall and (a := _valid_alert(c[1], max(c[0], statistics.median(v[:3])), chance, valid_loss, facts)):
+            res.append({**a, 'hint': HINTS['valid_at_chance'] + eval_hint(evals)})
+    return [{'layer': '', 'stat': 'loss', 'hint': HINTS[a['kind']], **a, 'severity': SEVERITY.get(a['kind'], 'warning'),
+             'layers': [''], 'source': 'epoch'} for a in res]
 
 # %% ../nbs/03hb_losswatch.ipynb #1b2d7c6c
-def learns(losses:list, chance:float|None)->bool:
-    "Whether the run's training `losses` show clear learning: down to 70% of their start, and of `chance` if known"
-    c = loss_course(losses, min_steps=10)
-    return c is not None and c[1] < 0.7 * c[0] and (chance is None or c[1] < 0.7 * chance)
+def learns(losses:list, chance:float|None, facts:dict|None=None)->str|None:
+    """How the run shows clear learning, in words (`None`: it does not): a validation accuracy well above chance
+    (`facts`), or the training `losses` down to 70% of where they began, and of `chance` if known"""
+    va,ca = (facts or {}).get('acc'),(facts or {}).get('chance_acc')
+    if va is not None and ca is not None and va >= ca + 0.7 * (1 - ca):   # 0.73 for 10 balanced classes
+        return f"the validation accuracy is {va:.3g}, against {ca:.3g} at chance"
+    v = [x for x in losses if math.isfinite(x)]
+    if (c := loss_course(v, min_steps=10)) is None: return None
+    start = max(c[0], statistics.median(v[:3]))   # the loss before the first steps: a fast start is learning too
+    if c[1] < 0.7 * start and (chance is None or c[1] < 0.7 * chance):
+        return f"the loss still falls ({start:.3g} to {c[1]:.3g})"
+    return None
 
-def settle(alerts:list, losses:list, chance:float|None)->list:
-    "`alerts` (changed in place) with `dead` ones as `info` if the run `learns`: units lost, not a failure"
-    if not learns(losses, chance): return alerts
-    c = loss_course(losses, min_steps=10)
+SETTLED = {'dead': 'capacity lost, not a failure', 'saturated': 'the run learns through it, not a failure'}
+
+def settle(alerts:list, losses:list, chance:float|None, facts:dict|None=None,
+           calm:set|None=None, # the layers whose alerts were settled before (updated): they stay `info`
+          )->list:
+    "`alerts` (changed in place) with `dead` and `saturated` ones as `info` if the run `learns`: not a failure"
+    how = learns(losses, chance, facts)
     for a in alerts:
-        if a['kind'] == 'dead' and a.get('severity') != 'info':
-            a['severity'] = 'info'
-            a['message'] += f"; the loss still falls ({c[0]:.3g} to {c[1]:.3g}): capacity lost, not a failure"
+        if a['kind'] not in SETTLED: continue
+        key = (a['kind'], a.get('layer'))
+        if a.get('severity') != 'info' and (how or (calm is not None and key in calm)):
+            a['severity'] = 'info'   # once settled, a layer's finding never bounces back to a warning
+            a['message'] += f"; {how or 'the run learnt with this layer so'}: {SETTLED[a['kind']]}"
+        if calm is not None and a.get('severity') == 'info': calm.add(key)
+    return alerts
+
+# %% ../nbs/03hb_losswatch.ipynb #97a48499
+def _constant_hint(a:dict, stats:dict)->str|None:
+    "The likeliest cause of a layer whose output did not vary: its own zero weights, else what feeds it"
+    w = (stats.get(f"{a.get('layer')}.weight") or {}).get('weight') or {}
+    if w.get('norm') == 0: return ("its weights are all zero, so its output cannot vary: initialise them (fastai's "
+                                   "layers do; a `zero_()` or `constant_` does not)")
+    if w: return "its weights are not zero, so what feeds it does not vary: look at the layers before it"
+    return None
+
+# %% ../nbs/03hb_losswatch.ipynb #302e6209
+def _layer_hint(a:dict, r:float|None, facts:dict, saturating:bool)->str|None:
+    "The likeliest cause of a layer's finding `a`, from the update ratio `r`, the targets' `facts`, saturated layers"
+    if r is None or not math.isfinite(r): return None   # no steps measured, or weights already NaN: the default hint
+    steep = r > HIGH_RATIO
+    big = f"the weights change by {r:.2g} of their size a step, above {HIGH_RATIO:g}" if steep else ''
+    if a['kind'] == 'nonfinite' and a.get('stat') in ('act', 'valid_act', 'grad'):
+        if steep: return f"{big}: steps that large overflow; lower the learning rate, or clip gradients"
+        return (f"the steps are of a normal size ({r:.2g} of the weights): not the learning rate, an operation "
+                "made it; the `op` finding (or `find_nonfinite`) names which")
+    if a['kind'] == 'dead' and a.get('rule') != 'constant':
+        if steep: return f"{big}: steps that large push the units' inputs below zero for good; lower the learning rate"
+        return ("the steps are of a normal size, so the units' inputs sit below zero by construction (non-negative "
+                "inputs, a shift pushed down): a LeakyReLU or GELU keeps a gradient for them")
+    if a['kind'] == 'saturated':
+        if (t := facts.get('target_rms')) is not None and t > 1.5:
+            return (f"the targets are of the order of {t:.3g}, outside the activation's range: the output is pushed to "
+                    "its limits; scale the targets into it, or drop the output activation")
+        if steep: return f"{big}: steps that large throw its inputs far out; lower the learning rate"
+        return "what feeds it is too large: normalise it (a BatchNorm before it, or inputs at unit scale)"
+    if a['kind'] == 'vanishing_grad':
+        if saturating: return "the saturated activations (see `saturated`) pass little gradient: use ReLU-family ones"
+        return "depth without normalisation or residual connections: add BatchNorm, or initialise for depth"
+    return None
+
+def explain(alerts:list, stats:dict, facts:dict|None=None)->list:
+    "`alerts` (changed in place): the hints of non-finite, dead, saturated, vanishing-gradient findings from evidence"
+    r,sat = update_ratio(stats),any(a['kind'] == 'saturated' for a in alerts)
+    for a in alerts:
+        if a.get('severity') == 'info': continue
+        h = _constant_hint(a, stats) if a.get('rule') == 'constant' else _layer_hint(a, r, facts or {}, sat)
+        if h is not None: a['hint'] = h
     return alerts

@@ -228,7 +228,7 @@ def _first_floats(model:nn.Module, xb:tuple, n:int):
     leaf,hs = [],[]
     def f(m, a, o):
         if not leaf and isinstance(o, torch.Tensor) and o.is_floating_point() and o.ndim >= 2 and o.shape[0] == n:
-            leaf.append(o.detach().clone().requires_grad_(True)); return leaf[0]
+            leaf.append(o.detach().clone().requires_grad_(True)); return leaf[0] + 0   # in-place ops may follow
     try:
         hs = [m.register_forward_hook(f) for m in model.modules() if m is not model and not scripted(m)]
         out = model(*xb)
@@ -418,7 +418,7 @@ def preflight(self:Learner,
     xb = split_batch(self.dls, b); yb = tuple(b)[len(xb):] if not isinstance(b, torch.Tensor) else ()
     xb,yb,res = _cast(self, xb, yb)
     params = list(model.parameters()); grads = [p.grad for p in params]
-    res,state = res + check_inputs(xb),ModelState(model)
+    res,state,norms = res + check_inputs(xb),ModelState(model),InputNorms(model, xb)
     try:
         with preserved_rng(dev):
             for p in params: p.grad = None
@@ -431,5 +431,7 @@ def preflight(self:Learner,
     finally:
         for p,g in zip(params, grads): p.grad = g
         state.restore()
+        norms.remove()
+    excuse_normalised(res, norms.found)   # inputs a BatchNorm takes as they are: their scale does not matter
     if overfit: res += _overfit(self, model, xb, yb, lr or self.lr)
     return res
