@@ -6,9 +6,12 @@ For resnet18 at 64 px, batch 32, and the digits CNN (random weights), it times i
 and backward in training mode (a step without the optimiser: `fb`); and `learn.preflight(b)` on the same batch. It prints
 the median of each and the median of the paired ratios (preflight over the step just before it). The target (issue 32):
 preflight costs at most 3 forward and 2 backward passes of one batch, about 2.3 steps (a backward costs about two
-forwards); it runs two forwards and two backwards, so about 2 steps plus its Python work.
+forwards); it runs two forwards and two backwards, so about 2 steps plus its Python work. It also counts the passes
+one `learn.preflight(b)` makes (`passes`: the model's top-level forwards, and the backwards through `Tensor.backward`
+and `torch.autograd.grad`) and prints them beside the time.
 """
 import argparse, statistics, time, warnings
+from unittest import mock
 import torch, torchvision
 from torch import nn
 from fastai.data.core import DataLoaders
@@ -35,6 +38,20 @@ def step(learn, b):
     loss.backward()
     learn.model.zero_grad(set_to_none=True)
 
+def passes(learn, b)->tuple:
+    "The forwards of the whole model and the backwards that one `learn.preflight(b)` runs"
+    n = {'fwd': 0, 'bwd': 0}
+    def count(f):
+        def g(*a, **k): n['bwd'] += 1; return f(*a, **k)
+        return g
+    h = learn.model.register_forward_pre_hook(lambda m, a: n.__setitem__('fwd', n['fwd'] + 1))
+    try:
+        with mock.patch('torch.autograd.backward', count(torch.autograd.backward)), \
+             mock.patch('torch.autograd.grad', count(torch.autograd.grad)):
+            learn.preflight(b)
+    finally: h.remove()
+    return n['fwd'],n['bwd']
+
 if __name__ == '__main__':
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--rounds', type=int, default=10); p.add_argument('--threads', type=int, default=2)
@@ -47,5 +64,7 @@ if __name__ == '__main__':
         for _ in range(a.rounds):
             t0 = time.perf_counter(); step(learn, b); t1 = time.perf_counter(); learn.preflight(b); t2 = time.perf_counter()
             fb.append(t1 - t0); pf.append(t2 - t1); ratios.append((t2 - t1) / (t1 - t0))
+        nf,nb = passes(learn, b)
+        print(f"{name}: {nf} forwards and {nb} backwards (target: at most 3 and 2)")
         print(f"{name}: step (forward+backward) {statistics.median(fb)*1e3:.1f} ms, preflight {statistics.median(pf)*1e3:.1f} ms, "
               f"paired ratio {statistics.median(ratios):.2f}x a step (target: at most ~2.3x, 3 forwards + 2 backwards)")
