@@ -130,7 +130,7 @@ def check_gradients(model:nn.Module,
                     groups:list|None=None, # the optimiser's: trainable parameters in none of them are said too
                    )->list:
     "Verdicts on the gradients the last backward left in `model`'s trainable parameters"
-    named = [(n, p) for n,p in model.named_parameters() if p.requires_grad]
+    named = [(n, p) for n,p in model.named_parameters() if p.requires_grad and p.numel()]   # an empty one has nothing to get
     none = [n for n,p in named if p.grad is None]
     bad = [n for n,p in named if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
     zero = [n for n,p in named if p.grad is not None and n not in bad and not bool(p.grad.any())]
