@@ -70,12 +70,19 @@ class NodeOwners:
     "Forward hooks on every module of `model`, mapping each autograd node of a forward to the module that made it"
     def __init__(self, model:nn.Module):
         self.nodes = {}   # a module's own operations, not its children's: they finish first and claim theirs
-        self.hs = [m.register_forward_hook(self._hook(p)) for p,m in model.named_modules() if not scripted(m)]
+        self.ran,self.hooked = set(),{p for p,m in model.named_modules() if not scripted(m)}
+        self.hs = [m.register_forward_hook(self._hook(p)) for p,m in model.named_modules() if p in self.hooked]
 
     def _hook(self, p:str):
         def f(m, a, o):
+            self.ran.add(p)
             if torch.is_grad_enabled(): _node_owners(o, p, self.nodes)
         return f
+
+    @property
+    def idle(self)->set:
+        "The modules the forward never called (of those hooked)"
+        return self.hooked - self.ran
 
     def remove(self):
         "Take the hooks off"

@@ -128,10 +128,11 @@ def check_first_layers(seen:list, frac:float=0.9)->list:
 # %% ../nbs/03i_preflight.ipynb #b87e5871
 def check_gradients(model:nn.Module,
                     groups:list|None=None, # the optimiser's: trainable parameters in none of them are said too
-                   )->list:
+                    idle:set=frozenset())->list:  # modules the forward never called (`NodeOwners.idle`): unused
     "Verdicts on the gradients the last backward left in `model`'s trainable parameters"
-    named = [(n, p) for n,p in model.named_parameters() if p.requires_grad and p.numel()]   # an empty one has nothing to get
+    named = [(n, p) for n,p in model.named_parameters() if p.requires_grad and p.numel()]   # empty ones get nothing
     none = [n for n,p in named if p.grad is None]
+    unused = [n for n in none if n.rpartition('.')[0] in idle]; none = [n for n in none if n not in unused]
     bad = [n for n,p in named if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
     zero = [n for n,p in named if p.grad is not None and n not in bad and not bool(p.grad.any())]
     show = lambda ns: ', '.join(f"`{n}`" for n in ns[:4]) + (', …' if len(ns) > 4 else '')
@@ -143,6 +144,9 @@ def check_gradients(model:nn.Module,
                                 "the loss does not depend on them: a `detach`, `no_grad`, an `argmax` or an unused "
                                 "branch cuts them off",
                                 layer=none[0].rpartition('.')[0], params=none))
+    if unused: res.append(verdict('gradient_flow', 'info', f"{len(unused)} trainable parameters belong to modules the "
+        f"forward never calls: {show(unused)}", "remove them, or call them (fastai's timm body calls "
+        "`forward_features`: the head is unused)", layer=unused[0].rpartition('.')[0]))
     if zero and len(zero) == len(named):
         res.append(verdict('gradient_flow', 'error', "every gradient is exactly zero on the first batch",
                            "the loss does not depend on the parameters: a constant output, or a loss of 0"))
@@ -374,7 +378,7 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
         ps = [p for p in model.parameters() if p.requires_grad]
         scaled_backward(loss, ps, scale, o if isinstance(o, torch.Tensor) else None)
         learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
-        lg,gf = check_loss_gradient(o),check_gradients(model, _groups(learn, model))
+        lg,gf = check_loss_gradient(o),check_gradients(model, _groups(learn, model), own.idle)
         if any(v['check'] == 'nonfinite_loss' for v in res): lg = []   # the loss itself is not finite: said once
         with learner_autocast(learn): name_loss_op(res + lg, pl.loss, out)
     if lg or any(v['check'] == 'nonfinite' for v in res):   # the loss's NaN or the output's, not the layers': said once
