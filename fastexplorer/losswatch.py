@@ -10,7 +10,6 @@ import math, statistics
 import numpy as np
 import torch
 from fastcore.basics import patch
-from fastai.callback.schedule import ParamScheduler
 from .core import StatRecorder
 from .alerts import HINTS, SEVERITY
 from .contract import loss_kind, loss_name, multi_hot, softmaxed
@@ -145,7 +144,8 @@ PLAN_FRAC = 0.2  # the part of a fit's plan its course waits for: the windows it
 def warm_up(learn)->float:
     "Where this fit's learning-rate schedule peaks, as a fraction of the fit (one-cycle: `pct_start`); 0 without one"
     for cb in getattr(learn, 'cbs', []):
-        f = cb.scheds.get('lr') if isinstance(cb, ParamScheduler) else None
+        scheds = getattr(cb, 'scheds', None)   # fastai's `ParamScheduler`, not imported: importing it changes fastai
+        f = scheds.get('lr') if isinstance(scheds, dict) else None
         if f is None: continue
         pos = [i / 100 for i in range(100)]
         v = [float(np.max(np.asarray(f(p)))) for p in pos]   # discriminative rates: the largest group's
