@@ -6,6 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/pipeline.html.md"""
 
 # %% ../nbs/00d_pipeline.ipynb #e080e364
 from __future__ import annotations
+import torch
 from fastcore.basics import patch
 
 # %% auto #0
@@ -28,6 +29,19 @@ def pipeline_events(cb)->tuple:
         if top != 'fastai' or e in _TRANSFORMS.get(c.__name__, ()): res.append(e)
     return tuple(res)
 
+# %% ../nbs/00d_pipeline.ipynb #bf21ab4e
+def _amp()->dict:
+    "Autocast's global state, by device type (empty where this torch cannot say)"
+    try: return {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ('cpu', 'cuda')}
+    except (AttributeError, TypeError, RuntimeError): return {}
+
+def _close_amp(before:dict):
+    "Exit the autocasts a pass's callbacks entered (in `before_batch`) and would exit in an event it did not run"
+    for d,(on,dt) in before.items():
+        if not on and torch.is_autocast_enabled(d):
+            if torch.autocast_decrement_nesting() == 0: torch.clear_autocast_cache()
+            torch.set_autocast_enabled(d, False); torch.set_autocast_dtype(d, dt)
+
 # %% ../nbs/00d_pipeline.ipynb #359350b4
 # what a pass sets on the learner, as fastai's batch does
 _KEPT = ('xb', 'yb', 'pred', 'loss', 'loss_grad', 'training')
@@ -45,7 +59,7 @@ class LearnerPass:
 
     def __enter__(self):
         d = self.learn.__dict__
-        self.kept = {k: d[k] for k in _KEPT if k in d},[(cb, dict(cb.__dict__)) for cb,_ in self.cbs]
+        self.kept,self.amp = ({k: d[k] for k in _KEPT if k in d},[(cb, dict(cb.__dict__)) for cb,_ in self.cbs]),_amp()
         return self
 
     def __exit__(self, *exc):
@@ -54,6 +68,7 @@ class LearnerPass:
         for k in _KEPT: d.pop(k, None)
         d.update(learn)
         for cb,s in cbs: cb.__dict__.clear(); cb.__dict__.update(s)
+        _close_amp(self.amp)   # a user's autocast opened in `before_batch`, closed in `after_loss`: not left on
 
     def event(self, e:str, **attrs):
         "Set `attrs` on the learner and run event `e` of the callbacks that take it in a pass"

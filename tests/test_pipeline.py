@@ -257,3 +257,20 @@ def test_the_extra_passes_leave_the_training_as_it_was(tmp_path):
     (l0,lr0,n0),(l1,lr1,n1) = fit(False),fit(True)
     assert n1 == n0 and lr1 == lr0, (n0, n1)
     assert torch.equal(torch.stack(l1), torch.stack(l0)), 'the fit changed'
+
+class _CPUAutocast(Callback):
+    "A user's mixed precision on the CPU: a bfloat16 autocast opened in `before_batch`, closed in `after_loss`"
+    order = 10
+    def before_batch(self): self.ctx = torch.autocast('cpu', dtype=torch.bfloat16); self.ctx.__enter__()
+    def after_loss(self): self.ctx.__exit__(None, None, None)
+
+def test_a_pass_leaves_no_autocast_on():
+    """A pass that runs a callback's `before_batch` but not its `after_loss` (the preflight's casts, the heatmaps'
+    samples) leaves no autocast on. Real case: `tests/test_scale.py`'s bfloat16 run left the CPU autocast on for every
+    later test of the suite (torchinfo's fixtures then met `BFloat16 did not match Float`)"""
+    learn = digits_learner(cbs=_CPUAutocast())
+    b = learn.dls.train.one_batch()
+    learn.preflight(b)
+    assert not torch.is_autocast_enabled('cpu')
+    learner_batch(learn, b[:1], b[1:])
+    assert not torch.is_autocast_enabled('cpu')
