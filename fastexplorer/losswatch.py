@@ -420,7 +420,7 @@ def _layer_hint(a:dict, r:float|None, facts:dict, saturating:bool)->str|None:
         return "what feeds it is too large: normalise it (a BatchNorm before it, or inputs at unit scale)"
     if a['kind'] == 'vanishing_grad':
         if saturating: return "the saturated activations (see `saturated`) pass little gradient: use ReLU-family ones"
-        return "depth without normalisation or residual connections: add BatchNorm, or initialise for depth"
+        return None   # depth, no normalisation, an initialisation: the statistics cannot tell, the default hint lists them
     return None
 
 def explain(alerts:list, stats:dict, facts:dict|None=None)->list:
