@@ -51,6 +51,7 @@ class Findings:
         self.tree,self.writer,self.thresholds,self.verdicts = tree,writer,thresholds or {},None
         self.active = {}   # the active findings: `{life_key: [their alerts so far]}`
         self.calm = set()   # `(kind, layer)` of the `dead` and `saturated` findings settled as `info` (`settle`)
+        self.evals = eval_layers(classes_of(tree or {}))   # BatchNorm, Dropout: what validation computes otherwise
         dead = self.thresholds.get('dead', DEAD_FRAC)
         self.live = None if tree is None else LiveAlerts(output_order(tree), dead, constant_by_input(tree))
         self.new_fit()
@@ -152,8 +153,7 @@ def epoch_alerts(self:Findings,
     found = self.origin_alerts(epoch) + group_alerts([{**drift, 'source': 'epoch'}] if drift else [])
     found += find_alerts(self.tree, stats, epoch=epoch, **self.thresholds)
     if losses is None: return self.resolve(found, step, None)   # a partial epoch: nothing judged again
-    evals = eval_layers(classes_of(self.tree or {}))   # BatchNorm, Dropout: what validation computes otherwise
-    found = rank_alerts(found + loss_alerts(losses, chance, stats, valid_loss, groups, evals, wait, facts))
+    found = rank_alerts(found + loss_alerts(losses, chance, stats, valid_loss, groups, self.evals, wait, facts))
     found = explain(settle(found, losses, chance, facts, self.calm), stats, facts)   # hints from the evidence
     if self.live is not None and any(a['kind'] == 'dead' and a.get('severity') != 'info' for a in self.live.alerts):
         settle(self.live.alerts, losses, chance, facts, self.calm)
