@@ -422,7 +422,8 @@ def preflight(self:Learner,
     xb = split_batch(self.dls, b); yb = tuple(b)[len(xb):] if not isinstance(b, torch.Tensor) else ()
     xb,yb,res = _cast(self, xb, yb)
     params = list(model.parameters()); grads = [p.grad for p in params]
-    res,state,norms = res + check_inputs(xb),ModelState(model),InputNorms(model, xb)
+    res += check_inputs(xb) + check_padding(xb, yb, self.loss_func)
+    state,norms = ModelState(model),InputNorms(model, xb)
     try:
         with preserved_rng(dev):
             for p in params: p.grad = None

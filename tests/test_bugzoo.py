@@ -17,7 +17,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'one_hot_targets_extra_softmax': "no finding names the softmax before a loss on probability targets",
     'labels_minus_one': "the preflight's `loss` error comes first; `target_classes` does not judge negative indices",
     'regression_output_squeezed': "`target_shape` (assumed): no check compares a regression's shapes after fastai's flat loss",
-    'padding_counted_in_loss': "`padding_in_loss` (assumed): no check knows which token pads; invisible to per-layer statistics",
     'reshape_not_permute': "`input_layout` (assumed): a reshape of the image axes leaves every statistic healthy",
     'functional_dropout_in_eval': "`eval_nondeterministic` (assumed): validation repeated twice is not compared yet",
     'validation_without_eval': "`train_mode_in_eval` (assumed): the user's own validation loop is not seen by fastai's",
