@@ -1,4 +1,8 @@
-"""See inside a fastai model while it trains: a representation tree, per-layer statistics and a web explorer"""
+"""See inside a fastai model while it trains: a representation tree, per-layer statistics and a web explorer
+
+Modules:
+
+- `fastexplorer.dependence`: Karpathy's check, "use backprop to chart dependencies", run on the first batch: a sample's output must not depend on other samples' inputs, and a next-token model's output at a position must not depend on later positions."""
 
 __version__ = "0.0.1"
 
