@@ -42,8 +42,6 @@ ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, a
     'output_relu_dead_from_bias_init': "a slow start: `loss_stalled` at an epoch's end, while the loss then falls to 0.7 of its start",
 }
 UNSTEADY = {  # runs whose outcome differs with the thread count: a non-strict xfail, reported by the bench as it falls
-    'digits_efficientnet': "a random-weight EfficientNet on 16-pixel digits ends near chance (validation accuracy 0.15): at "
-                           "OMP_NUM_THREADS=2 its last losses sit above the chance level and `loss_stalled` stays active",
 }
 IDLE = {      # fixed twins that do not train in their budget (last losses above 0.9× the first): the bench does not count them
 }
