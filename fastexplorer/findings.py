@@ -80,19 +80,24 @@ class Findings:
 # %% ../nbs/03ia_findings.ipynb #0fa02327
 @patch
 def resolve(self:Findings, found:list, step:int, judged:set|None)->list:
-    "An epoch's `found` alerts (`track`), then the active findings judged again (`judged`) that they no longer show"
+    "An epoch's `found` alerts (`track`), the active findings it judges again (`judged`) and no longer shows, the rest"
     track(self.active, found, step)
-    if judged is None: return found                       # a partial epoch: nothing judged again
     keys,gone = {life_key(a) for a in found},[]
-    for k,life in list(self.active.items()):
-        if k in keys or not rejudged(life[-1], judged): continue
+    for k,life in list(self.active.items()):            # `judged` is `None` for a partial epoch: nothing judged again
+        if k in keys or judged is None or not rejudged(life[-1], judged): continue
         del self.active[k]
         for a in life:                                    # those in `run.json` say so there
             if a.get('source') in ('live', 'preflight'): a.update(state='resolved', resolved_step=step)
         last = {x: v for x,v in life[-1].items() if x != 'epoch'}
         gone.append({**last, 'step': step, 'state': 'resolved', 'resolved_step': step})
     if gone: self.publish()
-    return found + gone
+    return found + gone + self.carried(keys, step)
+
+@patch
+def carried(self:Findings, keys:set, step:int)->list:
+    "The findings still active from before that an epoch did not find again (not in `keys`), relisted at its `step`"
+    return [{**{x: v for x,v in life[-1].items() if x != 'epoch'}, 'step': step} for k,life in self.active.items()
+            if k not in keys and life[-1].get('source') != 'preflight']   # the preflight's verdicts: listed apart
 
 # %% ../nbs/03ia_findings.ipynb #a91af567
 @patch
