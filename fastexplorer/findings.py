@@ -79,20 +79,27 @@ class Findings:
 
 # %% ../nbs/03ia_findings.ipynb #0fa02327
 @patch
-def resolve(self:Findings, found:list, step:int, judged:set|None)->list:
-    "An epoch's `found` alerts (`track`), then the active findings judged again (`judged`) that they no longer show"
+def resolve(self:Findings, found:list, step:int, judged:set|None, epoch:int|None=None)->list:
+    "An epoch's `found` alerts (`track`), the active findings it judges again (`judged`) and no longer shows, the rest"
     track(self.active, found, step)
-    if judged is None: return found                       # a partial epoch: nothing judged again
     keys,gone = {life_key(a) for a in found},[]
-    for k,life in list(self.active.items()):
-        if k in keys or not rejudged(life[-1], judged): continue
+    for k,life in list(self.active.items()):            # `judged` is `None` for a partial epoch: nothing judged again
+        if k in keys or judged is None or not rejudged(life[-1], judged): continue
         del self.active[k]
         for a in life:                                    # those in `run.json` say so there
             if a.get('source') in ('live', 'preflight'): a.update(state='resolved', resolved_step=step)
         last = {x: v for x,v in life[-1].items() if x != 'epoch'}
         gone.append({**last, 'step': step, 'state': 'resolved', 'resolved_step': step})
     if gone: self.publish()
-    return found + gone
+    return found + gone + self.carried(keys, step, epoch)
+
+@patch
+def carried(self:Findings, keys:set, step:int, epoch:int|None=None)->list:
+    "The findings still active from before that `epoch` did not find again (not in `keys`), relisted at its `step`"
+    # the preflight's verdicts are listed apart, and this epoch's live alerts are `run.json`'s
+    old = lambda a: a.get('source') != 'preflight' and not (a.get('source') == 'live' and a.get('epoch') == epoch)
+    return [{**{x: v for x,v in life[-1].items() if x != 'epoch'}, 'step': step} for k,life in self.active.items()
+            if k not in keys and old(life[-1])]
 
 # %% ../nbs/03ia_findings.ipynb #a91af567
 @patch
@@ -152,10 +159,10 @@ def epoch_alerts(self:Findings,
     "The alerts of an epoch's file, ranked, then those resolved (`resolve`); dead layers of a run that learns `info`"
     found = self.origin_alerts(epoch) + group_alerts([{**drift, 'source': 'epoch'}] if drift else [])
     found += find_alerts(self.tree, stats, epoch=epoch, **self.thresholds)
-    if losses is None: return self.resolve(found, step, None)   # a partial epoch: nothing judged again
+    if losses is None: return self.resolve(found, step, None, epoch)   # a partial epoch: nothing judged again
     found = rank_alerts(found + loss_alerts(losses, chance, stats, valid_loss, groups, self.evals, wait, facts))
     found = explain(settle(found, losses, chance, facts, self.calm), stats, facts)   # hints from the evidence
     if self.live is not None and any(a['kind'] == 'dead' and a.get('severity') != 'info' for a in self.live.alerts):
         settle(self.live.alerts, losses, chance, facts, self.calm)
         self.publish()
-    return self.resolve(found, step, judged_kinds([x for x in losses if math.isfinite(x)], wait))
+    return self.resolve(found, step, judged_kinds([x for x in losses if math.isfinite(x)], wait), epoch)

@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/fitlife.html.md"""
 
 # %% ../nbs/03id_fitlife.ipynb #a46a69af
 from __future__ import annotations
-import os, warnings
+import json, os, warnings
 from pathlib import Path
 from fastcore.basics import patch
 from .core import *
@@ -24,7 +24,9 @@ from .probe import *
 from .batch import model_device
 from .distributed import is_distributed, agree_ranges, agree_on_start
 from .steps import StepQueue, step_layout, db_sink
-from .losswatch import LossWatch
+from .losswatch import LossWatch, SETTLED
+from .run import read_epoch_index
+from .formats import life_key
 from .findings import Findings
 
 # %% auto #0
@@ -85,10 +87,30 @@ def _open_run(self:FitLife, model):
         self.writer.write_representation(rep.get_dict())
         self.tree = rep.data.get_dict()
         self.findings = Findings(self.tree, self.writer, self.alerts)
+        if self.resume: self._carry_findings()   # a resumed run's findings go on
         self.heatmap_xb,self.heatmap_info = heatmap_samples(self.learn, self.heatmaps)
         if self.preflight: self.findings.preflight(self.learn, self.n_epochs + 1)
         if self.serve: print(f"fastexplorer: explore this run at {self.explore(port=self.port)}")
     except BaseException as e: self._close_writer('failed', e); raise
+
+# %% ../nbs/03id_fitlife.ipynb #713c2ac8
+@patch
+def take_up(self:Findings, live:list, last:list):
+    "A resumed run's findings: its `live` alerts (`run.json`'s) kept, those active there or in its `last` epoch's file"
+    if self.live is not None: self.live.alerts[:0] = live
+    for a in sorted(live + last, key=lambda a: a.get('raised_step', a.get('step', 0))):
+        if a.get('severity') == 'info' and a['kind'] in SETTLED: self.calm.add((a['kind'], a.get('layer')))
+        if a.get('state', 'active') != 'active': continue
+        a.setdefault('raised_step', a.get('step', 0)); a['state'] = 'active'   # files from before: all active
+        self.active.setdefault(life_key(a), []).append(a)
+
+@patch
+def _carry_findings(self:FitLife):
+    "A resumed run: the findings of its `run.json` and of its last epoch's file go on (`Findings.take_up`)"
+    w,idx = self.writer,read_epoch_index(self.writer.path)
+    last = json.loads((w.path/idx[-1]['file']).read_text()).get('alerts', []) if idx else []
+    live = [a for a in w.manifest.get('live_alerts') or [] if not (self.preflight and a.get('source') == 'preflight')]
+    self.findings.take_up(live, last)
 
 # %% ../nbs/03id_fitlife.ipynb #e68f3ec0
 @patch

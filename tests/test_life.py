@@ -1,12 +1,12 @@
 """A finding's life (issue 45, point 2): raised at a step, judged again as evidence arrives, resolved at the step where it
 no longer holds; the loss's course judged when the run's plan says, short fits included."""
-import json, math, os
+import functools, json, math, os, tempfile
 from pathlib import Path
 import pytest, torch
 from torch import nn
 from fastai.learner import Learner
 from fastai.data.core import DataLoaders
-from fastai.optimizer import SGD
+from fastai.optimizer import SGD, Adam
 from fastai.losses import CrossEntropyLossFlat
 from fastai.callback.progress import *   # noqa: F403
 from fastexplorer.all import *
@@ -54,6 +54,38 @@ def test_a_stall_resolved_stays_in_run_alerts_with_both_steps(tmp_path):
     bad = {**doc, 'alerts': [{**doc['alerts'][0], 'state': 'gone'}]}
     with pytest.raises(Exception, match='gone'): validate(bad)     # the schema knows a finding's states
 
+@functools.cache
+def _resumed_run()->Path:
+    """The stall of `test_a_stall_resolved_stays_in_run_alerts_with_both_steps`, raised by a first look at lr 1e-5, then the
+    run resumed by a new callback on its folder (`resume=True`), as a user does in a new session, at a good learning rate
+    for 6 epochs: the first of them too early in the fit's plan for a stall to be judged again"""
+    torch.manual_seed(0)
+    learn,p = _alexnet_classifier(),Path(tempfile.mkdtemp(prefix='fastexplorer-resumed-'))/'run'
+    learn.add_cb(ExplorerCallback(p, every=5))
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-5)
+    learn.remove_cb(ExplorerCallback).add_cb(ExplorerCallback(p, every=5, resume=True))
+    with learn.no_bar(), learn.no_logging(): learn.fit(6, 1e-2)
+    return p
+
+def test_a_resumed_run_resolves_the_findings_of_its_first_session():
+    """A resumed run forgot the lives of its findings: the stall of the first session stayed active for good, while the
+    resumed one learnt. Its findings now go on, and the stall is resolved once the loss is judged again (epoch 3)"""
+    al = load_run(_resumed_run()).alerts
+    st = al[al.kind.isin(['loss_stalled', 'lr_too_low'])]
+    assert set(st.state) == {'resolved'}, al[['epoch', 'kind', 'state', 'raised_step', 'resolved_step']]
+    assert set(st.raised_step) == {88} and set(st.resolved_step) == {266}, st
+    assert not (al.state == 'active').any() or set(al[al.state == 'active'].severity) <= {'info'}, al
+
+def test_an_epoch_file_relists_the_findings_active_from_before():
+    """The resumed run's epoch 2 does not judge the stall again (too early in its plan): its file still lists it, active
+    since step 88, as epoch 3's lists it resolved; each file records every finding's state and fits its schema"""
+    p = _resumed_run()
+    docs = [json.loads((p/f'epoch_{e:04d}.json').read_text()) for e in (1, 2, 3)]
+    for d in docs: validate(d)
+    got = [[(a['kind'], a['state'], a['step'], a['raised_step'], a.get('resolved_step')) for a in d['alerts']] for d in docs]
+    assert got == [[('lr_too_low', 'active', 88, 88, None)], [('lr_too_low', 'active', 177, 88, None)],
+                   [('lr_too_low', 'resolved', 266, 88, 266)]], got
+
 def _iris_learner(path):
     "A three-class MLP on iris (chance ln 3 = 1.10), plain SGD, 8 batches an epoch"
     from sklearn.datasets import load_iris
@@ -89,6 +121,29 @@ def test_lr_too_high_says_the_loss_came_back_and_resolves_when_it_learns():
     b, = f.epoch_alerts({}, 2, losses=learn, chance=math.log(10), step=129, wait=wait)
     assert (b['kind'], b['state'], b['raised_step'], b['resolved_step']) == ('lr_too_high', 'resolved', 64, 129), b
     assert loss_alerts(learn, math.log(10), {}, wait=wait) == []
+
+def _digits_mlp(path, lr:float, bs:int):
+    "An MLP on scikit-learn's digits (chance ln 10 = 2.30) under Adam at a constant `lr` with no warm-up, the run in `path`"
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
+    learn = Learner(digits_dls(bs=bs), model, loss_func=CrossEntropyLossFlat(), opt_func=Adam,
+                    cbs=ExplorerCallback(path, every=1))
+    with learn.no_bar(), learn.no_logging(): learn.fit(3, lr)
+    return load_run(path)
+
+@pytest.mark.parametrize('lr,bs', [(0.1, 32), (0.15, 64)])
+def test_a_loss_that_jumps_at_a_high_lr_is_not_said_never_to_recover(tmp_path, lr, bs):
+    """Adam at 0.1 and 0.15 with no warm-up: the loss jumps from 2.3 (chance) to tens in the first batches, then comes back.
+    At 0.1 it then learns: no finding about the loss's course stays active. At 0.15 it comes back to chance and sits
+    there: `lr_too_high`, true, says that it came back down; it said 'never recovered'"""
+    run = _digits_mlp(tmp_path/'run', lr, bs)
+    al = run.alerts
+    course = al[al.kind.isin(['lr_too_high', 'loss_diverging', 'loss_stalled', 'lr_too_low'])]
+    assert all('never' not in m for m in course.message), course.message.tolist()
+    if lr == 0.1: assert (course.state == 'resolved').all(), course[['epoch', 'kind', 'state', 'message']]
+    else:
+        assert (course.kind == 'lr_too_high').all() and len(course), al[['epoch', 'kind', 'message']]
+        assert all('came back down' in m for m in course.message), course.message.tolist()
 
 def test_the_page_shows_resolved_findings_apart(tmp_path):
     "The page lists an epoch's active findings first, then those it resolved, apart, each with the steps of its life"
