@@ -23,7 +23,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'validation_without_eval': "`train_mode_in_eval` (assumed): the user's own validation loop is not seen by fastai's",
     'last_batch_of_one': "`last_batch_one` (assumed): a BatchNorm's batch of one in a late batch is not checked",
     'pick_labels_one_sample_early': "`labels_misaligned` (assumed): labels shifted by one sample; no statistic sees it",
-    'adam_at_sgd_learning_rate': "no `lr_too_high` or `loss_diverging` on this run (why: not yet studied)",
     'adam_eps_too_large': "no `lr_too_low` or `loss_stalled` on this run (why: not yet studied)",
     'inplace_relu_on_saved_input': "the program stops at its first backward, as the user's did; no finding names the in-place ReLU",
     'mlp_without_nonlinearity': "`linear_stack` (assumed): a stack of linear layers without activation is not a check",
