@@ -245,7 +245,7 @@ def find_alerts(
 
 # %% ../nbs/03h_alerts.ipynb #b18cf778
 RANK = {'nonfinite_loss': 0, 'nonfinite': 1, 'lr_too_high': 2, 'loss_diverging': 2, 'grads_not_zeroed': 2,
-        'replica_drift': 2, 'valid_at_chance': 8, 'loss_stalled': 9, 'lr_too_low': 9}
+        'replica_drift': 2, 'wd_too_high': 3, 'valid_at_chance': 8, 'loss_stalled': 9, 'lr_too_low': 9}
 
 def rank_alerts(alerts:list)->list:
     "`alerts` with the likeliest cause first (`RANK`; other kinds in between), in their own order within a rank"

@@ -22,6 +22,7 @@ from .params import ParamStats
 from .custom import *
 from .training import *
 from .findings import Findings
+from .updates import decay_plan
 from .stepwatch import StepWatch
 from .steps import batch_meta
 from .epoch import *
@@ -93,7 +94,7 @@ def before_epoch(self:ExplorerCallback):
     self.cstats = CustomStats()
     self.epoch_started,self.partial,self.sampled,self.ranks,self.drift = True,False,False,1,None
     self.step.new_epoch()
-    self.findings.new_epoch()
+    self.findings.new_epoch(self.ps, self.pkeys)
 
 # %% ../nbs/03f_callback.ipynb #d10b9b71
 @patch
@@ -192,6 +193,7 @@ def after_cancel_step(self:ExplorerCallback):
 def after_step(self:ExplorerCallback):
     "The update-to-weight ratios of a sampled step that was taken"
     self.step.zeroed = True   # fastai zeroes the gradients next: the next batch's backward should start from none
+    self.findings.course.steps += 1   # a step reached (taken or cancelled): without one, weights stay
     if not (self.sampled and self.training) or self.pstats.w0 is None: return
     if self.step.cancelled: self.pstats.w0 = None
     else: self.pstats.updates()
@@ -205,7 +207,7 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
     va,rec = self.valid_act,recorder_row(self.learn) if not partial else {}
     judge = {} if partial else dict(losses=self.watch.finish(), chance=self.watch.chance(),
                                     valid_loss=rec.get('valid_loss'), wait=self.watch.wait, facts=self.watch.facts(rec),
-                                    groups=opt_groups(self.learn, self.pkeys, self.ps))
+                                    groups=opt_groups(self.learn, self.pkeys, self.ps), decay=decay_plan(self.learn))
     found = [('act', self.act.finish()), ('valid_act', {} if va is None else va.finish()),
              (None, self.pstats.finish()), (None, self.cstats.finish())]
     alerts = lambda stats: self.findings.epoch_alerts(stats, n, self.drift, step=max(self.n_steps - 1, 0), **judge)

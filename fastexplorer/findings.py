@@ -16,7 +16,7 @@ from .preflight import preflight_alerts
 from .losswatch import loss_alerts, settle, explain, eval_layers, judged_kinds, LOSS_KINDS
 from .pipeline import LearnerPass
 from .formats import life_key
-
+from .updates import WeightCourse, frozen_alerts, wd_alert
 
 # %% auto #0
 __all__ = ['LASTING', 'rejudged', 'track', 'Findings']
@@ -52,6 +52,7 @@ class Findings:
         self.active = {}   # the active findings: `{life_key: [their alerts so far]}`
         self.calm = set()   # `(kind, layer)` of the `dead` and `saturated` findings settled as `info` (`settle`)
         self.evals = eval_layers(classes_of(tree or {}))   # BatchNorm, Dropout: what validation computes otherwise
+        self.course = WeightCourse()   # what the optimiser's steps did to the weights (`updates`)
         dead = self.thresholds.get('dead', DEAD_FRAC)
         self.live = None if tree is None else LiveAlerts(output_order(tree), dead, constant_by_input(tree))
         self.new_fit()
@@ -60,9 +61,10 @@ class Findings:
         "A fit begins: its first non-finite value is yet to be traced"
         self.traced,self.origin = False,None
 
-    def new_epoch(self):
-        "An epoch begins: each live alert may be found once more"
+    def new_epoch(self, ps=(), keys=()):
+        "An epoch begins: each live alert may be found once more; the fingerprints of parameters `ps` (named `keys`)"
         if self.live is not None: self.live.reset()
+        self.course.begin(ps, keys)
 
     def publish(self):
         "Write the preflight's verdicts and the live alerts into the run's manifest: the one place that does"
@@ -155,12 +157,18 @@ def epoch_alerts(self:Findings,
     step:int=0,         # the epoch's last step: what it finds is raised there, what it no longer shows resolved
     wait=None,          # when the loss's course is judged (`LossWatch.wait`)
     facts=None,         # what the targets and the epoch's metrics say (`LossWatch.facts`)
+    decay=None,         # the optimiser's learning rates and weight decays, and the fit's planned steps (`decay_plan`)
 )->list:
     "The alerts of an epoch's file, ranked, then those resolved (`resolve`); dead layers of a run that learns `info`"
     found = self.origin_alerts(epoch) + group_alerts([{**drift, 'source': 'epoch'}] if drift else [])
     found += find_alerts(self.tree, stats, epoch=epoch, **self.thresholds)
+    named,course = {l for a in found if a['kind'] == 'frozen' for l in a['layers']},self.course.end()
+    found += group_alerts([{**a, 'source': 'epoch'} for a in frozen_alerts(stats, course, self.course.steps, named)])
     if losses is None: return self.resolve(found, step, None, epoch)   # a partial epoch: nothing judged again
-    found = rank_alerts(found + loss_alerts(losses, chance, stats, valid_loss, groups, self.evals, wait, facts))
+    v = [x for x in losses if math.isfinite(x)]
+    wd = decay and 'loss_stalled' in judged_kinds(v, wait) and wd_alert(stats, course, decay, v, chance, facts)
+    found += loss_alerts(losses, chance, stats, valid_loss, groups, self.evals, wait, facts)
+    found = rank_alerts(found + group_alerts([{**wd, 'source': 'epoch'}] if wd else []))
     found = explain(settle(found, losses, chance, facts, self.calm), stats, facts)   # hints from the evidence
     if self.live is not None and any(a['kind'] == 'dead' and a.get('severity') != 'info' for a in self.live.alerts):
         settle(self.live.alerts, losses, chance, facts, self.calm)

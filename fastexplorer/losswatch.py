@@ -228,6 +228,7 @@ def _course_alert(
     elif last >= 0.98 * first and first > 1e-6:
         what = (f"the training loss has not fallen: {first:.4g} over the run's first {w} batches, "
                 f"{last:.4g} over its last {w}")
+    elif last >= v[0] > 1e-6: what = f"the loss ends above its first batch's {v[0]:.4g}: {last:.4g} over its last {w}"
     else: return None
     start,(i,peak) = v[0],max(enumerate(v), key=lambda o: o[1])   # the first batch: the loss before any step
     if peak > 3 * start + 1e-3:   # a jump, and no lower since: the steps threw the weights where nothing learns (a rise)

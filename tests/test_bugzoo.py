@@ -22,7 +22,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'validation_without_eval': "`train_mode_in_eval` (assumed): the user's own validation loop is not seen by fastai's",
     'last_batch_of_one': "`last_batch_one` (assumed): a BatchNorm's batch of one in a late batch is not checked",
     'pick_labels_one_sample_early': "`labels_misaligned` (assumed): labels shifted by one sample; no statistic sees it",
-    'adam_at_sgd_learning_rate': "no `lr_too_high` or `loss_diverging` on this run (why: not yet studied)",
     'adam_eps_too_large': "no `lr_too_low` or `loss_stalled` on this run (why: not yet studied)",
     'inplace_relu_on_saved_input': "the program stops at its first backward, as the user's did; no finding names the in-place ReLU",
     'mlp_without_nonlinearity': "`linear_stack` (assumed): a stack of linear layers without activation is not a check",
@@ -31,8 +30,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'pretrained_embeddings_never_loaded': "`pretrained_not_loaded` (assumed): random vectors look like any others",
     'attention_heads_view_not_transpose': "`axes_mixed` (assumed): a view mixing heads and positions; no statistic sees it",
     'batchnorm_after_dropout': "`norm_placement` (assumed): a BatchNorm after a Dropout is not a check",
-    'weight_decay_far_too_large': "`wd_too_high` (assumed): weight decay is not judged apart from the learning rate",
-    'scheduler_step_instead_of_optimizer_step': "no `frozen` on this run (why: not yet studied)",
 }
 ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench
     'linear_regression_lr_nan': "true of the twin: the accepted fix lowers the learning rate to 1e-5 and leaves x from 0 to 199 "
