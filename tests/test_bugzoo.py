@@ -19,8 +19,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'regression_output_squeezed': "`target_shape` (assumed): no check compares a regression's shapes after fastai's flat loss",
     'padding_counted_in_loss': "`padding_in_loss` (assumed): no check knows which token pads; invisible to per-layer statistics",
     'reshape_not_permute': "`input_layout` (assumed): a reshape of the image axes leaves every statistic healthy",
-    'functional_dropout_in_eval': "`eval_nondeterministic` (assumed): validation repeated twice is not compared yet",
-    'validation_without_eval': "`train_mode_in_eval` (assumed): the user's own validation loop is not seen by fastai's",
     'last_batch_of_one': "`last_batch_one` (assumed): a BatchNorm's batch of one in a late batch is not checked",
     'pick_labels_one_sample_early': "`labels_misaligned` (assumed): labels shifted by one sample; no statistic sees it",
     'adam_at_sgd_learning_rate': "no `lr_too_high` or `loss_diverging` on this run (why: not yet studied)",
