@@ -10,6 +10,7 @@ import math, traceback
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
+from torch.utils._python_dispatch import TorchDispatchMode
 from fastcore.basics import patch
 from .core import is_int
 from .formats import site_key, site_of
@@ -18,8 +19,8 @@ from .contract import verdict, module_label
 from .losswatch import EVAL_MODE
 
 # %% auto #0
-__all__ = ['differ', 'Repeat', 'eval_verdict', 'check_eval_repeat', 'train_mode_alert', 'loader_sizes', 'check_last_batch',
-           'batch_of_one', 'crash_alert']
+__all__ = ['differ', 'Repeat', 'RandomOps', 'eval_verdict', 'check_eval_repeat', 'train_mode_alert', 'loader_sizes',
+           'check_last_batch', 'batch_of_one', 'crash_alert']
 
 # %% ../nbs/03ie_modes.ipynb #5a271755
 def _tensors(o)->list:
@@ -90,21 +91,36 @@ def _post(self:Repeat, p:str):
         if self.found is None and other and len(a) == len(ins) and not any(map(differ, a, ins)): self.found = k
     return f
 
-# %% ../nbs/03ie_modes.ipynb #9c023db6
-def eval_verdict(model:nn.Module, found:str|None)->list:
-    "Verdict on two forwards of a batch in evaluation, `found`: the call site whose output differed first, or `None`"
-    if found is None: return [verdict('eval_nondeterministic', 'ok', "in eval mode, a second forward of the batch "
-                                      "gives the same outputs")]
-    p = site_of(found)[0]
-    where = ("the model's own `forward` computes something random outside its modules (each gave the same outputs "
-             "for the same inputs)" if not p else
-             f"the first to differ, from the same inputs, is {module_label(model, p)}")
-    return [verdict('eval_nondeterministic', 'warning', "in eval mode, a second forward of the same batch gives other "
-                    f"outputs: {where}; validation scores a random draw of the model",
-                    "a dropout or noise that ignores `model.eval()`: pass `training=self.training` to `F.dropout`, or "
-                    "use an `nn.Dropout` module, which `model.eval()` turns off", layer=found)]
+# %% ../nbs/03ie_modes.ipynb #d55f9fbb
+_MASKS = ('bernoulli', 'dropout', 'rrelu')   # random masks: regularisers that evaluation turns off
 
-# %% ../nbs/03ie_modes.ipynb #05f80fa1
+class RandomOps(TorchDispatchMode):
+    "A dispatch mode noting `(operation, call site)` of each random operation, in the module on top of `rep`'s stack"
+    def __init__(self, rep:Repeat): super().__init__(); self.rep,self.ops = rep,[]
+    @classmethod
+    def _should_skip_dynamo(cls): return False   # as `FirstNonFinite`: the forward runs eagerly
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if torch.Tag.nondeterministic_seeded in func.tags:
+            self.ops.append((func._schema.name, self.rep.stack[-1][0] if self.rep.stack else ''))
+        return func(*args, **(kwargs or {}))
+
+# %% ../nbs/03ie_modes.ipynb #d6b6361e
+def eval_verdict(model:nn.Module, differs:bool, found:str|None, ops:list)->list:
+    "Verdict on two forwards of a batch in eval mode: `differs`, `found` (the first call site to), their random `ops`"
+    if not differs: return [verdict('eval_nondeterministic', 'ok', "in eval mode, a second forward of the batch "
+                                    "gives the same outputs")]
+    said = "in eval mode, a second forward of the same batch gives other outputs"
+    at = lambda k: module_label(model, site_of(k)[0])
+    if (m := next(((o, k) for o,k in ops if any(w in o for w in _MASKS)), None)) is not None:
+        return [verdict('eval_nondeterministic', 'warning', f"{said}: {at(m[1])} draws a random mask (`{m[0]}`) "
+                        "in evaluation, a dropout left on; validation scores a random draw of the model",
+                        "a dropout that ignores `model.eval()`: pass `training=self.training` to `F.dropout`, or use "
+                        "an `nn.Dropout` module, which `model.eval()` turns off", layer=m[1])]
+    why = (f"{at(ops[0][1])} samples (`{ops[0][0]}`), as a generative model may by design" if ops else
+           f"no random operation of torch's ran (the first call to differ: {at(found or '')})")
+    return [verdict('eval_nondeterministic', 'info', f"{said}: {why}; validation scores a random draw")]
+
+# %% ../nbs/03ie_modes.ipynb #8d72cd7e
 def check_eval_repeat(model:nn.Module, # already in eval mode
                       xb:tuple, first=None)->tuple:  # `first()`: a check that runs `model(*xb)`, its verdicts
     "`(verdicts, shapes)`: `first`'s and whether a second forward of `xb` gives the same output; BatchNorms' inputs"
@@ -117,14 +133,15 @@ def check_eval_repeat(model:nn.Module, # already in eval mode
             if not rep.first: model(*xb)
         finally: st.restore(check_params=False)   # the model's state as before the first: its random state moves on
         rep.runs = 1; rep.start()
-        try: model(*xb)
+        try:
+            with RandomOps(rep) as r: model(*xb)
         except Exception as e:
             return res + [verdict('eval_nondeterministic', 'skipped', f"a second forward failed: {type(e).__name__}: "
                                   f"{e}")],rep.shapes
     finally: rep.remove()
-    return res + eval_verdict(model, rep.found if rep.differs else None),rep.shapes
+    return res + eval_verdict(model, rep.differs, rep.found, r.ops),rep.shapes
 
-# %% ../nbs/03ie_modes.ipynb #8d72cd7e
+# %% ../nbs/03ie_modes.ipynb #58acb45d
 def train_mode_alert(model:nn.Module, epoch:int, step:int)->dict|None:
     "The `train_mode_in_eval` alert if, while `model` is validated, layers that compute otherwise in eval are training"
     on = [(p, type(m).__name__) for p,m in model.named_modules() if m.training and getattr(m, 'p', 1) != 0
@@ -138,7 +155,7 @@ def train_mode_alert(model:nn.Module, epoch:int, step:int)->dict|None:
             'hint': "call `model.eval()` before validating: fastai's `TrainEvalCallback` does in `before_validate`, "
                     "so a callback or a loop of yours puts the model back with `model.train()`"}
 
-# %% ../nbs/03ie_modes.ipynb #58acb45d
+# %% ../nbs/03ie_modes.ipynb #1b36961a
 def loader_sizes(dl)->tuple:
     "`(n, bs, drop_last)` of a DataLoader, fastai's or PyTorch's: samples, batch size, whether it drops the rest"
     n = getattr(dl, 'n', None)
@@ -167,7 +184,7 @@ def check_last_batch(dl, shapes:dict, model:nn.Module)->list:
                     f"{per[p]} values per channel, and its running statistics, which validation uses, move towards "
                     "them", _FIX, layer=p)]
 
-# %% ../nbs/03ie_modes.ipynb #1b36961a
+# %% ../nbs/03ie_modes.ipynb #c0bcf312
 def batch_of_one(e:BaseException, model:nn.Module)->str|None:
     "The path of the BatchNorm of `model` that raised `e`, PyTorch's error for one value per channel in training"
     if not (isinstance(e, ValueError) and 'more than 1 value per channel' in str(e)): return None

@@ -68,6 +68,27 @@ def test_a_language_model_that_keeps_its_hidden_state_is_deterministic():
     v = {x['check']: x for x in learn.preflight()}
     assert v['eval_nondeterministic']['severity'] == 'ok', v['eval_nondeterministic']
 
+class _Denoiser(nn.Module):
+    "A DiffRec-style denoiser: its `forward` diffuses the input at a random step, in training and evaluation alike, by design"
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(64 + 5, 128), nn.Tanh(), nn.Linear(128, 64))
+        self.register_buffer('alpha_bar', torch.tensor([0.9, 0.7, 0.5, 0.3, 0.1]))
+    def forward(self, x0):
+        t = torch.randint(0, 5, (len(x0),), device=x0.device)
+        ab = self.alpha_bar[t].unsqueeze(1)
+        xt = ab.sqrt() * x0 + (1 - ab).sqrt() * torch.randn_like(x0)
+        return self.net(torch.cat([xt, F.one_hot(t, 5).float()], 1))
+
+def test_a_model_that_samples_by_design_is_not_told_to_turn_it_off():
+    "A diffusion denoiser draws its step and noise in evaluation too (github.com/user683/DRGO's `MLP_model.py`): said as `info`, no warning"
+    torch.manual_seed(0)
+    x,_ = _digits()
+    items = list(zip(x, x))
+    dls = DataLoaders(DataLoader(items[:1400], bs=64, shuffle=True, drop_last=True), DataLoader(items[1400:], bs=64))
+    v = {x['check']: x for x in Learner(dls, _Denoiser(), loss_func=F.mse_loss).preflight()}
+    assert v['eval_nondeterministic']['severity'] == 'info' and 'randint' in v['eval_nondeterministic']['evidence'], v['eval_nondeterministic']
+
 class _NoEval(Callback):
     "A validation loop that never calls `model.eval()`: the model is put back in training mode before validating"
     order = 50
