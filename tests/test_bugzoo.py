@@ -19,7 +19,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'regression_output_squeezed': "`target_shape` (assumed): no check compares a regression's shapes after fastai's flat loss",
     'padding_counted_in_loss': "`padding_in_loss` (assumed): no check knows which token pads; invisible to per-layer statistics",
     'reshape_not_permute': "`input_layout` (assumed): a reshape of the image axes leaves every statistic healthy",
-    'last_batch_of_one': "`last_batch_one` (assumed): a BatchNorm's batch of one in a late batch is not checked",
     'pick_labels_one_sample_early': "`labels_misaligned` (assumed): labels shifted by one sample; no statistic sees it",
     'adam_at_sgd_learning_rate': "no `lr_too_high` or `loss_diverging` on this run (why: not yet studied)",
     'adam_eps_too_large': "no `lr_too_low` or `loss_stalled` on this run (why: not yet studied)",
