@@ -121,6 +121,8 @@ def _hook(st:ActStats, i:int, m, inp, out): st.add(i, m, out, inp)
 @patch
 def after_pred(self:ExplorerCallback):
     "Remove the hooks and gather the batch's activation rows; trace a first non-finite activation; watch the output"
+    if self.active and not (self.training or self.learn.iter):   # the first validation batch: is the model in eval?
+        self.findings.train_mode(unwrap_model(self.learn.model), self.n_epochs + 1, self.n_steps)
     if not self.sampled: return
     self.hooks.remove(self)
     st,w = self.act if self.training else self.valid_act,self.step

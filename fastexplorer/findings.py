@@ -17,12 +17,14 @@ from .losswatch import loss_alerts, settle, explain, eval_layers, judged_kinds, 
 from .pipeline import LearnerPass
 from .formats import life_key
 from .updates import WeightCourse, frozen_alerts, wd_alert
+from .modes import train_mode_alert, crash_alert
+
 
 # %% auto #0
 __all__ = ['LASTING', 'rejudged', 'track', 'Findings']
 
 # %% ../nbs/03ia_findings.ipynb #61568737
-LASTING = ('nonfinite_loss', 'grads_not_zeroed')   # events, not conditions: once seen, they stand
+LASTING = ('nonfinite_loss', 'grads_not_zeroed', 'train_mode_in_eval', 'last_batch_one')   # events: once seen, they stand
 
 def rejudged(a:dict, judged:set)->bool:
     "Whether a completed epoch judges finding `a` again: its statistics' kinds, and the loss's kinds `judged` now"
@@ -38,7 +40,6 @@ def track(active:dict, alerts:list, step:int=0)->list:
         a['raised_step'],a['state'] = life[0]['raised_step'] if life else a['step'],'active'
         life.append(a)
     return alerts
-
 
 # %% ../nbs/03ia_findings.ipynb #e1145b79
 class Findings:
@@ -136,6 +137,18 @@ def trace(self:Findings, learn, rng:tuple, step:int, epoch:int, backward:bool=Fa
         warnings.warn(f"fastexplorer could not trace the first non-finite value: {type(e).__name__}: {e}")
         return
     if self.origin is not None: self.add(('nonfinite', 'op'), self.origin)
+
+# %% ../nbs/03ia_findings.ipynb #a2a85ce6
+@patch
+def train_mode(self:Findings, model, epoch:int, step:int):
+    "In validation: the layers of `model` that compute otherwise in evaluation but are in training mode, an alert"
+    if (a := train_mode_alert(model, epoch, step)) is not None: self.add(('train_mode_in_eval',), a)
+
+@patch
+def crashed(self:Findings, e:BaseException, learn, epoch:int, step:int):
+    "The fit ended on exception `e`: a BatchNorm's error for a batch of one sample, an alert"
+    a = crash_alert(e, unwrap_model(learn.model), getattr(getattr(learn, 'dls', None), 'train', None), epoch, step)
+    if a is not None: self.add(('last_batch_one',), a)
 
 # %% ../nbs/03ia_findings.ipynb #ce48feb8
 @patch

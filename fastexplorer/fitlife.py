@@ -216,6 +216,7 @@ def _abort(self:FitLife, e:BaseException):
     if not self.active: return
     self.active = False
     try:
+        self.findings.crashed(e, self.learn, self.n_epochs + 1, self.n_steps)   # a BatchNorm's batch of one, say
         self._close_steps()
         if self.epoch_started: self._write_epoch(partial=True)
     except Exception as w: warnings.warn(f"fastexplorer could not record the end of the run in {self.path}: {w}")

@@ -21,6 +21,7 @@ from .alerts import loss_op
 from .contract import *
 from .batch import model_device, to_model_device, split_batch, dl_batch
 from .pipeline import LearnerPass, learner_batch
+from .modes import check_eval_repeat, check_last_batch
 
 # %% auto #0
 __all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'check_gradients', 'find_cut',
@@ -431,7 +432,9 @@ def preflight(self:Learner,
             with learner_autocast(self):
                 trace_outputs(res, model, xb)
                 if (v := next((v for v in res if v.get('params')), None)) is not None: explain_cut(v, model, xb)
-                if res[-1]['check'] != 'loss': model.eval(); res += check_batch_independence(model, xb)
+                if res[-1]['check'] != 'loss':   # a second forward in eval mode: the same outputs? (`modes`)
+                    model.eval(); vs,shapes = check_eval_repeat(model, xb, partial(check_batch_independence, model, xb))
+                    res += vs + check_last_batch(self.dls.train, shapes, model)
             _half_overflow(res, model, xb, learner_amp(self)[0])
     finally:
         for p,g in zip(params, grads): p.grad = g
