@@ -31,7 +31,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'pretrained_embeddings_never_trained': "an embedding left with `requires_grad=False` looks like an intended freeze",
     'pretrained_embeddings_never_loaded': "`pretrained_not_loaded` (assumed): random vectors look like any others",
     'attention_heads_view_not_transpose': "`axes_mixed` (assumed): a view mixing heads and positions; no statistic sees it",
-    'batchnorm_after_dropout': "`norm_placement` (assumed): a BatchNorm after a Dropout is not a check",
     'weight_decay_far_too_large': "`wd_too_high` (assumed): weight decay is not judged apart from the learning rate",
     'scheduler_step_instead_of_optimizer_step': "no `frozen` on this run (why: not yet studied)",
 }
