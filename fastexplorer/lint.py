@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import torch
 from torch import nn
+from fastcore.basics import patch
 from .contract import verdict, module_label, _SHAPE_OPS
 
 # %% auto #0
@@ -16,6 +17,7 @@ __all__ = ['affine_only', 'variance_shift', 'CallOrder', 'check_linear_stack', '
 
 # %% ../nbs/03if_lint.ipynb #900cfeb5
 _NORMS = ('NativeBatchNorm', 'CudnnBatchNorm', 'MiopenBatchNorm')   # affine per sample, given the batch's statistics
+_PAST = ('NativeDropout', *_NORMS)                                  # dropout as CUDA runs it, and the norms
 
 def _name(f)->str: return re.sub(r'Backward\d*$', '', f.name())
 def _kids(f)->list: return [g for g,_ in f.next_functions if g is not None]
@@ -26,13 +28,13 @@ def _scaled(f)->bool:
 
 def _source(f):
     "The node below `f` past what keeps a tensor an affine function of itself: reshapes, dropout, a BatchNorm"
-    while f is not None and ((_name(f) in _SHAPE_OPS and len(_kids(f)) == 1) or _scaled(f) or _name(f) in _NORMS):
+    while f is not None and ((_name(f) in _SHAPE_OPS and len(_kids(f)) == 1) or _scaled(f) or _name(f) in _PAST):
         f = f.next_functions[0][0]
     return f
 
 # %% ../nbs/03if_lint.ipynb #6e1c5330
 _AFFINE = {'Add', 'Sub', 'Neg', 'Sum', 'Mean', 'Cat', 'Stack', 'Split', 'SplitWithSizes', 'Unbind', 'AvgPool1D',
-           'AvgPool2D', 'AdaptiveAvgPool1D', 'AdaptiveAvgPool2D', 'NativeDropout', 'Embedding', 'EmbeddingBag',
+           'AvgPool2D', 'AdaptiveAvgPool1D', 'AdaptiveAvgPool2D', 'NativeDropout',
            'torch::autograd::AccumulateGrad', *_NORMS, *_SHAPE_OPS}
 _LINKS = {'Sigmoid', 'Softmax', 'LogSoftmax', 'Tanh'}   # what a linear model may end with: its link function
 
@@ -64,14 +66,16 @@ def variance_shift(v:torch.Tensor, v0:torch.Tensor)->float|None:
 _BN = nn.modules.batchnorm._BatchNorm
 
 class CallOrder:
-    "Forward hooks on `model`'s `Linear`, `Dropout` and `BatchNorm` modules, noting in one forward what took what"
+    "Forward hooks on `model`'s `Linear`, `Dropout`, `BatchNorm` and embedding modules, noting what took what"
     def __init__(self, model:nn.Module):
         self.lin,self.drop,self.seen = {},{},[]   # `{output node: (path, input node)}`, the dropouts', the norms'
-        self.hs = []
+        self.lookups,self.hs = [],[]                # the embeddings that ran
         for p,m in model.named_modules():
             if isinstance(m, nn.Linear): self.hs.append(m.register_forward_hook(self._lin(p)))
             elif isinstance(m, nn.modules.dropout._DropoutNd): self.hs.append(m.register_forward_hook(self._drop(p)))
             elif isinstance(m, _BN): self.hs.append(m.register_forward_pre_hook(self._norm(p)))
+            elif isinstance(m, (nn.Embedding, nn.EmbeddingBag)):
+                self.hs.append(m.register_forward_hook(lambda m, a, o, p=p: self.lookups.append(p)))
 
     def _lin(self, p:str):
         def f(m, a, o):
@@ -80,26 +84,31 @@ class CallOrder:
                 self.lin.setdefault(o.grad_fn, (p, getattr(x, 'grad_fn', None)))
         return f
 
-    def _drop(self, p:str):
-        def f(m, a, o):
-            x = a[0] if a and isinstance(a[0], torch.Tensor) else None
-            if m.training and m.p > 0 and isinstance(o, torch.Tensor) and o.grad_fn is not None and x is not None:
-                self.drop.setdefault(o.grad_fn, (p, m.p, None if x is o else _channel_var(x)))   # in place: gone
-        return f
-
-    def _norm(self, p:str):
-        def f(m, a):
-            x,g = a[0] if a and isinstance(a[0], torch.Tensor) else None,None
-            if m.training and m.track_running_stats and x is not None: g = x.grad_fn
-            while g is not None and _name(g) in _SHAPE_OPS and len(_kids(g)) == 1: g = _kids(g)[0]
-            if g is None or (d := self.drop.get(g)) is None: return
-            v0 = d[2]; v = _channel_var(x) if v0 is not None and x.ndim >= 2 and x.shape[1] == len(v0) else None
-            self.seen.append((p, d[0], d[1], variance_shift(v, v0) if v is not None else None))
-        return f
-
     def remove(self):
         "Take the hooks off"
         for h in self.hs: h.remove()
+
+# %% ../nbs/03if_lint.ipynb #d2f95b85
+@patch
+def _drop(self:CallOrder, p:str):
+    "The hook of `Dropout` `p`: its output's node, its rate, its input's variance per channel"
+    def f(m, a, o):
+        x = a[0] if a and isinstance(a[0], torch.Tensor) else None
+        if m.training and m.p > 0 and isinstance(o, torch.Tensor) and o.grad_fn is not None and x is not None:
+            self.drop.setdefault(o.grad_fn, (p, m.p, None if x is o else _channel_var(x)))   # in place: gone
+    return f
+
+@patch
+def _norm(self:CallOrder, p:str):
+    "The pre-hook of norm `p`: the dropout whose output it takes, if one, and the variance shift"
+    def f(m, a):
+        x,g = a[0] if a and isinstance(a[0], torch.Tensor) else None,None
+        if m.training and m.track_running_stats and x is not None: g = x.grad_fn
+        while g is not None and _name(g) in _SHAPE_OPS and len(_kids(g)) == 1: g = _kids(g)[0]
+        if g is None or (d := self.drop.get(g)) is None: return
+        v0 = d[2]; v = _channel_var(x) if v0 is not None and x.ndim >= 2 and x.shape[1] == len(v0) else None
+        self.seen.append((p, d[0], d[1], variance_shift(v, v0) if v is not None else None))
+    return f
 
 # %% ../nbs/03if_lint.ipynb #9598b51e
 def _chains(lin:dict)->list:
@@ -152,4 +161,5 @@ def check_norm_placement(model:nn.Module, seen:list, least:float=1.1)->list:
 # %% ../nbs/03if_lint.ipynb #20a1ce46
 def check_structure(co:CallOrder, model:nn.Module, o)->list:
     "Verdicts on the structure one forward ran (`co`, its hooks already off; `o`, the output it made, graph intact)"
-    return check_linear_stack(model, o, co.lin) + check_norm_placement(model, co.seen)
+    # word vectors averaged into linear layers (fastText, CBOW) are a linear model by design: not judged
+    return check_linear_stack(model, o, {} if co.lookups else co.lin) + check_norm_placement(model, co.seen)

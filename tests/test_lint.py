@@ -74,3 +74,8 @@ def test_a_normalisation_as_a_regression_output_is_named(norm):
     assert (v['severity'], v['layer']) == ('warning', '3'), v
     assert f"`3`, a {type(norm).__name__}" in v['evidence']
     assert 'output_activation' not in said(Learner(tensor_dls(x, y, bs=64), nn.Sequential(*body), loss_func=MSELossFlat()))
+
+def test_word_vectors_averaged_into_linear_layers_are_not_a_linear_stack():
+    """fastText as a text-classification repository writes it (the zoo's `softmax_into_nll_loss`, fixed): frozen word vectors
+    averaged, `fc1` (300→10), `fc2` (10→4), a log-softmax; a linear model by design (a rank-constrained linear classifier)"""
+    assert 'linear_stack' not in said(cases()['softmax_into_nll_loss'].build(True))
