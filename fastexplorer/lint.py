@@ -70,9 +70,11 @@ class CallOrder:
     def __init__(self, model:nn.Module):
         self.lin,self.drop,self.seen = {},{},[]   # `{output node: (path, input node)}`, the dropouts', the norms'
         self.lookups,self.hs = [],[]                # the embeddings that ran
+        norms = any(isinstance(m, _BN) for m in model.modules())   # dropouts matter only to a BatchNorm
         for p,m in model.named_modules():
             if isinstance(m, nn.Linear): self.hs.append(m.register_forward_hook(self._lin(p)))
-            elif isinstance(m, nn.modules.dropout._DropoutNd): self.hs.append(m.register_forward_hook(self._drop(p)))
+            elif isinstance(m, nn.modules.dropout._DropoutNd) and norms:
+                self.hs.append(m.register_forward_hook(self._drop(p)))
             elif isinstance(m, _BN): self.hs.append(m.register_forward_pre_hook(self._norm(p)))
             elif isinstance(m, (nn.Embedding, nn.EmbeddingBag)):
                 self.hs.append(m.register_forward_hook(lambda m, a, o, p=p: self.lookups.append(p)))
