@@ -72,8 +72,8 @@ def _unit_range(o:torch.Tensor)->bool: return bool(((o >= 0) & (o <= 1)).all())
 
 # %% ../nbs/03ha_contract.ipynb #69eb94de
 _PROBS,_LINEAR = ('softmax', 'sigmoid'),('addmm', 'mm', 'bmm', 'convolution', 'linear')
-_NORMS = ('softmax', 'log_softmax')
-
+_NORMS,_SCALERS = ('softmax', 'log_softmax'),('native_batch_norm', 'cudnn_batch_norm', 'native_layer_norm',
+                                               'native_group_norm')   # these set their outputs' mean and spread
 def check_output_activation(o:torch.Tensor, op:str|None, kind:str|None, axis:int=1,
                             before:str|None=None)->list: # the operation before `op` (`final_op(o, 1)`)
     "Verdicts on the output's last operation `op` (`final_op`) and values `o` against what a `kind` of loss wants"
@@ -102,10 +102,13 @@ def check_output_activation(o:torch.Tensor, op:str|None, kind:str|None, axis:int
         if op != 'log_softmax' and not bool(((o.logsumexp(axis)).abs() < 1e-3).all()):
             return bad('error', "`NLLLoss` takes log-probabilities but the outputs are not (no `log_softmax`)",
                        "add a `log_softmax`, or use `CrossEntropyLossFlat` on the logits")
+    if kind == 'regression' and op in _SCALERS:
+        return bad('warning', f"the regression's outputs come out of a normalisation (`{op}`): it sets their mean and "
+                   "spread (over the batch, or over the features) to its bias and weight, whatever the inputs",
+                   "remove the normalisation after the last layer (or move it before the last `Linear`)")
     if kind == 'bce' and (not _unit_range(o) or op in _LINEAR):
         return bad('error', "`BCELoss` takes probabilities but the outputs come straight from a linear layer "
-                   "(no sigmoid)",
-                   "use `BCEWithLogitsLossFlat` on the logits (or add a sigmoid)")
+                   "(no sigmoid)", "use `BCEWithLogitsLossFlat` on the logits (or add a sigmoid)")
     return []
 
 # %% ../nbs/03ha_contract.ipynb #153d20ae

@@ -19,6 +19,7 @@ from .state import *
 from .nonfinite import find_loss_nonfinite, NodeOwners, trace_outputs
 from .alerts import loss_op
 from .contract import *
+from .lint import CallOrder, check_structure
 from .batch import model_device, to_model_device, split_batch, dl_batch
 from .pipeline import LearnerPass, learner_batch
 from .modes import check_eval_repeat, check_last_batch
@@ -355,13 +356,13 @@ def _overfit(learn, model, xb:tuple, yb:tuple, lr:float)->list:
 def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
     "Checks of a forward and backward in training mode: the loss and what feeds it, its gradient, output, gradient flow"
     model.train()
-    fa,own,scale = FirstActs(model),NodeOwners(model),learner_amp(learn)[1]
+    fa,own,co,scale = FirstActs(model),NodeOwners(model),CallOrder(model),learner_amp(learn)[1]
     y,kind,axis = yb[0] if yb else None,loss_kind(learn.loss_func),getattr(learn.loss_func, 'axis', 1)
     flat = getattr(learn.loss_func, 'flatten', False) is True   # fastai's flat losses: shapes need not match
     with LearnerPass(learn, xb, yb) as pl:
         with learner_autocast(learn):
             try: out = model(*xb)         # the model itself: a DDP wrapper would wait for the other ranks
-            finally: fa.remove(); own.remove()
+            finally: fa.remove(); own.remove(); co.remove()
             try: out = pl.pred(out)       # as the loss gets it: after the `after_pred` callbacks
             except Exception as e:        # a callback that needs its `before_fit`, say: the program is not judged
                 return [verdict('pipeline', 'skipped', f"the learner's `after_pred` callbacks failed on the output "
@@ -374,8 +375,8 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
                 vs = check_loss_contract(o, y, None, kind, axis, final_op(o), final_op(o, 1), flat)
                 return name_makers([v for v in vs if v['severity'] != 'ok'] + [
                     verdict('loss', 'error', msg, "check the output's shape and classes against the targets'")], *named)
-        res = check_first_layers(fa.seen) + check_loss_contract(o, y, float(loss.detach().float()), kind, axis,
-                                                                final_op(o), final_op(o, 1), flat)
+        res = check_first_layers(fa.seen) + check_structure(co, model, o) + check_loss_contract(
+            o, y, float(loss.detach().float()), kind, axis, final_op(o), final_op(o, 1), flat)
         ps = [p for p in model.parameters() if p.requires_grad]
         scaled_backward(loss, ps, scale, o if isinstance(o, torch.Tensor) else None)
         learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
