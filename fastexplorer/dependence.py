@@ -8,10 +8,13 @@ Docs: https://fastexplorer.github.io/fastexplorer/dependence.html.md"""
 # %% ../nbs/03ih_dependence.ipynb #a2859506
 from __future__ import annotations
 import torch
+from torch import nn
+from .hooks import first_tensor
+from .state import scripted
 from .contract import verdict
 
 # %% auto #0
-__all__ = ['next_token_axis', 'ends', 'check_future']
+__all__ = ['next_token_axis', 'ends', 'check_future', 'check_batch_independence']
 
 # %% ../nbs/03ih_dependence.ipynb #63928efa
 def next_token_axis(x, y, o)->int|None:
@@ -39,3 +42,47 @@ def check_future(g:torch.Tensor, axis:int|None)->list:
                     "input: the model reads the token it is asked to predict",
                     "mask attention causally (`is_causal=True`, or a triangular `attn_mask`), run recurrences one way "
                     "only, and keep the position axis apart in `view`/`reshape` (`transpose` the heads out)", later=n)]
+
+# %% ../nbs/03ih_dependence.ipynb #27f3cd7d
+def _first_floats(model:nn.Module, xb:tuple, n:int):
+    "Run `model(*xb)` with the first float batch of `n` samples a module outputs (an embedding's) cut off as a leaf"
+    leaf,hs = [],[]
+    def f(m, a, o):
+        if not leaf and isinstance(o, torch.Tensor) and o.is_floating_point() and o.ndim >= 2 and o.shape[0] == n:
+            leaf.append(o.detach().clone().requires_grad_(True)); return leaf[0] + 0   # in-place ops may follow
+    try:
+        hs = [m.register_forward_hook(f) for m in model.modules() if m is not model and not scripted(m)]
+        out = model(*xb)
+    finally:
+        for h in hs: h.remove()
+    return (leaf[0] if leaf else None),out
+
+# %% ../nbs/03ih_dependence.ipynb #597daae1
+def check_batch_independence(model:nn.Module, # already in eval mode
+                             xb:tuple,        # the inputs
+                             yb:tuple=(),     # the targets: next-token ones have their positions charted too
+                            )->list:
+    "Verdicts on whether, in eval mode, the end samples' outputs depend on other samples' inputs, or later positions"
+    x = xb[0] if xb else None
+    if not (isinstance(x, torch.Tensor) and x.ndim >= 2 and x.shape[0] > 1):
+        return [verdict('batch_independence', 'skipped', "the first input is not a batch of two samples or more")]
+    if x.is_floating_point(): x = x.detach().clone().requires_grad_(True); o = first_tensor(model(x, *xb[1:]))
+    else:   # token ids: through what the first module makes of them (an embedding)
+        x,o = _first_floats(model, xb, len(x)); o = first_tensor(o)
+    if x is None or o is None or not o.requires_grad or o.ndim == 0 or o.shape[0] != x.shape[0]:
+        return [verdict('batch_independence', 'skipped',
+                        "the output has no batch dimension the input's gradient can be taken through")]
+    if not bool(torch.isfinite(o).all()):
+        return [verdict('batch_independence', 'skipped', "the outputs hold NaN or Inf, which reach every input's "
+                        "gradient (0·Inf is NaN): what each output depends on cannot be measured")]
+    # the first and the last sample: a recurrence run along the batch (an LSTM without `batch_first`) reaches only the
+    # later ones
+    axis = next_token_axis(xb[0], yb[0] if yb else None, o)
+    g, = torch.autograd.grad(ends(o, axis), x, allow_unused=True)
+    if g is not None and bool((g[1:-1] if len(o) > 2 else g[1:]).any()):
+        return [verdict('batch_independence', 'error',
+                        "in eval mode, the first or last sample's output depends on other samples' inputs",
+                        "a `view`/`reshape` or a reduction mixes the batch dimension: keep dimension 0 apart "
+                        "(`x.view(x.shape[0], -1)`)")]
+    ok = verdict('batch_independence', 'ok', "each sample's output depends on its own input alone")
+    return [ok] + check_future(g, axis)

@@ -23,11 +23,11 @@ from .lint import CallOrder, check_structure
 from .batch import model_device, to_model_device, split_batch, dl_batch
 from .pipeline import LearnerPass, learner_batch
 from .modes import check_eval_repeat, check_last_batch
+from .dependence import check_batch_independence
 
 # %% auto #0
 __all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'check_gradients', 'find_cut',
-           'explain_cut', 'check_batch_independence', 'check_loss_gradient', 'name_loss_op', 'scaled_backward',
-           'check_overfit']
+           'explain_cut', 'check_loss_gradient', 'name_loss_op', 'scaled_backward', 'check_overfit']
 
 # %% ../nbs/03i_preflight.ipynb #19db9e9f
 def preflight_alerts(verdicts:list, epoch:int=1)->list:
@@ -228,46 +228,6 @@ def explain_cut(v:dict, model:nn.Module, xb:tuple)->dict:
     v.update(evidence=f"{v['evidence']}; {what}", cut=f)
     return v
 
-# %% ../nbs/03i_preflight.ipynb #27f3cd7d
-def _first_floats(model:nn.Module, xb:tuple, n:int):
-    "Run `model(*xb)` with the first float batch of `n` samples a module outputs (an embedding's) cut off as a leaf"
-    leaf,hs = [],[]
-    def f(m, a, o):
-        if not leaf and isinstance(o, torch.Tensor) and o.is_floating_point() and o.ndim >= 2 and o.shape[0] == n:
-            leaf.append(o.detach().clone().requires_grad_(True)); return leaf[0] + 0   # in-place ops may follow
-    try:
-        hs = [m.register_forward_hook(f) for m in model.modules() if m is not model and not scripted(m)]
-        out = model(*xb)
-    finally:
-        for h in hs: h.remove()
-    return (leaf[0] if leaf else None),out
-
-def check_batch_independence(model:nn.Module, # already in eval mode
-                             xb:tuple)->list:
-    "Verdict on whether, in eval mode, the first and last samples' outputs depend on the other samples' first input"
-    x = xb[0] if xb else None
-    if not (isinstance(x, torch.Tensor) and x.ndim >= 2 and x.shape[0] > 1):
-        return [verdict('batch_independence', 'skipped', "the first input is not a batch of two samples or more")]
-    if x.is_floating_point(): x = x.detach().clone().requires_grad_(True); o = first_tensor(model(x, *xb[1:]))
-    else:   # token ids: through what the first module makes of them (an embedding)
-        x,o = _first_floats(model, xb, len(x)); o = first_tensor(o)
-    if x is None or o is None or not o.requires_grad or o.ndim == 0 or o.shape[0] != x.shape[0]:
-        return [verdict('batch_independence', 'skipped',
-                        "the output has no batch dimension the input's gradient can be taken through")]
-    if not bool(torch.isfinite(o).all()):
-        return [verdict('batch_independence', 'skipped', "the outputs hold NaN or Inf, which reach every input's "
-                        "gradient (0·Inf is NaN): what each output depends on cannot be measured")]
-    # the first and the last sample: a recurrence run along the batch (an LSTM without `batch_first`) reaches only the
-    # later ones
-    ends = o[0].float().sum() + (o[-1].float().sum() if len(o) > 2 else 0.)
-    g, = torch.autograd.grad(ends, x, allow_unused=True)
-    if g is not None and bool((g[1:-1] if len(o) > 2 else g[1:]).any()):
-        return [verdict('batch_independence', 'error',
-                        "in eval mode, the first or last sample's output depends on other samples' inputs",
-                        "a `view`/`reshape` or a reduction mixes the batch dimension: keep dimension 0 apart "
-                        "(`x.view(x.shape[0], -1)`)")]
-    return [verdict('batch_independence', 'ok', "each sample's output depends on its own input alone")]
-
 # %% ../nbs/03i_preflight.ipynb #f0f94bcc
 def check_loss_gradient(o:torch.Tensor|None)->list:
     "Verdict on the gradient of the loss at the model's output `o` (its `grad` retained through the backward)"
@@ -434,7 +394,7 @@ def preflight(self:Learner,
                 trace_outputs(res, model, xb)
                 if (v := next((v for v in res if v.get('params')), None)) is not None: explain_cut(v, model, xb)
                 if res[-1]['check'] != 'loss':   # a second forward in eval mode: the same outputs? (`modes`)
-                    model.eval(); vs,shapes = check_eval_repeat(model, xb, partial(check_batch_independence, model, xb))
+                    model.eval(); vs,shapes = check_eval_repeat(model, xb, partial(check_batch_independence, model, xb, yb))
                     res += vs + check_last_batch(self.dls.train, shapes, model)
             _half_overflow(res, model, xb, learner_amp(self)[0])
     finally:

@@ -204,3 +204,27 @@ def test_padding_the_loss_counts_is_named():
     words = torch.randint(1, 30, (256, 24), generator=g)
     tagger = Learner(tensor_dls(words, tags, bs=32), _NextToken(), loss_func=nn.CrossEntropyLoss())
     assert 'padding_in_loss' not in said(tagger)
+
+class _EncoderLM(nn.Module):
+    "A next-token model on `nn.TransformerEncoder`, with the causal mask or without it (the forum's bug)"
+    def __init__(self, causal, vocab=30, dim=16):
+        super().__init__()
+        self.causal,self.emb,self.out = causal,nn.Embedding(vocab, dim),nn.Linear(dim, vocab)
+        self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(dim, 2, 32, dropout=0., batch_first=True), 1)
+    def forward(self, x):
+        m = nn.Transformer.generate_square_subsequent_mask(x.shape[1]) if self.causal else None
+        return self.out(self.enc(self.emb(x), mask=m)).transpose(1, 2)
+
+def test_a_next_token_model_that_sees_the_future_is_named():
+    """"Transformer language model learns too fast, then generates garbage": an `nn.TransformerEncoder` trained on next
+    tokens without its causal mask (a recurring PyTorch-forum question) reads the token it must predict; its training
+    loss falls to near 0. The preflight's charting backward takes sample 0's output at position 0 only, so its gradient
+    at later positions must be zero; the fix, `generate_square_subsequent_mask`, makes it so."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    seq = 1 + (torch.randint(0, 29, (256, 1), generator=g) + torch.arange(17)) % 29
+    dls = tensor_dls(seq[:, :-1], seq[:, 1:], bs=32)
+    v = said(Learner(dls, _EncoderLM(False), loss_func=nn.CrossEntropyLoss()))
+    assert v['future_leak']['severity'] == 'error' and '15 later positions' in v['future_leak']['evidence'], v
+    assert v['batch_independence']['severity'] == 'ok'
+    assert said(Learner(dls, _EncoderLM(True), loss_func=nn.CrossEntropyLoss()))['future_leak']['severity'] == 'ok'
