@@ -13,10 +13,10 @@ from .state import learner_autocast
 from .alerts import *
 from .contract import verdict
 from .preflight import preflight_alerts
+from .failures import check_frozen
 from .losswatch import loss_alerts, settle, explain, eval_layers, judged_kinds, LOSS_KINDS
 from .pipeline import LearnerPass
 from .formats import life_key
-
 
 # %% auto #0
 __all__ = ['LASTING', 'rejudged', 'track', 'Findings']
@@ -103,6 +103,16 @@ def preflight(self:Findings, learn, epoch:int):
         v = [verdict('preflight', 'skipped', f"preflight could not run on this model: {type(e).__name__}: {e}")]
     self.verdicts = v
     self.live.alerts.extend(preflight_alerts(v, epoch))
+    self.publish()
+
+# %% ../nbs/03ia_findings.ipynb #ac22a3ee
+@patch
+def unfrozen(self:Findings, learn, epoch:int):
+    "At a fit's start, after fastai's `unfreeze` (`fine_tune`'s second stage): the parameters still frozen, as alerts"
+    fi,last = getattr(learn.opt, 'frozen_idx', 0),getattr(self, 'frozen_idx', 0)
+    self.frozen_idx = fi
+    if not fi == 0 < last or self.live is None: return
+    self.live.alerts.extend(preflight_alerts(check_frozen(learn, unwrap_model(learn.model), unfrozen=True), epoch))
     self.publish()
 
 # %% ../nbs/03ia_findings.ipynb #8817cdc6

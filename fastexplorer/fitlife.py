@@ -139,6 +139,7 @@ def _prepare_fit(self:FitLife, model, mods:dict):
         self.writer.write_manifest(status='running', error=None)
     self.epoch_started,self.cancelled = False,False
     self.findings.new_fit()
+    if self.preflight: self.findings.unfrozen(self.learn, self.n_epochs + 1)   # after fastai's `unfreeze`
 
 # %% ../nbs/03id_fitlife.ipynb #e6fdf77a
 @patch

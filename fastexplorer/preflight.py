@@ -19,6 +19,7 @@ from .state import *
 from .nonfinite import find_loss_nonfinite, NodeOwners, trace_outputs
 from .alerts import loss_op
 from .contract import *
+from .failures import backward_failed, check_frozen, stopped
 from .batch import model_device, to_model_device, split_batch, dl_batch
 from .pipeline import LearnerPass, learner_batch
 
@@ -357,6 +358,7 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
     fa,own,scale = FirstActs(model),NodeOwners(model),learner_amp(learn)[1]
     y,kind,axis = yb[0] if yb else None,loss_kind(learn.loss_func),getattr(learn.loss_func, 'axis', 1)
     flat = getattr(learn.loss_func, 'flatten', False) is True   # fastai's flat losses: shapes need not match
+    ig = ignore_index(learn.loss_func)                            # the class index a cross-entropy skips
     with LearnerPass(learn, xb, yb) as pl:
         with learner_autocast(learn):
             try: out = model(*xb)         # the model itself: a DDP wrapper would wait for the other ranks
@@ -370,13 +372,14 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
             try: loss = pl.loss(out)
             except Exception as e:   # what feeds the loss says why, often; with no loss, no contract is "ok"
                 msg = f"the loss cannot be computed on the first batch: {type(e).__name__}: {e}"
-                vs = check_loss_contract(o, y, None, kind, axis, final_op(o), final_op(o, 1), flat)
+                vs = check_loss_contract(o, y, None, kind, axis, final_op(o), final_op(o, 1), flat, ig)
                 return name_makers([v for v in vs if v['severity'] != 'ok'] + [
                     verdict('loss', 'error', msg, "check the output's shape and classes against the targets'")], *named)
         res = check_first_layers(fa.seen) + check_loss_contract(o, y, float(loss.detach().float()), kind, axis,
-                                                                final_op(o), final_op(o, 1), flat)
+                                                                final_op(o), final_op(o, 1), flat, ig)
         ps = [p for p in model.parameters() if p.requires_grad]
-        scaled_backward(loss, ps, scale, o if isinstance(o, torch.Tensor) else None)
+        try: scaled_backward(loss, ps, scale, o if isinstance(o, torch.Tensor) else None)
+        except RuntimeError as e: return name_makers(res + backward_failed(e, model, xb), *named)   # in-place: named
         learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
         lg,gf = check_loss_gradient(o),check_gradients(model, _groups(learn, model), own.idle)
         if any(v['check'] == 'nonfinite_loss' for v in res): lg = []   # the loss itself is not finite: said once
@@ -426,11 +429,11 @@ def preflight(self:Learner,
     try:
         with preserved_rng(dev):
             for p in params: p.grad = None
-            res += _train_checks(self, model, xb, yb)
+            res += check_frozen(self, model) + _train_checks(self, model, xb, yb)
             with learner_autocast(self):
                 trace_outputs(res, model, xb)
                 if (v := next((v for v in res if v.get('params')), None)) is not None: explain_cut(v, model, xb)
-                if res[-1]['check'] != 'loss': model.eval(); res += check_batch_independence(model, xb)
+                if not stopped(res[-1]): model.eval(); res += check_batch_independence(model, xb)
             _half_overflow(res, model, xb, learner_amp(self)[0])
     finally:
         for p,g in zip(params, grads): p.grad = g
