@@ -195,6 +195,7 @@ def _abort(self:FitLife, e:BaseException):
     if not self.active: return
     self.active = False
     try:
+        self.findings.failed(self.learn, e, self.n_steps, self.n_epochs + 1)   # autograd's in-place error: named
         self._close_steps()
         if self.epoch_started: self._write_epoch(partial=True)
     except Exception as w: warnings.warn(f"fastexplorer could not record the end of the run in {self.path}: {w}")

@@ -108,6 +108,17 @@ def test_a_fit_that_crashes_at_its_first_backward_leaves_the_finding(tmp_path):
     al = load_run(tmp_path/'run').alerts
     assert [(a.kind, a.layer) for a in al.itertuples()] == [('gradient_flow', '1.body.0.activ')], al
 
+def test_a_fit_without_preflight_that_crashes_at_its_backward_names_the_module(tmp_path):
+    """With `preflight=False` (or a backward the preflight did not see fail), the crash itself is diagnosed on the failing
+    batch: the run it leaves names the module, and the model's flags and state are as the crash left them"""
+    torch.manual_seed(0)
+    learn = _digits_learner(_xception())
+    learn.add_cb(ExplorerCallback(tmp_path/'run', preflight=False)); flags = _flags(learn.model)
+    with pytest.raises(RuntimeError, match='inplace'), learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3)
+    al = load_run(tmp_path/'run').alerts
+    assert [(a.kind, a.layer, a.source) for a in al.itertuples()] == [('gradient_flow', '1.body.0.activ', 'live')], al
+    assert _flags(learn.model) == flags
+
 class _Gate(nn.Module):
     "A gated unit of one's own: the gate's product saves `h`, which the forward then scales in place"
     def __init__(self, n=32):
