@@ -22,7 +22,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'pick_labels_one_sample_early': "`labels_misaligned` (assumed): labels shifted by one sample; no statistic sees it",
     'adam_at_sgd_learning_rate': "no `lr_too_high` or `loss_diverging` on this run (why: not yet studied)",
     'adam_eps_too_large': "no `lr_too_low` or `loss_stalled` on this run (why: not yet studied)",
-    'inplace_relu_on_saved_input': "the program stops at its first backward, as the user's did; no finding names the in-place ReLU",
     'mlp_without_nonlinearity': "`linear_stack` (assumed): a stack of linear layers without activation is not a check",
     'batchnorm_on_regression_output': "a BatchNorm as the output layer of a regression: no check names a normaliser there",
     'pretrained_embeddings_never_trained': "an embedding left with `requires_grad=False` looks like an intended freeze",
