@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 # %% auto #0
-__all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'check_output_activation', 'ignore_index',
+__all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'own_softmax', 'check_output_activation', 'ignore_index',
            'check_classes', 'check_targets', 'multi_hot', 'softmaxed', 'check_multi_hot', 'check_shapes',
            'check_loss_contract', 'module_label', 'name_makers', 'InputNorms', 'excuse_normalised']
 
@@ -69,6 +69,24 @@ def _probabilities(o:torch.Tensor, axis:int=1)->bool:
     return o.ndim >= 2 and o.shape[axis] > 1 and bool((o >= 0).all()) and bool(((o.sum(axis) - 1).abs() < 1e-3).all())
 
 def _unit_range(o:torch.Tensor)->bool: return bool(((o >= 0) & (o <= 1)).all())
+
+# %% ../nbs/03ha_contract.ipynb #9db06380
+def own_softmax(loss, o)->bool:
+    "Whether `loss` takes a softmax or `log_softmax` of the output `o` itself (through reshapes), as a cross-entropy does"
+    if not (isinstance(loss, torch.Tensor) and isinstance(o, torch.Tensor) and o.grad_fn is not None): return False
+    base = lambda f: re.sub(r'Backward\d*$', '', f.name())
+    todo,seen = [loss.grad_fn],set()
+    while todo:
+        f = todo.pop()
+        if f is None or f in seen or f is o.grad_fn: continue   # the loss's own operations, not the model's
+        seen.add(f)
+        if base(f) in ('LogSoftmax', 'Softmax'):
+            g = next((g for g,_ in f.next_functions if g is not None), None)
+            while g is not None and g is not o.grad_fn and base(g) in _SHAPE_OPS:
+                g = next((h for h,_ in g.next_functions if h is not None), None)
+            if g is o.grad_fn: return True
+        todo += [g for g,_ in f.next_functions]
+    return False
 
 # %% ../nbs/03ha_contract.ipynb #69eb94de
 _PROBS,_LINEAR = ('softmax', 'sigmoid'),('addmm', 'mm', 'bmm', 'convolution', 'linear')

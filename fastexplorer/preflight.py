@@ -377,6 +377,9 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
                     verdict('loss', 'error', msg, "check the output's shape and classes against the targets'")], *named)
         res = check_first_layers(fa.seen) + check_loss_contract(o, y, float(loss.detach().float()), kind, axis,
                                                                 final_op(o), final_op(o, 1), flat, ig)
+        sm = kind is None and own_softmax(loss, o)   # a loss of one's own that takes a softmax of the output: logits
+        if sm and (act := check_output_activation(o.detach().float(), final_op(o), 'ce')):
+            res = act + [v for v in res if v['check'] != 'loss_contract']
         ps = [p for p in model.parameters() if p.requires_grad]
         try: scaled_backward(loss, ps, scale, o if isinstance(o, torch.Tensor) else None)
         except RuntimeError as e: return name_makers(res + backward_failed(e, model, xb), *named)   # in-place: named

@@ -229,3 +229,19 @@ def test_a_softmax_before_a_cross_entropy_is_named_in_each_form(form, loss):
     assert [v['check'] for v in vs][:1] == ['output_activation'] and vs[0]['severity'] == 'error', vs
     if form == 'Sequential': assert vs[0]['layer'] == '3', vs[0]
     assert acted(Learner(tensor_dls(x / 16, y), _mlp(), loss_func=loss).preflight()) == []   # the logits: quiet
+
+def _one_hot_ce(out, y): return F.cross_entropy(out, y.argmax(1))   # one-hot targets to indices, in a loss of one's own
+
+@pytest.mark.parametrize('loss', [_one_hot_ce, lambda out, y: F.cross_entropy(out, y.argmax(1), label_smoothing=0.1)])
+def test_a_softmax_before_a_cross_entropy_of_ones_own_is_named(loss):
+    """A loss with no telling name (a function of one's own around `F.cross_entropy`, one-hot targets turned to indices in
+    it): its graph takes a `log_softmax` of the output, so the output's softmax is a second one. Before: nothing, the
+    loss's kind unknown. Its logits twin and a loss that takes probabilities (`nll_loss` of their log) stay quiet."""
+    torch.manual_seed(0)
+    x, y = digits_raw()
+    t = F.one_hot(y, 10).float()
+    vs = acted(Learner(tensor_dls(x / 16, t), _mlp(nn.Softmax(dim=1)), loss_func=loss).preflight())
+    assert [(v['check'], v['layer']) for v in vs] == [('output_activation', '3')], vs
+    assert acted(Learner(tensor_dls(x / 16, t), _mlp(), loss_func=loss).preflight()) == []
+    def log_of_probs(out, t): return F.nll_loss(torch.log(out.clamp_min(1e-7)), t.argmax(1))
+    assert acted(Learner(tensor_dls(x / 16, t), _mlp(nn.Softmax(dim=1)), loss_func=log_of_probs).preflight()) == []
