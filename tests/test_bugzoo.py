@@ -12,7 +12,6 @@ CASES = cases()
 MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint names none), and why
     'sigmoid_unit_for_ten_classes': "class indices 0..9 go straight into a loss of the user's own (Keras's binary cross-entropy) on one "
                                     "sigmoid unit; a loss of one's own may map indices to what it wants (`y > 4`), so their range is not judged",
-    'one_hot_targets_extra_softmax': "no finding names the softmax before a loss on probability targets",
     'regression_output_squeezed': "`target_shape` (assumed): no check compares a regression's shapes after fastai's flat loss",
     'padding_counted_in_loss': "`padding_in_loss` (assumed): no check knows which token pads; invisible to per-layer statistics",
     'reshape_not_permute': "`input_layout` (assumed): a reshape of the image axes leaves every statistic healthy",
