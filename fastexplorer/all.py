@@ -26,6 +26,7 @@ from .steps import *
 from .training import *
 from .alerts import *
 from .contract import *
+from .failures import *
 from .preflight import *
 from .losswatch import *
 from .callback import *

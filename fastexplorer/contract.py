@@ -11,9 +11,10 @@ import torch
 from torch import nn
 
 # %% auto #0
-__all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'check_output_activation', 'check_targets', 'multi_hot',
-           'softmaxed', 'check_multi_hot', 'check_shapes', 'check_loss_contract', 'ignored_index', 'check_padding',
-           'module_label', 'name_makers', 'InputNorms', 'excuse_normalised']
+__all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'own_softmax', 'check_output_activation', 'ignore_index',
+           'check_classes', 'check_targets', 'multi_hot', 'softmaxed', 'check_multi_hot', 'check_shapes',
+           'check_loss_contract', 'ignored_index', 'check_padding', 'module_label', 'name_makers', 'InputNorms',
+           'excuse_normalised']
 
 # %% ../nbs/03ha_contract.ipynb #b140091b
 def verdict(
@@ -70,6 +71,24 @@ def _probabilities(o:torch.Tensor, axis:int=1)->bool:
 
 def _unit_range(o:torch.Tensor)->bool: return bool(((o >= 0) & (o <= 1)).all())
 
+# %% ../nbs/03ha_contract.ipynb #9db06380
+def own_softmax(loss, o)->bool:
+    "Whether `loss` takes a softmax or `log_softmax` of the output `o` itself (through reshapes), as a cross-entropy does"
+    if not (isinstance(loss, torch.Tensor) and isinstance(o, torch.Tensor) and o.grad_fn is not None): return False
+    base = lambda f: re.sub(r'Backward\d*$', '', f.name())
+    todo,seen = [loss.grad_fn],set()
+    while todo:
+        f = todo.pop()
+        if f is None or f in seen or f is o.grad_fn: continue   # the loss's own operations, not the model's
+        seen.add(f)
+        if base(f) in ('LogSoftmax', 'Softmax'):
+            g = next((g for g,_ in f.next_functions if g is not None), None)
+            while g is not None and g is not o.grad_fn and base(g) in _SHAPE_OPS:
+                g = next((h for h,_ in g.next_functions if h is not None), None)
+            if g is o.grad_fn: return True
+        todo += [g for g,_ in f.next_functions]
+    return False
+
 # %% ../nbs/03ha_contract.ipynb #69eb94de
 _PROBS,_LINEAR = ('softmax', 'sigmoid'),('addmm', 'mm', 'bmm', 'convolution', 'linear')
 _NORMS,_SCALERS = ('softmax', 'log_softmax'),('native_batch_norm', 'cudnn_batch_norm', 'native_layer_norm',
@@ -111,16 +130,36 @@ def check_output_activation(o:torch.Tensor, op:str|None, kind:str|None, axis:int
                    "(no sigmoid)", "use `BCEWithLogitsLossFlat` on the logits (or add a sigmoid)")
     return []
 
+# %% ../nbs/03ha_contract.ipynb #10fdc1fb
+def ignore_index(loss_func)->int|None:
+    "The class index a cross-entropy or NLL loss skips: its `ignore_index` (fastai's flat losses wrap torch's)"
+    return getattr(getattr(loss_func, 'func', loss_func), 'ignore_index', -100)
+
+def _labels(y:torch.Tensor, n:int=6)->str:
+    "The first `n` distinct values of `y`, as text"
+    u = y.unique().tolist(); return ', '.join(map(str, u[:n])) + (', …' if len(u) > n else '')
+
+def check_classes(y:torch.Tensor, c:int, ignore:int|None=-100)->list:
+    "Verdict on class indices `y` for `c` outputs: none negative (but the loss's `ignore` index), none `c` or more"
+    v = y[y != ignore] if ignore is not None else y.flatten()
+    if not v.numel(): return []
+    lo,hi = int(v.min()),int(v.max())
+    skip = f"; the loss skips only {ignore}, its `ignore_index`" if ignore is not None else ''
+    if lo < 0: return [verdict('target_classes', 'error', f"the targets hold the labels {_labels(v)}: a class index "
+                               f"runs from 0 to {c - 1} for the model's {c} outputs, never below 0{skip}",
+                               "map the labels to class indices 0, 1, … (fastai's `CategoryBlock` maps any labels to "
+                               "indices)", labels=v.unique()[:16].tolist())]
+    if hi >= c > 1: return [verdict('target_classes', 'error', f"a target is class {hi} but the model has {c} outputs",
+                                    f"give the model {hi + 1} outputs or more")]
+    return []
+
 # %% ../nbs/03ha_contract.ipynb #153d20ae
-def check_targets(o:torch.Tensor, y, op:str|None, kind:str|None, axis:int=1)->list:
+def check_targets(o:torch.Tensor, y, op:str|None, kind:str|None, axis:int=1,
+                  ignore:int|None=-100)->list:   # the class index a cross-entropy skips (`ignore_index`)
     "Verdicts on targets `y` against the output `o` (made by `op`) and a loss of `kind`: classes, range and scale"
     if not isinstance(y, torch.Tensor) or not y.numel() or y.dtype == torch.bool: return []
     res,c = [],o.shape[axis] if o.ndim >= 2 else 1
-    if kind in ('ce', 'nll'):
-        if not y.is_floating_point() and int(y.max()) >= c > 1:
-            res.append(verdict('target_classes', 'error', f"a target is class {int(y.max())} but the model has {c} "
-                               f"outputs", f"give the model {int(y.max()) + 1} outputs or more"))
-        return res
+    if kind in ('ce', 'nll'): return [] if y.is_floating_point() else check_classes(y, c, ignore)
     # one target per output (regression, binary classes, a sigmoid each); a loss of one's own may turn class indices
     # into what it wants
     if o.numel() != y.numel() or (kind is None and not y.is_floating_point()): return res
@@ -186,7 +225,7 @@ def check_loss_contract(
     op:str|None=None,  # the output's last operation (`final_op`)
     before:str|None=None, # the operation before it (`final_op(out, 1)`)
     flat:bool=False,   # the loss flattens output and targets (fastai's `MSELossFlat`): their shapes need not match
-)->list:
+    ignore:int|None=-100)->list: # the class index the loss skips (`ignore_index`)
     "Verdicts on the loss at initialisation and on what feeds it"
     res,o = [],out.detach().float()
     if loss is not None and not math.isfinite(loss):
@@ -211,7 +250,7 @@ def check_loss_contract(
                            "the initial predictions are confidently wrong: scale the inputs, or initialise the last "
                            "layer smaller", loss=loss, expected=math.log(c)))
     if kind == 'regression' and not flat: res += check_shapes(o, y)
-    res += check_targets(o, y, op, kind, axis) + check_multi_hot(o, y, kind, axis)
+    res += check_targets(o, y, op, kind, axis, ignore) + check_multi_hot(o, y, kind, axis)
     high = kind == 'ce' and c > 1 and loss is not None and loss > 2 * math.log(c)   # random heads may start so
     far = f", {loss / math.log(c):.2g}× ln {c} (confident initial predictions, which training corrects)" if high else ''
     said = f"loss {loss:.4g} at initialisation{far}; " if loss is not None else ''

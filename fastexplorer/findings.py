@@ -9,10 +9,12 @@ from __future__ import annotations
 import math, warnings
 from fastcore.basics import patch
 from .hooks import unwrap_model
-from .state import learner_autocast
+from .state import learner_autocast, ModelState, preserved_rng
 from .alerts import *
 from .contract import verdict
 from .preflight import preflight_alerts
+from .failures import check_frozen, inplace_error, backward_failed
+from .batch import model_device
 from .losswatch import loss_alerts, settle, explain, eval_layers, judged_kinds, LOSS_KINDS
 from .pipeline import LearnerPass
 from .formats import life_key
@@ -113,6 +115,32 @@ def preflight(self:Findings, learn, epoch:int):
         v = [verdict('preflight', 'skipped', f"preflight could not run on this model: {type(e).__name__}: {e}")]
     self.verdicts = v
     self.live.alerts.extend(preflight_alerts(v, epoch))
+    self.publish()
+
+# %% ../nbs/03ia_findings.ipynb #ac22a3ee
+@patch
+def unfrozen(self:Findings, learn, epoch:int):
+    "At a fit's start, after fastai's `unfreeze` (`fine_tune`'s second stage): the parameters still frozen, as alerts"
+    fi,last = getattr(learn.opt, 'frozen_idx', 0),getattr(self, 'frozen_idx', 0)
+    self.frozen_idx = fi
+    if not fi == 0 < last or self.live is None: return
+    self.live.alerts.extend(preflight_alerts(check_frozen(learn, unwrap_model(learn.model), unfrozen=True), epoch))
+    self.publish()
+
+# %% ../nbs/03ia_findings.ipynb #b68c0879
+@patch
+def failed(self:Findings, learn, e:BaseException, step:int, epoch:int):
+    "A fit ended by autograd's in-place error `e`: the module at fault, as an alert, unless a finding names it already"
+    if self.live is None or not inplace_error(e) or not getattr(learn, 'xb', None): return
+    if any(a['kind'] == 'gradient_flow' and a['message'].startswith('the backward fails') for a in self.live.alerts):
+        return
+    model = unwrap_model(learn.model)
+    state = ModelState(model)
+    try:
+        with preserved_rng(model_device(model)), learner_autocast(learn): vs = backward_failed(e, model, learn.xb)
+    except Exception: return   # a diagnosis never hides the failure it explains
+    finally: state.restore()
+    self.live.alerts.extend({**a, 'source': 'live', 'step': step} for a in preflight_alerts(vs, epoch))
     self.publish()
 
 # %% ../nbs/03ia_findings.ipynb #8817cdc6

@@ -161,6 +161,7 @@ def _prepare_fit(self:FitLife, model, mods:dict):
         self.writer.write_manifest(status='running', error=None)
     self.epoch_started,self.cancelled = False,False
     self.findings.new_fit()
+    if self.preflight: self.findings.unfrozen(self.learn, self.n_epochs + 1)   # after fastai's `unfreeze`
 
 # %% ../nbs/03id_fitlife.ipynb #e6fdf77a
 @patch
@@ -216,6 +217,7 @@ def _abort(self:FitLife, e:BaseException):
     if not self.active: return
     self.active = False
     try:
+        self.findings.failed(self.learn, e, self.n_steps, self.n_epochs + 1)   # autograd's in-place error: named
         self.findings.crashed(e, self.learn, self.n_epochs + 1, self.n_steps)   # a BatchNorm's batch of one, say
         self._close_steps()
         if self.epoch_started: self._write_epoch(partial=True)

@@ -20,6 +20,7 @@ from .nonfinite import find_loss_nonfinite, NodeOwners, trace_outputs
 from .alerts import loss_op
 from .contract import *
 from .lint import CallOrder, check_structure
+from .failures import backward_failed, check_frozen, stopped
 from .batch import model_device, to_model_device, split_batch, dl_batch
 from .pipeline import LearnerPass, learner_batch
 from .modes import check_eval_repeat, check_last_batch
@@ -319,6 +320,7 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
     fa,own,co,scale = FirstActs(model),NodeOwners(model),CallOrder(model),learner_amp(learn)[1]
     y,kind,axis = yb[0] if yb else None,loss_kind(learn.loss_func),getattr(learn.loss_func, 'axis', 1)
     flat = getattr(learn.loss_func, 'flatten', False) is True   # fastai's flat losses: shapes need not match
+    ig = ignore_index(learn.loss_func)                            # the class index a cross-entropy skips
     with LearnerPass(learn, xb, yb) as pl:
         with learner_autocast(learn):
             try: out = model(*xb)         # the model itself: a DDP wrapper would wait for the other ranks
@@ -332,13 +334,17 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
             try: loss = pl.loss(out)
             except Exception as e:   # what feeds the loss says why, often; with no loss, no contract is "ok"
                 msg = f"the loss cannot be computed on the first batch: {type(e).__name__}: {e}"
-                vs = check_loss_contract(o, y, None, kind, axis, final_op(o), final_op(o, 1), flat)
+                vs = check_loss_contract(o, y, None, kind, axis, final_op(o), final_op(o, 1), flat, ig)
                 return name_makers([v for v in vs if v['severity'] != 'ok'] + [
                     verdict('loss', 'error', msg, "check the output's shape and classes against the targets'")], *named)
         res = check_first_layers(fa.seen) + check_structure(co, model, o) + check_loss_contract(
-            o, y, float(loss.detach().float()), kind, axis, final_op(o), final_op(o, 1), flat)
+            o, y, float(loss.detach().float()), kind, axis, final_op(o), final_op(o, 1), flat, ig)
+        sm = kind is None and own_softmax(loss, o)   # a loss of one's own that takes a softmax of the output: logits
+        if sm and (act := check_output_activation(o.detach().float(), final_op(o), 'ce')):
+            res = act + [v for v in res if v['check'] != 'loss_contract']
         ps = [p for p in model.parameters() if p.requires_grad]
-        scaled_backward(loss, ps, scale, o if isinstance(o, torch.Tensor) else None)
+        try: scaled_backward(loss, ps, scale, o if isinstance(o, torch.Tensor) else None)
+        except RuntimeError as e: return name_makers(res + backward_failed(e, model, xb), *named)   # in-place: named
         learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
         lg,gf = check_loss_gradient(o),check_gradients(model, _groups(learn, model), own.idle)
         if any(v['check'] == 'nonfinite_loss' for v in res): lg = []   # the loss itself is not finite: said once
@@ -389,11 +395,11 @@ def preflight(self:Learner,
     try:
         with preserved_rng(dev):
             for p in params: p.grad = None
-            res += _train_checks(self, model, xb, yb)
+            res += check_frozen(self, model) + _train_checks(self, model, xb, yb)
             with learner_autocast(self):
                 trace_outputs(res, model, xb)
                 if (v := next((v for v in res if v.get('params')), None)) is not None: explain_cut(v, model, xb)
-                if res[-1]['check'] != 'loss':   # a second forward in eval mode: the same outputs? (`modes`)
+                if not stopped(res[-1]):   # a second forward in eval mode: the same outputs? (`modes`)
                     model.eval(); vs,shapes = check_eval_repeat(model, xb, partial(check_batch_independence, model, xb, yb))
                     res += vs + check_last_batch(self.dls.train, shapes, model)
             _half_overflow(res, model, xb, learner_amp(self)[0])

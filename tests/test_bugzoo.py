@@ -12,15 +12,10 @@ CASES = cases()
 MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint names none), and why
     'sigmoid_unit_for_ten_classes': "class indices 0..9 go straight into a loss of the user's own (Keras's binary cross-entropy) on one "
                                     "sigmoid unit; a loss of one's own may map indices to what it wants (`y > 4`), so their range is not judged",
-    'encoder_cannot_be_unfrozen': "parameters the user's own code left with `requires_grad=False` look like an intended freeze (fastai's "
-                                  "`vision_learner` freezes its body so): nothing tells the bug apart",
-    'one_hot_targets_extra_softmax': "no finding names the softmax before a loss on probability targets",
-    'labels_minus_one': "the preflight's `loss` error comes first; `target_classes` does not judge negative indices",
     'regression_output_squeezed': "`target_shape` (assumed): no check compares a regression's shapes after fastai's flat loss",
     'reshape_not_permute': "`input_layout` (assumed): a reshape of the image axes leaves every statistic healthy",
     'pick_labels_one_sample_early': "`labels_misaligned` (assumed): labels shifted by one sample; no statistic sees it",
     'adam_eps_too_large': "no `lr_too_low` or `loss_stalled` on this run (why: not yet studied)",
-    'inplace_relu_on_saved_input': "the program stops at its first backward, as the user's did; no finding names the in-place ReLU",
     'batchnorm_on_regression_output': "the preflight's `output_activation` on a regression output made by a norm does not fire on "
                                       "this program (held-out: run once to report, not studied)",
     'pretrained_embeddings_never_trained': "an embedding left with `requires_grad=False` looks like an intended freeze",
