@@ -230,3 +230,11 @@ def test_report_refuses_a_run_files_name(name, tmp_path):
     before = _snapshot(p)
     with pytest.raises(SystemExit, match='--output must be'): main(['report', str(p), '-o', str(p/name)])
     assert _snapshot(p) == before
+
+@pytest.mark.parametrize('parent,why', [('nope/deeper', 'does not exist'), ('a_file', 'is not a folder')])
+def test_report_names_a_missing_output_folder(parent, why, tmp_path):
+    "`report -o /nonexistent/dir/r.html` (issue 46): the error names that folder, never our temporary file `.r.html….tmp`"
+    p = _our_run(tmp_path/'run'); (tmp_path/'a_file').write_text('')
+    with pytest.raises(SystemExit) as e: main(['report', str(p), '-o', str(tmp_path/parent/'r.html')])
+    msg = str(e.value)
+    assert f"the folder {str(tmp_path/parent)!r} {why}" in msg and '.tmp' not in msg, msg
