@@ -180,14 +180,23 @@ def report_runs(
 # %% ../nbs/06_cli.ipynb #2b082fca
 COMMANDS = {'demo': demo, 'serve': serve_runs, 'report': report_runs}
 
+def _usage()->str:
+    return ("usage: fastexplorer COMMAND [options]   (fastexplorer COMMAND --help: its options)\n\ncommands:\n" +
+            '\n'.join(f"  {k:10s} {f.__doc__}" for k,f in COMMANDS.items()) +
+            f"\n\n  {'--version':10s} print fastexplorer's version\n  {'--help':10s} print this help")
+
 def main(argv:list|None=None):
     "Entry point of the `fastexplorer` console script: `fastexplorer COMMAND [options]`"
     argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or argv[0] not in COMMANDS:
-        asked = bool(argv) and argv[0] in ('-h', '--help')   # help asked for: stdout; a wrong command's usage: stderr
-        print("usage: fastexplorer COMMAND [options]\n\ncommands:\n" +
-              '\n'.join(f"  {k:10s} {f.__doc__}" for k,f in COMMANDS.items()), file=sys.stdout if asked else sys.stderr)
-        return 0 if asked else 2
+    if argv[:1] in (['-V'], ['--version']):
+        from fastexplorer import __version__
+        print(f"fastexplorer {__version__}")
+        return 0
+    if argv[:1] in (['-h'], ['--help']): print(_usage()); return 0   # asked for: stdout
+    if not argv or argv[0] not in COMMANDS:   # a missing or unknown command: the usage, then the error, on stderr
+        why = f"unknown command {argv[0]!r}" if argv else "no command given"
+        print(f"{_usage()}\n\nfastexplorer: error: {why}; the commands are {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
     f = COMMANDS[argv[0]]
     rest = ['--output' if a == '-o' else a for a in argv[1:]] if argv[0] == 'report' else argv[1:]
     p = anno_parser(f, prog=f"fastexplorer {argv[0]}")
