@@ -146,6 +146,10 @@ def _serve_until_interrupted(path, host:str, port:int, legacy_client:bool=False)
     except KeyboardInterrupt: pass
     finally: srv.stop()
 
+_NO_RUN = ("fastexplorer serve: warning: there is no run in {path!r} yet. A run folder holds run.json, written by "
+           "`ExplorerCallback(path)` when a fit starts (its epochs, representation.json and steps.sqlite beside it); "
+           "serve that folder or the folder above it. Reload the page once a fit has started.")
+
 def serve_runs(
     path:str,                # a run folder, or a folder of run folders
     port:int=8000,           # port to serve on
@@ -156,6 +160,8 @@ def serve_runs(
     "Serve the explorer for a run folder (or a folder of runs) until interrupted"
     _check_options(port=port)
     if not Path(path).is_dir(): raise CliError(f"no such folder: {path!r}")
+    from fastexplorer.run import list_runs
+    if not list_runs(path): print(_NO_RUN.format(path=path), file=sys.stderr, flush=True)
     _serve_until_interrupted(path, host, port, legacy_client)
 
 # %% ../nbs/06_cli.ipynb #4ec36ebc
