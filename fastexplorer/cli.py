@@ -12,7 +12,7 @@ from fastcore.script import anno_parser, CliError
 from .formats import is_int, is_real, MAX_PORT
 
 # %% auto #0
-__all__ = ['COMMANDS', 'digits_dls', 'digits_cnn', 'digits_learner', 'demo', 'serve_runs', 'report_runs', 'main']
+__all__ = ['COMMANDS', 'digits_dls', 'digits_cnn', 'digits_learner', 'epoch_table', 'demo', 'serve_runs', 'report_runs', 'main']
 
 # %% ../nbs/06_cli.ipynb #3024e431
 def digits_dls(
@@ -94,6 +94,23 @@ def _write_probe(path:Path, learn, r)->Path:
     finally: w.close()
     return path/'representation.json'
 
+# %% ../nbs/06_cli.ipynb #e8942e2e
+@contextlib.contextmanager
+def epoch_table(learn):
+    "Within the block, `learn` prints fastai's progress table as plain lines (a log file: no progress bars to redraw)"
+    from fastai.callback.progress import ProgressCallback  # noqa: F401  (patches `Learner.no_bar`)
+    names = []   # the recorder's column names, padded as fastprogress pads them: known once the fit has begun
+    def row(log):
+        if not names:
+            names.extend(n.ljust(8) for n in learn.recorder.metric_names)
+            print('  '.join(names).rstrip())
+        cells = [f'{v:.6f}' if isinstance(v, float) else str(v) for v in log]
+        print(''.join(c.ljust(len(n) + 2) for c,n in zip(cells, names)).rstrip(), flush=True)
+    with learn.no_bar():
+        old,learn.logger = learn.logger,row
+        try: yield learn
+        finally: learn.logger = old
+
 # %% ../nbs/06_cli.ipynb #b6be0f6b
 def demo(
     path:str='runs/demo', # run folder to write into (replaced if it holds an earlier run)
@@ -125,7 +142,7 @@ def demo(
         if epochs == 0:
             print(f"\nwrote {_write_probe(path, learn, r)}")
             return r
-        with (contextlib.nullcontext() if sys.stdout.isatty() else learn.no_bar()):   # a log file: no bar redraws
+        with (contextlib.nullcontext() if sys.stdout.isatty() else epoch_table(learn)):   # a log file: no bar redraws
             learn.fit_one_cycle(epochs, lr, cbs=ExplorerCallback(path, every=every, valid=True, overwrite=True))
     except (OSError, RunLockedError) as e: raise CliError(str(e)) from None   # others' files, written now, full
     run = load_run(path)
