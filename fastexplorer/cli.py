@@ -127,7 +127,7 @@ def demo(
     _check_options(epochs=epochs, lr=lr, every=every, bs=bs, seed=seed, port=port)
     from fastexplorer import quiet_fastai; quiet_fastai()   # the training stack, loaded only by the command that trains
     from fastai.callback.schedule import fit_one_cycle  # noqa: F401  (patches Learner)
-    from fastai.callback.progress import ProgressCallback  # noqa: F401  (patches `Learner.no_bar`)
+    from fastprogress.fastprogress import IN_NOTEBOOK
     from fastexplorer.formats import validate
     import fastexplorer.probe   # noqa: F401  (patches `Learner.to_representation`)
     from fastexplorer.export import RunLockedError
@@ -142,7 +142,7 @@ def demo(
         if epochs == 0:
             print(f"\nwrote {_write_probe(path, learn, r)}")
             return r
-        with (contextlib.nullcontext() if sys.stdout.isatty() else epoch_table(learn)):   # a log file: no bar redraws
+        with (contextlib.nullcontext() if sys.stdout.isatty() or IN_NOTEBOOK else epoch_table(learn)):   # a log: lines
             learn.fit_one_cycle(epochs, lr, cbs=ExplorerCallback(path, every=every, valid=True, overwrite=True))
     except (OSError, RunLockedError) as e: raise CliError(str(e)) from None   # others' files, written now, full
     run = load_run(path)
