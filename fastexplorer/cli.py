@@ -196,7 +196,7 @@ def report_runs(
                        f"({out.name}: run.json, epoch_NNNN.json, …), not {output!r}")
     if out.is_dir(): raise CliError(f"--output must be a file to write, not the folder {output!r}")
     try: out = report(path, output)
-    except (FileNotFoundError, NotADirectoryError, RunFileError) as e:   # an unreadable run: named
+    except (OSError, RunFileError) as e:   # an unreadable run, an output folder missing or read-only: named
         raise CliError(str(e)) from None
     print(f"wrote {out}")
 
