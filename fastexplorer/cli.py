@@ -12,7 +12,7 @@ from fastcore.script import anno_parser, CliError
 from .formats import is_int, is_real, MAX_PORT
 
 # %% auto #0
-__all__ = ['COMMANDS', 'digits_dls', 'digits_cnn', 'digits_learner', 'demo', 'serve_runs', 'report_runs', 'main']
+__all__ = ['COMMANDS', 'digits_dls', 'digits_cnn', 'digits_learner', 'epoch_table', 'demo', 'serve_runs', 'report_runs', 'main']
 
 # %% ../nbs/06_cli.ipynb #3024e431
 def digits_dls(
@@ -94,6 +94,23 @@ def _write_probe(path:Path, learn, r)->Path:
     finally: w.close()
     return path/'representation.json'
 
+# %% ../nbs/06_cli.ipynb #e8942e2e
+@contextlib.contextmanager
+def epoch_table(learn):
+    "Within the block, `learn` prints fastai's progress table as plain lines (a log file: no progress bars to redraw)"
+    from fastai.callback.progress import ProgressCallback  # noqa: F401  (patches `Learner.no_bar`)
+    names = []   # the recorder's column names, padded as fastprogress pads them: known once the fit has begun
+    def row(log):
+        if not names:
+            names.extend(n.ljust(8) for n in learn.recorder.metric_names)
+            print('  '.join(names).rstrip())
+        cells = [f'{v:.6f}' if isinstance(v, float) else str(v) for v in log]
+        print(''.join(c.ljust(len(n) + 2) for c,n in zip(cells, names)).rstrip(), flush=True)
+    with learn.no_bar():
+        old,learn.logger = learn.logger,row
+        try: yield learn
+        finally: learn.logger = old
+
 # %% ../nbs/06_cli.ipynb #b6be0f6b
 def demo(
     path:str='runs/demo', # run folder to write into (replaced if it holds an earlier run)
@@ -110,7 +127,7 @@ def demo(
     _check_options(epochs=epochs, lr=lr, every=every, bs=bs, seed=seed, port=port)
     from fastexplorer import quiet_fastai; quiet_fastai()   # the training stack, loaded only by the command that trains
     from fastai.callback.schedule import fit_one_cycle  # noqa: F401  (patches Learner)
-    from fastai.callback.progress import ProgressCallback  # noqa: F401  (patches `Learner.no_bar`)
+    from fastprogress.fastprogress import IN_NOTEBOOK
     from fastexplorer.formats import validate
     import fastexplorer.probe   # noqa: F401  (patches `Learner.to_representation`)
     from fastexplorer.export import RunLockedError
@@ -125,7 +142,7 @@ def demo(
         if epochs == 0:
             print(f"\nwrote {_write_probe(path, learn, r)}")
             return r
-        with (contextlib.nullcontext() if sys.stdout.isatty() else learn.no_bar()):   # a log file: no bar redraws
+        with (contextlib.nullcontext() if sys.stdout.isatty() or IN_NOTEBOOK else epoch_table(learn)):   # a log: lines
             learn.fit_one_cycle(epochs, lr, cbs=ExplorerCallback(path, every=every, valid=True, overwrite=True))
     except (OSError, RunLockedError) as e: raise CliError(str(e)) from None   # others' files, written now, full
     run = load_run(path)
@@ -146,6 +163,10 @@ def _serve_until_interrupted(path, host:str, port:int, legacy_client:bool=False)
     except KeyboardInterrupt: pass
     finally: srv.stop()
 
+_NO_RUN = ("fastexplorer serve: warning: there is no run in {path!r} yet. A run folder holds run.json, written by "
+           "`ExplorerCallback(path)` when a fit starts (its epochs, representation.json and steps.sqlite beside it); "
+           "serve that folder or the folder above it. Reload the page once a fit has started.")
+
 def serve_runs(
     path:str,                # a run folder, or a folder of run folders
     port:int=8000,           # port to serve on
@@ -156,6 +177,8 @@ def serve_runs(
     "Serve the explorer for a run folder (or a folder of runs) until interrupted"
     _check_options(port=port)
     if not Path(path).is_dir(): raise CliError(f"no such folder: {path!r}")
+    from fastexplorer.run import list_runs
+    if not list_runs(path): print(_NO_RUN.format(path=path), file=sys.stderr, flush=True)
     _serve_until_interrupted(path, host, port, legacy_client)
 
 # %% ../nbs/06_cli.ipynb #4ec36ebc
@@ -173,21 +196,30 @@ def report_runs(
                        f"({out.name}: run.json, epoch_NNNN.json, …), not {output!r}")
     if out.is_dir(): raise CliError(f"--output must be a file to write, not the folder {output!r}")
     try: out = report(path, output)
-    except (FileNotFoundError, NotADirectoryError, RunFileError) as e:   # an unreadable run: named
+    except (OSError, RunFileError) as e:   # an unreadable run, an output folder missing or read-only: named
         raise CliError(str(e)) from None
     print(f"wrote {out}")
 
 # %% ../nbs/06_cli.ipynb #2b082fca
 COMMANDS = {'demo': demo, 'serve': serve_runs, 'report': report_runs}
 
+def _usage()->str:
+    return ("usage: fastexplorer COMMAND [options]   (fastexplorer COMMAND --help: its options)\n\ncommands:\n" +
+            '\n'.join(f"  {k:10s} {f.__doc__}" for k,f in COMMANDS.items()) +
+            f"\n\n  {'--version':10s} print fastexplorer's version\n  {'--help':10s} print this help")
+
 def main(argv:list|None=None):
     "Entry point of the `fastexplorer` console script: `fastexplorer COMMAND [options]`"
     argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or argv[0] not in COMMANDS:
-        asked = bool(argv) and argv[0] in ('-h', '--help')   # help asked for: stdout; a wrong command's usage: stderr
-        print("usage: fastexplorer COMMAND [options]\n\ncommands:\n" +
-              '\n'.join(f"  {k:10s} {f.__doc__}" for k,f in COMMANDS.items()), file=sys.stdout if asked else sys.stderr)
-        return 0 if asked else 2
+    if argv[:1] in (['-V'], ['--version']):
+        from fastexplorer import __version__
+        print(f"fastexplorer {__version__}")
+        return 0
+    if argv[:1] in (['-h'], ['--help']): print(_usage()); return 0   # asked for: stdout
+    if not argv or argv[0] not in COMMANDS:   # a missing or unknown command: the usage, then the error, on stderr
+        why = f"unknown command {argv[0]!r}" if argv else "no command given"
+        print(f"{_usage()}\n\nfastexplorer: error: {why}; the commands are {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
     f = COMMANDS[argv[0]]
     rest = ['--output' if a == '-o' else a for a in argv[1:]] if argv[0] == 'report' else argv[1:]
     p = anno_parser(f, prog=f"fastexplorer {argv[0]}")

@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/formats.html.md"""
 
 # %% ../nbs/00_formats.ipynb #c679c617
 from __future__ import annotations
-import contextlib, difflib, json, math, numbers, os, sqlite3, sys
+import contextlib, difflib, errno, json, math, numbers, os, sqlite3, sys
 from enum import Enum
 from importlib.resources import files
 from pathlib import Path, PurePath
@@ -71,7 +71,7 @@ def dumps(o, indent:int|None=None)->str:
     try: return json.dumps(o, default=to_jsonable, **kw)   # plain values in C, the rest (tensors, numpy) as met
     except (ValueError, TypeError): return json.dumps(to_jsonable(o), **kw)   # NaN, Inf or a tuple key: converted first
 
-# %% ../nbs/00_formats.ipynb #caa6c852
+# %% ../nbs/00_formats.ipynb #30daff25
 def temp_beside(fname)->tuple:
     "`(fd, path)` of a new temporary file `.NAME…tmp` in `fname`'s folder, with the mode the umask gives a new file"
     d,base = os.path.dirname(os.path.abspath(fname)),os.path.basename(fname)
@@ -79,8 +79,13 @@ def temp_beside(fname)->tuple:
         tmp = os.path.join(d, f".{base}{os.urandom(4).hex()}.tmp")
         try: return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666),tmp
         except FileExistsError: continue
+        except OSError as e:   # the user's file and its folder are named, never our temporary's name
+            why = {errno.ENOENT: 'does not exist', errno.ENOTDIR: 'is not a folder'}.get(e.errno)
+            why = why or f"cannot be written in: {e.strerror}"
+            raise type(e)(e.errno, f"cannot write {str(fname)!r}: the folder {d!r} {why}") from None
     raise FileExistsError(f"no free temporary name beside {str(fname)!r}")
 
+# %% ../nbs/00_formats.ipynb #caa6c852
 @contextlib.contextmanager
 def atomic_file(
     fname,              # the file to write

@@ -59,9 +59,15 @@ def unit_extreme(x:torch.Tensor, d:int, largest:bool=True)->torch.Tensor:
 
 def _where(x): return torch.where if isinstance(x, torch.Tensor) else np.where
 
+def _wide(x):
+    "`x` in float64: float32 extremes 3e38 apart (a diverging layer) overflow to an infinite range (MPS has no float64)"
+    if isinstance(x, np.ndarray): return x.astype(np.float64)
+    return x if x.device.type == 'mps' else x.double()
+
 def unit_range(umax, umin):
-    "How far each unit varied, `umax - umin` (0 for a unit with no finite value): tensors or numpy arrays"
-    with np.errstate(invalid='ignore'): return _where(umax)(umax > -math.inf, umax - umin, 0)
+    "How far each unit varied, `umax - umin` in float64 (0 for a unit with no finite value): tensors or numpy arrays"
+    umax,umin = _wide(umax),_wide(umin)
+    with np.errstate(invalid='ignore', over='ignore'): return _where(umax)(umax > -math.inf, umax - umin, 0)
 
 def dead_mask(umax, umin=None,
     widest=None, # the widest unit range of the layer (default: of these units); per unit, for several layers at once

@@ -299,6 +299,14 @@ def test_unknown_run_offers_the_runs(runs, page):
         expect(page.locator('#epoch-count')).to_have_text('3')
     assert page.problems == []
 
+def test_a_folder_with_no_run_says_so_once(page, tmp_path):
+    "A served folder holding no run (issue 46): one message saying what a run folder is, not a second 'no run here' line under it"
+    with serving(page, tmp_path) as srv:
+        page.goto(srv.url)
+        expect(page.locator('#message')).to_have_text('No runs here yet: a run folder appears once ExplorerCallback has '
+                                                       'written its run.json. Reload this page once a fit has started.')
+    assert page.problems == []
+
 def test_counts_are_singular_for_one(runs, page, tmp_path):
     "The header says `1 epoch`, and `3 epochs`: plural only when the count is not one"
     _one_epoch(runs/'good', tmp_path/'one')

@@ -196,6 +196,17 @@ def test_cli_report_and_errors(runs, tmp_path):
     assert main(['report', str(runs/'good'), '-o', str(tmp_path/'rep.html')]) == 0 and (tmp_path/'rep.html').exists()
     with pytest.raises(SystemExit, match='no such folder'): main(['serve', str(tmp_path/'nope')])
 
+def test_serve_warns_about_a_folder_with_no_run(tmp_path, monkeypatch, capsys):
+    "`fastexplorer serve FOLDER` on a folder holding no run (issue 46): a warning at start naming it and what a run folder holds; none for a run"
+    import fastexplorer.cli as cli
+    served = []
+    monkeypatch.setattr(cli, '_serve_until_interrupted', lambda path, *a: served.append(path))
+    assert cli.main(['serve', str(tmp_path)]) == 0 and served == [str(tmp_path)]
+    err = capsys.readouterr().err
+    assert f"no run in {str(tmp_path)!r}" in err and 'run.json' in err and 'ExplorerCallback' in err, err
+    w = RunWriter(tmp_path/'r').open('M'); w.write_manifest(status='finished'); w.close()   # one run: nothing to say
+    assert cli.main(['serve', str(tmp_path)]) == 0 and capsys.readouterr().err == ''
+
 def test_callback_serves_while_training(tmp_path):
     "`ExplorerCallback(serve=True)` serves the run from the first fit on, while it trains"
     seen = []

@@ -120,6 +120,29 @@ def test_demo_repeats_its_numbers_and_prints_no_warning(tmp_path):
         outs.append(rec)
     assert outs[0] == outs[2] and outs[1] == outs[3]
 
+def test_demo_prints_fastais_table_in_a_log(tmp_path):
+    "`fastexplorer demo` into a log file (issue 46): fastai's progress table as plain lines, a header then one aligned row per epoch, never bare lists"
+    r = _run([CLI, 'demo', '--no-serve', '--path', str(tmp_path/'run'), '--epochs', '2'], tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    names = ['epoch', 'train_loss', 'valid_loss', 'accuracy', 'time']
+    at = [i for i,l in enumerate(lines) if l.split() == names]
+    assert len(at) == 1 and not any(l.startswith('[') for l in lines), r.stdout
+    header,rows = lines[at[0]],lines[at[0] + 1:at[0] + 3]
+    starts = [header.index(n) for n in names]   # each value starts under its column's name
+    cells = [[row[s:].split()[0] for s in starts] for row in rows]
+    assert [c[0] for c in cells] == ['0', '1'] and all(re.fullmatch(r'\d\d:\d\d', c[-1]) for c in cells), rows
+    assert all(re.fullmatch(r'\d+\.\d{6}', v) for c in cells for v in c[1:-1]), rows
+
+def test_readme_says_how_long_the_tests_take_and_gives_a_quick_subset():
+    "The README (issue 46) gives the test command's duration and a quick pytest subset a contributor runs first, of test files that exist and need no browser"
+    md = README.read_text()
+    assert re.search(r'`bash scripts/test\.sh`[^.]*about \d+–\d+ minutes on a 2-core machine', md), 'the test command\'s duration'
+    quick = [b for b in re.findall(r'^```sh\n(.*?)\n```$', md, re.S | re.M) if b.startswith('python -m pytest')]
+    assert len(quick) == 1, quick
+    files = re.findall(r'tests/\S+\.py', quick[0])
+    assert len(files) >= 5 and all((ROOT/f).is_file() for f in files) and 'tests/test_browser.py' not in files, files
+
 def test_help_prints_no_warning(tmp_path):
     "`fastexplorer --help` prints its usage and nothing else"
     r = _run([CLI, '--help'], tmp_path)

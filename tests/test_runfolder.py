@@ -230,3 +230,22 @@ def test_report_refuses_a_run_files_name(name, tmp_path):
     before = _snapshot(p)
     with pytest.raises(SystemExit, match='--output must be'): main(['report', str(p), '-o', str(p/name)])
     assert _snapshot(p) == before
+
+@pytest.mark.parametrize('parent,why', [('nope/deeper', 'does not exist'), ('a_file', 'is not a folder')])
+def test_report_names_a_missing_output_folder(parent, why, tmp_path):
+    "`report -o /nonexistent/dir/r.html` (issue 46): the error names that folder, never our temporary file `.r.html….tmp`"
+    p = _our_run(tmp_path/'run'); (tmp_path/'a_file').write_text('')
+    with pytest.raises(SystemExit) as e: main(['report', str(p), '-o', str(tmp_path/parent/'r.html')])
+    msg = str(e.value)
+    assert f"the folder {str(tmp_path/parent)!r} {why}" in msg and '.tmp' not in msg, msg
+
+def test_report_names_a_read_only_output_folder(tmp_path, monkeypatch):
+    "`report -o` into a folder that cannot be written (a read-only mount, simulated: the tests run as root): a one-line error naming it"
+    import errno, fastexplorer.formats as fmt
+    p = _our_run(tmp_path/'run'); real = os.open; (tmp_path/'out').mkdir()
+    def ro(f, *a, **kw):
+        if os.path.dirname(f) == str(tmp_path/'out'): raise OSError(errno.EROFS, 'Read-only file system', f)
+        return real(f, *a, **kw)
+    monkeypatch.setattr(fmt.os, 'open', ro)
+    with pytest.raises(SystemExit, match=r"the folder '.*out' cannot be written in: Read-only file system"):
+        main(['report', str(p), '-o', str(tmp_path/'out'/'r.html')])

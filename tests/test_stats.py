@@ -436,3 +436,16 @@ def test_columns_are_read_by_name(tmp_path, monkeypatch):
     assert list(_ROW)[0] == 'finite' and list(_ACC)[-1] == 'n'       # the rotation took
     got = _layout_results(tmp_path/'two', monkeypatch)
     for k in want: assert got[k] == want[k], k
+
+def test_a_diverging_regression_warns_nothing_and_counts_units_in_float64(tmp_path):
+    """Unscaled price targets (issue 46; the bug zoo's `unscaled_price_targets`: MSE on dollars, SGD at 0.1 blows up): a
+    layer's unit extrema reach float32's ±3e38 before NaN, and the fit raises no RuntimeWarning of ours ("overflow in subtract")"""
+    import warnings
+    from bugzoo import cases
+    learn = cases()['unscaled_price_targets'].build(False)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', RuntimeWarning)   # numpy's overflow warning: an error in our hook, named in the run
+        _fit(learn, 3, 0.1, cbs=ExplorerCallback(tmp_path/'run', every=1, preflight=True))
+    assert load_run(tmp_path/'run').meta['status'] == 'finished'
+    big = (torch.tensor([3e38, 2e38, 5.]), torch.tensor([-3e38, -1e38, 5.]))   # a unit 6e38 wide overflows float32
+    assert units_stats([(*big, 1)])[0]['dead_units'] == [2] and dead_mask(*big).tolist() == [False, False, True]

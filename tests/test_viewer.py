@@ -30,6 +30,16 @@ def test_help_goes_to_stdout_without_a_version_line(tmp_path):
     r = subprocess.run([CLI, 'nonsense'], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stdout == '' and r.stderr.startswith('usage: fastexplorer COMMAND'), r
 
+def test_version_and_an_unknown_command(tmp_path):
+    "`fastexplorer --version` prints the package's version; `fastexplorer bogus` names the command and the known ones, exit status 2 (issue 46)"
+    from fastexplorer import __version__
+    for flag in ('--version', '-V'):
+        r = subprocess.run([CLI, flag], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert (r.returncode, r.stdout, r.stderr) == (0, f"fastexplorer {__version__}\n", ''), (flag, r)
+    r = subprocess.run([CLI, 'bogus'], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == '', r
+    assert r.stderr.splitlines()[-1] == "fastexplorer: error: unknown command 'bogus'; the commands are demo, serve, report", r.stderr
+
 def test_serve_and_report_import_no_training_code(run_dir, tmp_path):
     "The server answers on a real run and the report is written, with neither torch nor fastai imported"
     r = _python(f'''

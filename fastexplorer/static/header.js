@@ -10,7 +10,7 @@ export function showMessage(text, kind, links) {
     const list = h('nav', { class: 'msg-runs', 'aria-label': 'runs' }, 'Runs here: ');
     for (const r of links) list.append(h('a', { href: r.href || runHref(r.id), class: 'msg-run', text: r.name || r.id }), ' ');
     m.append(list);
-  } else if (links) m.append(h('div', { class: 'msg-runs', text: 'There is no run here yet.' }));
+  } else if (links) m.append(h('div', { class: 'msg-runs', text: 'No run here can be opened.' }));
   m.className = 'message ' + (kind || ''); m.hidden = !text;
 }
 

@@ -25,7 +25,7 @@ export async function startServer() {
   const runs = await getJSON('api/runs').then((d) => (d && Array.isArray(d.runs)) ? d.runs : []).catch(() => null);
   if (runs === null) { fatal('Cannot reach the fastexplorer server (api/runs).'); return; }
   S.runs = runs;
-  if (!runs.length) { fatal('No runs here yet: a run folder appears once ExplorerCallback has written run.json.', []); return; }
+  if (!runs.length) { fatal('No runs here yet: a run folder appears once ExplorerCallback has written its run.json. Reload this page once a fit has started.'); return; }
   // a run whose run.json cannot be read is listed with its reason (`error`): shown greyed, never opened by default
   const readable = runs.filter((r) => !r.error), first = readable.length ? readable[0] : runs[0];
   const id = (wanted == null || wanted === '') ? first.id : wanted, entry = runs.find((r) => r.id === id);
