@@ -101,16 +101,17 @@ _LIMITS = {'Sigmoid': lambda x: (x < 1e-3) | (x > 1 - 1e-3), 'Tanh': lambda x: x
            'ReLU': lambda x: x <= 0}
 
 class FirstActs:
-    "Forward hooks on `model`'s activations, keeping for the first `n` that run the fraction of outputs at a limit"
+    "Forward hooks on `model`'s activations, keeping for the first `n` calls the fraction of outputs at a limit"
     def __init__(self, model:nn.Module, n:int=3):
-        self.seen,self.n = [],n
+        self.seen,self.n,self.calls = [],n,{}   # calls: of each module in this forward, to name its call sites
         self.hs = [m.register_forward_hook(self._hook(p, type(m).__name__)) for p,m in model.named_modules()
-                   if type(m).__name__ in _LIMITS]
+                   if type(m).__name__ in _LIMITS] + [model.register_forward_pre_hook(lambda m, a: self.calls.clear())]
 
     def _hook(self, p:str, cls:str):
         def f(m, i, o):
+            c = self.calls[p] = self.calls.get(p, 0) + 1   # a module called twice is two sites: `p`, `p#2`
             if len(self.seen) < self.n and isinstance(o, torch.Tensor) and o.is_floating_point() and o.numel():
-                self.seen.append((p, cls, float(_LIMITS[cls](o.detach()).float().mean())))
+                self.seen.append((site_key(p, c), cls, float(_LIMITS[cls](o.detach()).float().mean())))
         return f
 
     def remove(self):
@@ -124,7 +125,7 @@ def check_first_layers(seen:list, frac:float=0.9)->list:
             what = 'are 0' if cls == 'ReLU' else 'are within 1e-3 of its limits'
             return [verdict('input_saturation', 'warning',
                             f"on the first batch, {f:.0%} of the outputs of `{p}` (a {cls}) {what}: no gradient passes",
-                            "normalise the inputs, or initialise the layers before it smaller", layer=p)]
+                            "normalise the inputs, or initialise the layers before it smaller", layer=site_of(p)[0])]
     return [verdict('input_saturation', 'ok', "the first activations are not saturated "
                     f"({', '.join(f'`{p}`' for p,*_ in seen)})")] if seen else []
 

@@ -57,3 +57,13 @@ def test_nan_outputs_are_not_called_batch_dependence():
     with torch.no_grad(): learn.model[4].weight[0, 0] = float('inf')   # the last layer: every output NaN or Inf
     v = {x['check']: x['severity'] for x in learn.preflight()}
     assert (v['nonfinite'], v['batch_independence']) == ('error', 'skipped'), v
+
+def test_a_module_called_twice_is_named_by_its_call_sites():
+    """Issue 46: a torchvision resnet18's BasicBlock calls its ReLU twice, and fastai's `tabular_learner` shares one ReLU
+    between its layers; the preflight listed "`0.4.0.relu`, `0.4.0.relu`". Each call is a site: `path`, then `path#2`"""
+    import healthy
+    torch.manual_seed(0)
+    for learn,want in ((healthy.vision_resnet(False), ['0.2', '0.4.0.relu', '0.4.0.relu#2']),
+                       (healthy.tabular(False), ['layers.0.1', 'layers.0.1#2'])):
+        v = next(x for x in learn.preflight() if x['check'] == 'input_saturation')
+        assert v['evidence'] == f"the first activations are not saturated ({', '.join(f'`{p}`' for p in want)})", v
