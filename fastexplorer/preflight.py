@@ -52,9 +52,10 @@ def _groups(learn, model)->list:
     return [list(g) for g in ps] if ps and not isinstance(ps[0], torch.Tensor) else [ps]
 
 # %% ../nbs/03i_preflight.ipynb #203c7424
-def check_inputs(xb:tuple, big:float=10.)->list:
+def check_inputs(xb:tuple, big:float=10.,
+                 names:list|None=None)->list:   # what fastai calls each input (`input_names`): a table's columns
     "Verdicts on the float inputs of one batch: NaN or Inf, and their mean and spread per channel (features, in 2-d)"
-    res = []
+    res,names = [],names or [None] * len(xb)
     for i,x in enumerate(xb):
         if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.ndim >= 2 and x.numel()): continue
         if (n := int((bad := ~torch.isfinite(x.detach())).sum())):
@@ -68,9 +69,8 @@ def check_inputs(xb:tuple, big:float=10.)->list:
         mean,std = v.mean(1),v.std(1) if v.shape[1] > 1 else torch.zeros(v.shape[0])
         m,s = float(mean.abs().max()),float(std.max())
         if m > big or s > big:
-            res.append(verdict('input_scale', 'warning', f"input {i}: channel means up to {m:.3g} in size, "
-                               f"spreads up to {s:.3g} on the first batch",
-                               "normalise the inputs (fastai's `Normalize`, or pixels divided by 255)", mean=m, std=s))
+            ev,fix = scale_words(i, x, mean, std, names[i])   # channels, or a table's columns by name
+            res.append(verdict('input_scale', 'warning', ev, fix, mean=m, std=s, input=i))
     return res or [verdict('input_scale', 'ok', "the float inputs are near unit scale")]
 
 # %% ../nbs/03i_preflight.ipynb #c332a6e9
@@ -391,7 +391,7 @@ def preflight(self:Learner,
     xb = split_batch(self.dls, b); yb = tuple(b)[len(xb):] if not isinstance(b, torch.Tensor) else ()
     xb,yb,res = _cast(self, xb, yb)
     params = list(model.parameters()); grads = [p.grad for p in params]
-    res += check_inputs(xb) + check_padding(xb, yb, self.loss_func)
+    res += check_inputs(xb, names=input_names(self.dls, xb)) + check_padding(xb, yb, self.loss_func)
     state,norms = ModelState(model),InputNorms(model, xb)
     try:
         with preserved_rng(dev):
