@@ -10,6 +10,7 @@ import math
 import torch
 from fastcore.basics import patch
 from .core import *
+from .formats import RANK, alert_rank   # the order of a step's findings, which readers of a run use too
 from .layers import *
 from .reduce import *
 from .units import *
@@ -17,10 +18,10 @@ from .stats import *
 from .nonfinite import find_nonfinite, find_loss_nonfinite
 
 # %% auto #0
-__all__ = ['BY_INPUT', 'SQUASHING', 'NEGLIGIBLE_GRAD', 'HINTS', 'SEVERITY', 'DEAD_FRAC', 'RANK', 'ALERT_ARGS', 'DEAD_AFTER',
-           'HALF_HINT', 'DATA_HINT', 'execution_order', 'output_order', 'classes_of', 'constant_by_input',
-           'group_alerts', 'find_alerts', 'rank_alerts', 'bad_threshold', 'LiveAlerts', 'stale_grad_flag',
-           'stale_grad_alert', 'origin_alert', 'loss_op', 'loss_alert', 'trace_origin']
+__all__ = ['BY_INPUT', 'SQUASHING', 'NEGLIGIBLE_GRAD', 'HINTS', 'SEVERITY', 'DEAD_FRAC', 'ALERT_ARGS', 'DEAD_AFTER', 'HALF_HINT',
+           'DATA_HINT', 'execution_order', 'output_order', 'classes_of', 'constant_by_input', 'group_alerts',
+           'find_alerts', 'rank_alerts', 'bad_threshold', 'LiveAlerts', 'stale_grad_flag', 'stale_grad_alert',
+           'origin_alert', 'loss_op', 'loss_alert', 'trace_origin']
 
 # %% ../nbs/03h_alerts.ipynb #d102e683
 def execution_order(tree:dict)->dict:
@@ -244,12 +245,9 @@ def find_alerts(
     return group_alerts([{**a, 'source': 'epoch'} for a in res])
 
 # %% ../nbs/03h_alerts.ipynb #b18cf778
-RANK = {'nonfinite_loss': 0, 'nonfinite': 1, 'lr_too_high': 2, 'loss_diverging': 2, 'grads_not_zeroed': 2,
-        'replica_drift': 2, 'wd_too_high': 3, 'valid_at_chance': 8, 'loss_stalled': 9, 'lr_too_low': 9}
-
 def rank_alerts(alerts:list)->list:
     "`alerts` with the likeliest cause first (`RANK`; other kinds in between), in their own order within a rank"
-    return sorted(alerts, key=lambda a: RANK.get(a['kind'], 5))
+    return sorted(alerts, key=lambda a: alert_rank(a['kind']))
 
 # %% ../nbs/03h_alerts.ipynb #d80e303f
 ALERT_ARGS = {'dead': ('a fraction of dead units in [0, 1]', lambda v: 0 <= v <= 1),

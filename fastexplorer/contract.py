@@ -14,7 +14,7 @@ from torch import nn
 __all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'own_softmax', 'check_output_activation', 'ignore_index',
            'check_classes', 'check_targets', 'multi_hot', 'softmaxed', 'check_multi_hot', 'check_shapes',
            'check_loss_contract', 'ignored_index', 'check_padding', 'module_label', 'name_makers', 'InputNorms',
-           'excuse_normalised']
+           'excuse_normalised', 'input_names', 'scale_words']
 
 # %% ../nbs/03ha_contract.ipynb #b140091b
 def verdict(
@@ -339,9 +339,29 @@ class InputNorms:
 def excuse_normalised(res:list, found:dict)->list:
     "`res` (changed in place) with the `input_scale` warning of an input that a normalisation takes as it is as `ok`"
     for v in res:
-        i = next((i for i in found if v['check'] == 'input_scale' and v['evidence'].startswith(f"input {i}:")), None)
-        if i is None or v['severity'] != 'warning': continue
+        i = v.get('input') if v['check'] == 'input_scale' else None   # the input the warning is about
+        if i not in found or v['severity'] != 'warning': continue
         p,cls = found[i]
         v.update(severity='ok', fix='', evidence=v['evidence'] + f"; `{p}`, a {cls}, takes it as it is and "
                                                                   "normalises it: its scale does not matter")
     return res
+
+# %% ../nbs/03ha_contract.ipynb #53e392b5
+def input_names(dls, xb:tuple)->list:
+    "What fastai calls each input of `xb`: a table's `(name, columns)`, `x_cat` and `x_cont`; `None` for others"
+    cats,conts = getattr(dls, 'cat_names', None),getattr(dls, 'cont_names', None)   # a `TabularDataLoaders`'
+    if conts is None or len(xb) != 2: return [None] * len(xb)
+    return [('x_cat', list(cats or [])), ('x_cont', list(conts))]
+
+def scale_words(i:int, x:torch.Tensor, mean:torch.Tensor, std:torch.Tensor, name:tuple|None=None)->tuple:
+    "`(evidence, fix)` of the `input_scale` warning on input `i`, `x`: each channel's or column's `mean` and `std`"
+    (m,a),(s,b) = mean.abs().max(0),std.max(0)
+    if name is None:
+        unit = 'channel' if x.ndim > 2 else 'feature'
+        return (f"input {i}: {unit} means up to {float(m):.3g} in size, spreads up to {float(s):.3g} on the first "
+                "batch", "normalise the inputs (fastai's `Normalize`, or pixels divided by 255)")
+    n,cols = name
+    col = (lambda j: f" (`{cols[j]}`)") if len(cols) == len(mean) else (lambda j: '')
+    return (f"input {i}, `{n}`, the table's continuous columns: means up to {float(m):.3g} in size{col(int(a))}, "
+            f"spreads up to {float(s):.3g}{col(int(b))} on the first batch",
+            "normalise the continuous columns: fastai's `Normalize` in the `procs` of the `TabularDataLoaders`")

@@ -13,10 +13,10 @@ from pathlib import Path, PurePath
 import numpy as np
 
 # %% auto #0
-__all__ = ['SCHEMA_VERSION', 'FALLBACK_RANGE', 'HIST_BINS', 'MAX_NAME_BYTES', 'MAX_PORT', 'ROOT', 'SAME_FINDING', 'dtype_name',
-           'to_jsonable', 'dumps', 'temp_beside', 'atomic_file', 'atomic_write', 'save_json', 'sqlite_reader',
-           'sqlite_delete', 'sqlite_create', 'load_schema', 'validate', 'missing_message', 'is_int', 'is_real',
-           'site_key', 'site_of', 'root_label', 'root_last', 'life_key']
+__all__ = ['SCHEMA_VERSION', 'FALLBACK_RANGE', 'HIST_BINS', 'MAX_NAME_BYTES', 'MAX_PORT', 'ROOT', 'SAME_FINDING', 'RANK',
+           'dtype_name', 'to_jsonable', 'dumps', 'temp_beside', 'atomic_file', 'atomic_write', 'save_json',
+           'sqlite_reader', 'sqlite_delete', 'sqlite_create', 'load_schema', 'validate', 'missing_message', 'is_int',
+           'is_real', 'site_key', 'site_of', 'root_label', 'root_last', 'life_key', 'alert_rank']
 
 # %% ../nbs/00_formats.ipynb #0c38ee32
 def _json_key(k):
@@ -229,3 +229,11 @@ SAME_FINDING = {'lr_too_low': 'loss_stalled', 'lr_too_high': 'loss_diverging'}  
 def life_key(a:dict)->tuple:
     "What makes alerts one finding across steps: their kind (`SAME_FINDING`) and statistic"
     return SAME_FINDING.get(a['kind'], a['kind']),a.get('stat')
+
+# the likeliest cause first: what the loss made, a NaN's origin, the learning rate; other kinds at 5; a stall last
+RANK = {'nonfinite_loss': 0, 'nonfinite': 1, 'lr_too_high': 2, 'loss_diverging': 2, 'grads_not_zeroed': 2,
+        'replica_drift': 2, 'wd_too_high': 3, 'valid_at_chance': 8, 'loss_stalled': 9, 'lr_too_low': 9}
+
+def alert_rank(kind:str)->int:
+    "Where a finding of `kind` is read among those of its step (`RANK`): the likeliest cause first"
+    return RANK.get(kind, 5)

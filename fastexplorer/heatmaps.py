@@ -17,7 +17,7 @@ from .state import *
 from .pipeline import learner_batch
 
 # %% auto #0
-__all__ = ['activation_maps', 'input_images', 'heatmap_samples']
+__all__ = ['activation_maps', 'input_images', 'class_label', 'heatmap_samples']
 
 # %% ../nbs/03c_heatmaps.ipynb #fbbfd7ee
 def _b64(t:torch.Tensor)->str: return base64.b64encode(t.contiguous().numpy().tobytes()).decode('ascii')
@@ -75,11 +75,19 @@ def input_images(dl, x:torch.Tensor, max_size:int=64)->list:
         res.append({'h': q.shape[0], 'w': q.shape[1], 'c': q.shape[2], 'data': _b64(q)})
     return res
 
+# %% ../nbs/03c_heatmaps.ipynb #ee554b92
+def class_label(vocab, y)->str|None:
+    "The class name `vocab` (`dls.vocab`) gives the target `y` if it is one class index, else `None`"
+    if vocab is None or not isinstance(y, torch.Tensor) or y.numel() != 1 or y.is_floating_point(): return None
+    try: name = vocab[int(y.item())]
+    except (IndexError, TypeError, KeyError): return None
+    return name if isinstance(name, str) else str(name) if not hasattr(name, '__len__') else None
+
 # %% ../nbs/03c_heatmaps.ipynb #7e9f7b37
 def heatmap_samples(
     learn,   # the Learner whose first validation batch holds the samples
     k:int,   # how many samples, at most
-)->tuple:    # `(xb, info)`: inputs on the model's device, each one's `{index, target, image}`; or `(None, None)`
+)->tuple:    # `(xb, info)`: inputs on the model's device, each one's `{index, target, label, image}`; or `(None, None)`
     "The first `k` items of `learn`'s first validation batch, if the model's first input is an image batch"
     dl = unwrap_dl(getattr(learn.dls, 'valid', None))
     if not k or dl is None or not len(dl): return None,None
@@ -88,9 +96,10 @@ def heatmap_samples(
     if not isinstance(xb[0], torch.Tensor) or xb[0].ndim != 4: return None,None
     k = min(k, len(xb[0]))
     dev = model_device(unwrap_model(learn.model))
-    ys = b[len(xb)] if len(b) > len(xb) else None
-    info = [{'index': i, 'target': str(ys[i].item()) if isinstance(ys, torch.Tensor) and ys[i].numel() == 1 else None,
-             'image': im} for i,im in enumerate(input_images(dl, xb[0][:k]))]
+    ys,vocab = b[len(xb)] if len(b) > len(xb) else None,getattr(learn.dls, 'vocab', None)
+    one = lambda i: isinstance(ys, torch.Tensor) and ys[i].numel() == 1   # one target per sample: its index, its name
+    info = [{'index': i, 'target': str(ys[i].item()) if one(i) else None, 'label': class_label(vocab, ys[i]) if one(i)
+             else None, 'image': im} for i,im in enumerate(input_images(dl, xb[0][:k]))]
     xb,yb = ([o[:k].to(dev) if isinstance(o, torch.Tensor) else o for o in t] for t in (xb, b[len(xb):]))
     # as validation gives them to the model: through the learner's `before_batch` callbacks (`CastToTensor`)
     xb,_,e = learner_batch(learn, xb, yb, training=False)

@@ -52,9 +52,10 @@ def _groups(learn, model)->list:
     return [list(g) for g in ps] if ps and not isinstance(ps[0], torch.Tensor) else [ps]
 
 # %% ../nbs/03i_preflight.ipynb #203c7424
-def check_inputs(xb:tuple, big:float=10.)->list:
+def check_inputs(xb:tuple, big:float=10.,
+                 names:list|None=None)->list:   # what fastai calls each input (`input_names`): a table's columns
     "Verdicts on the float inputs of one batch: NaN or Inf, and their mean and spread per channel (features, in 2-d)"
-    res = []
+    res,names = [],names or [None] * len(xb)
     for i,x in enumerate(xb):
         if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.ndim >= 2 and x.numel()): continue
         if (n := int((bad := ~torch.isfinite(x.detach())).sum())):
@@ -68,9 +69,8 @@ def check_inputs(xb:tuple, big:float=10.)->list:
         mean,std = v.mean(1),v.std(1) if v.shape[1] > 1 else torch.zeros(v.shape[0])
         m,s = float(mean.abs().max()),float(std.max())
         if m > big or s > big:
-            res.append(verdict('input_scale', 'warning', f"input {i}: channel means up to {m:.3g} in size, "
-                               f"spreads up to {s:.3g} on the first batch",
-                               "normalise the inputs (fastai's `Normalize`, or pixels divided by 255)", mean=m, std=s))
+            ev,fix = scale_words(i, x, mean, std, names[i])   # channels, or a table's columns by name
+            res.append(verdict('input_scale', 'warning', ev, fix, mean=m, std=s, input=i))
     return res or [verdict('input_scale', 'ok', "the float inputs are near unit scale")]
 
 # %% ../nbs/03i_preflight.ipynb #c332a6e9
@@ -101,16 +101,17 @@ _LIMITS = {'Sigmoid': lambda x: (x < 1e-3) | (x > 1 - 1e-3), 'Tanh': lambda x: x
            'ReLU': lambda x: x <= 0}
 
 class FirstActs:
-    "Forward hooks on `model`'s activations, keeping for the first `n` that run the fraction of outputs at a limit"
+    "Forward hooks on `model`'s activations, keeping for the first `n` calls the fraction of outputs at a limit"
     def __init__(self, model:nn.Module, n:int=3):
-        self.seen,self.n = [],n
+        self.seen,self.n,self.calls = [],n,{}   # calls: of each module in this forward, to name its call sites
         self.hs = [m.register_forward_hook(self._hook(p, type(m).__name__)) for p,m in model.named_modules()
-                   if type(m).__name__ in _LIMITS]
+                   if type(m).__name__ in _LIMITS] + [model.register_forward_pre_hook(lambda m, a: self.calls.clear())]
 
     def _hook(self, p:str, cls:str):
         def f(m, i, o):
+            c = self.calls[p] = self.calls.get(p, 0) + 1   # a module called twice is two sites: `p`, `p#2`
             if len(self.seen) < self.n and isinstance(o, torch.Tensor) and o.is_floating_point() and o.numel():
-                self.seen.append((p, cls, float(_LIMITS[cls](o.detach()).float().mean())))
+                self.seen.append((site_key(p, c), cls, float(_LIMITS[cls](o.detach()).float().mean())))
         return f
 
     def remove(self):
@@ -124,7 +125,7 @@ def check_first_layers(seen:list, frac:float=0.9)->list:
             what = 'are 0' if cls == 'ReLU' else 'are within 1e-3 of its limits'
             return [verdict('input_saturation', 'warning',
                             f"on the first batch, {f:.0%} of the outputs of `{p}` (a {cls}) {what}: no gradient passes",
-                            "normalise the inputs, or initialise the layers before it smaller", layer=p)]
+                            "normalise the inputs, or initialise the layers before it smaller", layer=site_of(p)[0])]
     return [verdict('input_saturation', 'ok', "the first activations are not saturated "
                     f"({', '.join(f'`{p}`' for p,*_ in seen)})")] if seen else []
 
@@ -390,7 +391,7 @@ def preflight(self:Learner,
     xb = split_batch(self.dls, b); yb = tuple(b)[len(xb):] if not isinstance(b, torch.Tensor) else ()
     xb,yb,res = _cast(self, xb, yb)
     params = list(model.parameters()); grads = [p.grad for p in params]
-    res += check_inputs(xb) + check_padding(xb, yb, self.loss_func)
+    res += check_inputs(xb, names=input_names(self.dls, xb)) + check_padding(xb, yb, self.loss_func)
     state,norms = ModelState(model),InputNorms(model, xb)
     try:
         with preserved_rng(dev):

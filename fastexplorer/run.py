@@ -178,8 +178,9 @@ def alerts(self:Run)->pd.DataFrame:
     rows = live + [a for a in ep if a.get('state') != 'resolved']   # an epoch's record of those it resolved: `ends`
     for a in rows:
         if life(a) in ends: a.update(state='resolved', resolved_step=ends[life(a)])
-    d = pd.DataFrame(rows, columns=ALERT_COLUMNS).sort_values(['epoch', 'step'], kind='stable', na_position='last')
-    d = d.reset_index(drop=True)
+    d = pd.DataFrame(rows, columns=ALERT_COLUMNS)   # by step; within one, the likeliest cause first (`alert_rank`)
+    d = d.assign(rank=d.kind.map(alert_rank)).sort_values(['epoch', 'step', 'rank'], kind='stable', na_position='last')
+    d = d.drop(columns='rank').reset_index(drop=True)
     d['state'],d['raised_step'] = d.state.fillna('active'),d.raised_step.fillna(d.step)   # older files: all active
     if (whole := d.layer.fillna('').eq('')).any():   # the files' `''`: the root module, or no layer at all
         paths = {x.get('path') for e in self.epochs[-1:] for x in walk_tree(e['tree'])}

@@ -206,3 +206,17 @@ def test_a_bias_at_zero_that_moved_once_is_not_frozen(tmp_path):
     alerts = run.epochs[1]['alerts']
     assert (alerts[0]['kind'], alerts[0]['layer'], alerts[0]['value']) == ('dead', '2', 1.0), [a['message'] for a in alerts]
     assert 'frozen' not in {a['kind'] for a in alerts}, [a['message'] for a in alerts]
+
+def test_run_alerts_by_step_likeliest_cause_first(tmp_path):
+    """Issue 46: `run.alerts` in the order things happened (epoch, then step), and within a step the likeliest cause first
+    (`RANK`). The demo's CNN at lr 1e4: NaN from epoch 1, the learning rate named at each epoch's end, where the
+    NaN of a layer found in epoch 1 was listed again after it"""
+    from fastexplorer.formats import alert_rank
+    torch.manual_seed(0)
+    learn = digits_learner(cbs=ExplorerCallback(tmp_path/'r', every=2))
+    with learn.no_bar(), learn.no_logging(): learn.fit(3, 1e4)
+    al = load_run(tmp_path/'r').alerts
+    rows = list(zip(al.epoch, al.step, al.kind.map(alert_rank)))
+    assert rows == sorted(rows), al[['epoch', 'step', 'source', 'kind', 'layer']]
+    assert {'nonfinite', 'lr_too_high'} <= set(al.kind), al[['epoch', 'step', 'source', 'kind', 'layer']]
+    assert any(g.kind.nunique() > 1 for _,g in al.groupby(['epoch', 'step'])), al   # a step with several kinds: ranked

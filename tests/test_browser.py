@@ -8,6 +8,7 @@ from torch import nn
 from fastai.learner import Learner
 from fastexplorer.all import *
 from fastexplorer.history import walk_tree
+from fastexplorer.formats import validate
 from playwright.sync_api import expect   # locator assertions: no eval in the page, which our CSP forbids
 
 CHROMIUM = '/usr/bin/chromium'
@@ -557,4 +558,42 @@ def test_page_says_what_it_does_not_show(runs, page, tmp_path):
         head = page.locator('#header').bounding_box()
         assert head['height'] < 60, head                                    # one line at 1400 px
         page.screenshot(path=str(SHOTS/'compare-notes.png'), full_page=True)
+    assert page.problems == []
+
+def _shapes_folder(root:Path, n:int=12, size:int=16)->Path:
+    "`n` grey PNGs each of a circle, a square and a triangle at random places, in a folder per class (`triangle/3.png`)"
+    import numpy as np
+    from PIL import Image
+    rng,(yy,xx) = np.random.default_rng(0),np.mgrid[:size, :size]
+    draw = {'circle': lambda c, r: (yy - c[0]) ** 2 + (xx - c[1]) ** 2 <= r * r,
+            'square': lambda c, r: (abs(yy - c[0]) <= r) & (abs(xx - c[1]) <= r),
+            'triangle': lambda c, r: (yy >= c[0] - r) & (yy <= c[0] + r) & (abs(xx - c[1]) <= (yy - c[0] + r) / 2)}
+    for k,f in draw.items():
+        (root/k).mkdir(parents=True, exist_ok=True)
+        for i in range(n):
+            m = f(rng.uniform(5, size - 5, 2), rng.uniform(3, 5))
+            Image.fromarray((40 + 180 * m + rng.normal(0, 10, m.shape)).clip(0, 255).astype(np.uint8)).save(root/k/f'{i}.png')
+    return root
+
+def test_activation_maps_label_samples_by_class_name(page, tmp_path):
+    """Issue 46: `ImageDataLoaders.from_folder` over circles, squares and triangles: the activation maps' samples were
+    captioned `y = 2`; the DataLoaders' vocab names the class, `triangle`"""
+    from fastai.vision.all import ImageDataLoaders, Resize
+    dls = ImageDataLoaders.from_folder(_shapes_folder(tmp_path/'shapes'), valid_pct=0.25, seed=0, item_tfms=Resize(16),
+                                       bs=8, num_workers=0)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3))
+    learn = Learner(dls, model, loss_func=nn.CrossEntropyLoss(), cbs=ExplorerCallback(tmp_path/'run', every=2))
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-2)
+    doc = json.loads((tmp_path/'run'/'epoch_0001.json').read_text())
+    validate(doc)   # the schema knows the new field
+    samples = doc['heatmaps']['samples']
+    want = [dls.vocab[int(s['target'])] for s in samples]
+    assert set(want) <= {'circle', 'square', 'triangle'} and [s['label'] for s in samples] == want, samples
+    with serving(page, tmp_path/'run') as srv:
+        page.goto(srv.url)
+        page.locator('#tree .node[data-path="0"] .label').first.click()
+        expect(page.locator('#heatmaps canvas').first).to_be_visible()
+        caps = page.locator('#heatmaps .hm-cell').locator('.hm-cap').all_inner_texts()[:len(want)]
+        assert caps == want, caps
     assert page.problems == []

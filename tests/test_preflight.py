@@ -57,3 +57,34 @@ def test_nan_outputs_are_not_called_batch_dependence():
     with torch.no_grad(): learn.model[4].weight[0, 0] = float('inf')   # the last layer: every output NaN or Inf
     v = {x['check']: x['severity'] for x in learn.preflight()}
     assert (v['nonfinite'], v['batch_independence']) == ('error', 'skipped'), v
+
+def test_a_module_called_twice_is_named_by_its_call_sites():
+    """Issue 46: a torchvision resnet18's BasicBlock calls its ReLU twice, and fastai's `tabular_learner` shares one ReLU
+    between its layers; the preflight listed "`0.4.0.relu`, `0.4.0.relu`". Each call is a site: `path`, then `path#2`"""
+    import healthy
+    torch.manual_seed(0)
+    for learn,want in ((healthy.vision_resnet(False), ['0.2', '0.4.0.relu', '0.4.0.relu#2']),
+                       (healthy.tabular(False), ['layers.0.1', 'layers.0.1#2'])):
+        v = next(x for x in learn.preflight() if x['check'] == 'input_saturation')
+        assert v['evidence'] == f"the first activations are not saturated ({', '.join(f'`{p}`' for p in want)})", v
+
+def test_a_tables_unscaled_columns_are_named_as_fastai_names_them():
+    """Issue 46: scikit-learn's breast cancer table without `Normalize` read "input 1: channel means up to 859", an image's
+    word. fastai calls the input `x_cont` and its `DataLoaders` know the columns: `worst_area` (≥ `mean_area` in each
+    row, by its definition) has the largest mean. With `bn_cont` the warning is excused, the words the same"""
+    from sklearn.datasets import load_breast_cancer
+    from fastai.tabular.all import TabularDataLoaders, tabular_learner, tabular_config, Categorify
+    df = load_breast_cancer(as_frame=True).frame.rename(columns=lambda c: c.replace(' ', '_'))
+    df['target'] = df['target'].map({0: 'malignant', 1: 'benign'})
+    dls = TabularDataLoaders.from_df(df, cont_names=list(df.columns[:-1]), y_names='target', procs=[Categorify], bs=16,
+                                     valid_idx=list(range(0, len(df), 5)))
+    for cfg,sev in (({}, 'ok'), (dict(config=tabular_config(bn_cont=False)), 'warning')):
+        torch.manual_seed(0)
+        v = next(x for x in tabular_learner(dls, layers=[64, 32], **cfg).preflight() if x['check'] == 'input_scale')
+        assert v['severity'] == sev and 'channel' not in v['evidence'], v
+        assert v['evidence'].startswith("input 1, `x_cont`, the table's continuous columns: means up to "), v
+        assert 'in size (`worst_area`)' in v['evidence'], v
+    dls = digits_dls()   # images keep their channels
+    x,y = dls.one_batch()
+    v = Learner(dls, digits_cnn(), loss_func=nn.CrossEntropyLoss()).preflight((x * 40 + 120, y))
+    assert next(x for x in v if x['check'] == 'input_scale')['evidence'].startswith('input 0: channel means'), v

@@ -64,8 +64,9 @@ export function renderHeatmaps() {
   for (let i = 0; i < n; i++) {
     const s = samples[i];
     const cell = h('div', { class: 'hm-cell' });
-    if (s && s.image) cell.append(imageCanvas(s.image, 'hm-img', `sample ${s.index ?? i}${s.target != null ? ', target ' + s.target : ''}`));
-    cell.append(h('div', { class: 'hm-cap', text: s && s.target != null ? `y = ${s.target}` : `#${s && s.index != null ? s.index : i}` }));
+    const y = s && s.target != null ? `y = ${s.target}` : null;   // the class index; its name where the vocab gives one
+    if (s && s.image) cell.append(imageCanvas(s.image, 'hm-img', `sample ${s.index ?? i}${y ? ', ' + y : ''}${s.label != null ? ` (${s.label})` : ''}`));
+    cell.append(h('div', { class: 'hm-cap', text: s && s.label != null ? String(s.label) : y || `#${s && s.index != null ? s.index : i}` }));
     table.append(cell);
   }
   let anyFlat = false;
