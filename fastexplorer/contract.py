@@ -270,8 +270,8 @@ def _tail(t:torch.Tensor, v:int)->torch.Tensor:
 def check_padding(xb:tuple, yb:tuple, loss_func, rows:float=0.25, share:float=0.1)->list:
     "Verdict on token targets padded to one length, with the inputs, whose padding token the loss counts"
     x,y = (xb[0] if xb else None),(yb[0] if yb else None)
-    if not (loss_kind(loss_func) == 'ce' and all(isinstance(t, torch.Tensor) and t.ndim == 2 and not t.is_floating_point()
-                                                 for t in (x, y)) and x.shape == y.shape and y.shape[1] >= 4): return []
+    ids = lambda t: isinstance(t, torch.Tensor) and t.ndim == 2 and not t.is_floating_point()
+    if not (loss_kind(loss_func) == 'ce' and ids(x) and ids(y) and x.shape == y.shape and y.shape[1] >= 4): return []
     pad = int(y[:, -1].mode().values)
     ends = (n := _tail(y, pad)) >= 2                    # the target rows that end in two pads or more
     if float(ends.float().mean()) < rows or pad == ignored_index(loss_func): return []
@@ -353,15 +353,19 @@ def input_names(dls, xb:tuple)->list:
     if conts is None or len(xb) != 2: return [None] * len(xb)
     return [('x_cat', list(cats or [])), ('x_cont', list(conts))]
 
-def scale_words(i:int, x:torch.Tensor, mean:torch.Tensor, std:torch.Tensor, name:tuple|None=None)->tuple:
+def scale_words(i:int, x:torch.Tensor, mean:torch.Tensor,
+                std:torch.Tensor|None, # `None`: one value per channel (a batch of one sample), no spread to measure
+                name:tuple|None=None)->tuple:
     "`(evidence, fix)` of the `input_scale` warning on input `i`, `x`: each channel's or column's `mean` and `std`"
-    (m,a),(s,b) = mean.abs().max(0),std.max(0)
+    (m,a),(s,b) = mean.abs().max(0),(std if std is not None else mean.new_zeros(len(mean))).max(0)
+    n,cols = name if name is not None else (None, [])
+    col = (lambda j: f" (`{cols[j]}`)") if len(cols) == len(mean) else (lambda j: '')
+    spread = (f", spreads up to {float(s):.3g}{col(int(b))}" if std is not None else
+              " (one sample: no spread to measure)")
     if name is None:
         unit = 'channel' if x.ndim > 2 else 'feature'
-        return (f"input {i}: {unit} means up to {float(m):.3g} in size, spreads up to {float(s):.3g} on the first "
-                "batch", "normalise the inputs (fastai's `Normalize`, or pixels divided by 255)")
-    n,cols = name
-    col = (lambda j: f" (`{cols[j]}`)") if len(cols) == len(mean) else (lambda j: '')
-    return (f"input {i}, `{n}`, the table's continuous columns: means up to {float(m):.3g} in size{col(int(a))}, "
-            f"spreads up to {float(s):.3g}{col(int(b))} on the first batch",
+        return (f"input {i}: {unit} means up to {float(m):.3g} in size{spread} on the first batch",
+                "normalise the inputs (fastai's `Normalize`, or pixels divided by 255)")
+    return (f"input {i}, `{n}`, the table's continuous columns: means up to {float(m):.3g} in size{col(int(a))}"
+            f"{spread} on the first batch",
             "normalise the continuous columns: fastai's `Normalize` in the `procs` of the `TabularDataLoaders`")

@@ -66,8 +66,8 @@ def check_inputs(xb:tuple, big:float=10.,
                                "tables), or find the samples that are corrupt", count=n, samples=k))
         v = x.detach().float().movedim(1, 0).reshape(x.shape[1], -1)
         v = v[:, torch.isfinite(v).all(0)] if v.shape[1] else v   # the scale of the values that are finite
-        mean,std = v.mean(1),v.std(1) if v.shape[1] > 1 else torch.zeros(v.shape[0])
-        m,s = float(mean.abs().max()),float(std.max())
+        mean,std = v.mean(1),(v.std(1) if v.shape[1] > 1 else None)   # one value per channel: no spread to measure
+        m,s = float(mean.abs().max()),(0. if std is None else float(std.max()))
         if m > big or s > big:
             ev,fix = scale_words(i, x, mean, std, names[i])   # channels, or a table's columns by name
             res.append(verdict('input_scale', 'warning', ev, fix, mean=m, std=s, input=i))

@@ -228,3 +228,10 @@ def test_a_next_token_model_that_sees_the_future_is_named():
     assert v['future_leak']['severity'] == 'error' and '15 later positions' in v['future_leak']['evidence'], v
     assert v['batch_independence']['severity'] == 'ok'
     assert said(Learner(dls, _EncoderLM(True), loss_func=nn.CrossEntropyLoss()))['future_leak']['severity'] == 'ok'
+
+def test_a_batch_of_one_sample_has_no_spread_to_report():
+    """The accepted fix of the zoo's `linear_regression_lr_nan` (a one-weight regression on x from 0 to 199, batches of
+    one sample) keeps x unscaled: `input_scale` is true, but one sample has no spread. Before: "spreads up to 0"."""
+    v = said(cases()['linear_regression_lr_nan'].build(True))['input_scale']
+    assert v['severity'] == 'warning' and 'spreads up to 0' not in v['evidence'], v
+    assert 'one sample: no spread to measure' in v['evidence']
