@@ -13,6 +13,7 @@ from fastai.data.transforms import ItemGetter, RandomSplitter
 from fastexplorer.all import *
 from fastexplorer.preflight import *   # `Learner.preflight`
 from bugzoo import tensor_dls, digits_raw
+from bugs_optim import _XceptionUnit   # the zoo's Xception unit (osmr/imgclsmob#13): an in-place ReLU first
 
 def acted(vs)->list: return [v for v in vs if v['severity'] in ('warning', 'error')]
 
@@ -59,26 +60,9 @@ def test_the_loss_ignore_index_is_not_a_class():
     assert vs[0]['check'] == 'target_classes' and 'class 255' in vs[0]['evidence'], vs
 
 # ---- 2. an in-place operation on a tensor the backward needs ----
-class _DwsConv(nn.Module):
-    "Xception's depthwise-separable convolution as imgclsmob writes it: an activation first, in place"
-    def __init__(self, ni, nf, inplace=True):
-        super().__init__()
-        self.activ = nn.ReLU(inplace=inplace)
-        self.conv = nn.Sequential(nn.Conv2d(ni, ni, 3, padding=1, groups=ni, bias=False), nn.Conv2d(ni, nf, 1, bias=False))
-        self.bn = nn.BatchNorm2d(nf)
-    def forward(self, x): return self.bn(self.conv(self.activ(x)))
-
-class _Block(nn.Module):
-    "A residual Xception block: the identity convolution saves `x`, the body's first in-place ReLU then changes it"
-    def __init__(self, ni, nf, inplace=True):
-        super().__init__()
-        self.identity = nn.Sequential(nn.Conv2d(ni, nf, 1, stride=2, bias=False), nn.BatchNorm2d(nf))
-        self.body = nn.Sequential(_DwsConv(ni, nf, inplace), _DwsConv(nf, nf, inplace), nn.MaxPool2d(3, 2, padding=1))
-    def forward(self, x): return self.identity(x) + self.body(x)
-
 def _xception(inplace=True):
     return nn.Sequential(nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU()),
-                         _Block(8, 16, inplace), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+                         _XceptionUnit(8, 16, inplace), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
 
 def _digits_learner(model):
     x, y = digits_raw()

@@ -8,6 +8,7 @@ from fastai.losses import MSELossFlat
 from fastexplorer.all import *
 from fastexplorer.preflight import *   # `Learner.preflight`
 from bugzoo import tensor_dls, digits_raw, cases, keras_bce
+from bugs_data import _TinyLM   # the zoo's next-token GRU: logits `(batch, vocab, length)`
 
 def said(learn, b=None)->dict: return {v['check']: v for v in learn.preflight(b)}
 
@@ -179,13 +180,6 @@ def test_a_seeded_vit_that_diverges_names_the_same_first_finding_on_any_machine(
     assert every == once, (every, once)
     assert every[0][:2] == ('nonfinite', 'op'), every     # the traced origin: the module and operation that made the NaN
 
-class _NextToken(nn.Module):
-    "A next-token GRU: token ids `(batch, length)` to logits `(batch, vocab, length)`, as `F.cross_entropy` takes them"
-    def __init__(self, vocab=30, dim=16):
-        super().__init__()
-        self.emb,self.rnn,self.out = nn.Embedding(vocab, dim),nn.GRU(dim, dim, batch_first=True),nn.Linear(dim, vocab)
-    def forward(self, x): return self.out(self.rnn(self.emb(x))[0]).transpose(1, 2)
-
 def test_padding_the_loss_counts_is_named():
     """DALL-E's text loss (lucidrains/DALLE-pytorch#57): captions padded with token 0 to one length, and
     `F.cross_entropy(logits, labels)` without the `ignore_index` the code defined, so the pads count in the loss. No
@@ -196,13 +190,13 @@ def test_padding_the_loss_counts_is_named():
     pos = torch.arange(25)
     seq = torch.where(pos < lens, 1 + (start + pos) % 29, 0)
     dls = tensor_dls(seq[:, :-1], seq[:, 1:], bs=32)
-    v = said(Learner(dls, _NextToken(), loss_func=nn.CrossEntropyLoss()))
+    v = said(Learner(dls, _TinyLM(vocab=30, dim=16), loss_func=nn.CrossEntropyLoss()))
     assert v['padding_in_loss']['severity'] == 'warning' and v['padding_in_loss']['token'] == 0, v
     assert 'ignore_index=0' in v['padding_in_loss']['fix']
-    assert 'padding_in_loss' not in said(Learner(dls, _NextToken(), loss_func=nn.CrossEntropyLoss(ignore_index=0)))
+    assert 'padding_in_loss' not in said(Learner(dls, _TinyLM(vocab=30, dim=16), loss_func=nn.CrossEntropyLoss(ignore_index=0)))
     tags = torch.where(torch.rand(256, 24, generator=g) < 0.7, 0, torch.randint(1, 5, (256, 24), generator=g))
     words = torch.randint(1, 30, (256, 24), generator=g)
-    tagger = Learner(tensor_dls(words, tags, bs=32), _NextToken(), loss_func=nn.CrossEntropyLoss())
+    tagger = Learner(tensor_dls(words, tags, bs=32), _TinyLM(vocab=30, dim=16), loss_func=nn.CrossEntropyLoss())
     assert 'padding_in_loss' not in said(tagger)
 
 class _EncoderLM(nn.Module):
