@@ -13,8 +13,8 @@ from torch import nn
 # %% auto #0
 __all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'own_softmax', 'check_output_activation', 'ignore_index',
            'check_classes', 'check_targets', 'multi_hot', 'softmaxed', 'check_multi_hot', 'check_shapes',
-           'check_loss_contract', 'ignored_index', 'check_padding', 'module_label', 'name_makers', 'InputNorms',
-           'excuse_normalised', 'input_names', 'scale_words']
+           'check_loss_contract', 'check_padding', 'module_label', 'name_makers', 'InputNorms', 'excuse_normalised',
+           'input_names', 'scale_words']
 
 # %% ../nbs/03ha_contract.ipynb #b140091b
 def verdict(
@@ -257,12 +257,6 @@ def check_loss_contract(
     return res or [verdict('loss_contract', 'ok', said + "outputs, loss and targets fit in shape and range")]
 
 # %% ../nbs/03ha_contract.ipynb #160710af
-def ignored_index(loss_func)->int|None:
-    "The target index `loss_func` leaves out (`ignore_index`), through fastai's flat wrappers; `None` if it has none"
-    for f in (loss_func, getattr(loss_func, 'func', None)):
-        if isinstance(i := getattr(f, 'ignore_index', None), int): return i
-    return None
-
 def _tail(t:torch.Tensor, v:int)->torch.Tensor:
     "How many of each row's last positions of `t` (2-d) hold `v`"
     return (t == v).flip(1).int().cumprod(1).sum(1)
@@ -274,13 +268,13 @@ def check_padding(xb:tuple, yb:tuple, loss_func, rows:float=0.25, share:float=0.
     if not (loss_kind(loss_func) == 'ce' and ids(x) and ids(y) and x.shape == y.shape and y.shape[1] >= 4): return []
     pad = int(y[:, -1].mode().values)
     ends = (n := _tail(y, pad)) >= 2                    # the target rows that end in two pads or more
-    if float(ends.float().mean()) < rows or pad == ignored_index(loss_func): return []
+    if float(ends.float().mean()) < rows or pad == ignore_index(loss_func): return []
     q = int(x[ends, -1].mode().values)                  # the inputs' pad: the same token where the targets pad
     if not bool((_tail(x[ends], q) >= n[ends] - 1).all()) or float((y == pad).float().mean()) < share: return []
     f = float((y == pad).float().mean())
     return [verdict('padding_in_loss', 'warning', f"token {pad} fills the ends of {float(ends.float().mean()):.0%} of "
                     f"the target sequences, where the inputs end in token {q}: padding, {f:.0%} of the targets, which "
-                    f"the loss counts (its `ignore_index` is {ignored_index(loss_func)})",
+                    f"the loss counts (its `ignore_index` is {ignore_index(loss_func)})",
                     f"leave the padding out of the loss: `CrossEntropyLossFlat(ignore_index={pad})` (or "
                     f"`nn.CrossEntropyLoss(ignore_index={pad})`)", token=pad, share=f)]
 
