@@ -2,6 +2,7 @@
 
 Modules:
 
+- `fastexplorer.console`: What the tool finds, told where a fastai user reads while training: under the progress table, before the first batch and after each epoch, as HTML in a notebook and as plain lines in a terminal or a log.
 - `fastexplorer.dependence`: Karpathy's check, "use backprop to chart dependencies", run on the first batch: a sample's output must not depend on other samples' inputs, and a next-token model's output at a position must not depend on later positions."""
 
 __version__ = "0.0.1"

@@ -57,12 +57,13 @@ class ExplorerCallback(FitLife, Callback):
         overwrite:bool=False,   # replace a run already in `path` (only the files it wrote are removed)
         resume:bool=False,      # go on with the run in `path` (after a crash, say): its epochs follow the last one
         steps:bool=True,        # also write each sampled batch's statistics to the run's step database, `steps.sqlite`
+        verbose:int=1,          # tell findings under the progress table: 0 none, 1 errors and warnings, 2 also info
     ):
         check_args(path, {'every': (every, 1), 'hist_bins': (hist_bins, 1), 'sample': (sample, 1),
                           'heatmaps': (heatmaps, 0), 'heatmap_size': (heatmap_size, 1), 'port': (port, 0)},
                    dict(valid=valid, grads=grads, updates=updates, serve=serve, snapshots=snapshots,
                         overwrite=overwrite, resume=resume, steps=steps, preflight=preflight),
-                   hist_range, near_zero, alerts, layers)
+                   hist_range, near_zero, alerts, layers, verbose)
         store_attr(but='hist_range,custom')
         self.hist_range,self.custom = None if hist_range is None else tuple(hist_range),custom_stats(custom)
         self.server,self.snapshot_files,self.writer,self.tree = None,[],None,None
@@ -218,6 +219,7 @@ def _write_epoch(self:ExplorerCallback, partial:bool=False):
                          partial=partial, sampled={'train': self.act.batches, 'valid': va.batches if va else 0},
                          hist=self._hist_meta(), **scale_info(self.learn, self.step.skipped, self.ranks))
     fname = self.writer.write_epoch(doc, steps=self.n_steps)
+    self.console.epoch(self.findings.active, doc.get('alerts', []), n)   # what is new, under fastai's table
     self.n_epochs = n
     return fname
 

@@ -28,6 +28,7 @@ from .losswatch import LossWatch, SETTLED
 from .run import read_epoch_index
 from .formats import life_key
 from .findings import Findings
+from .console import Console
 
 # %% auto #0
 __all__ = ['MAX_HIST_BINS', 'refuse', 'check_args', 'FitLife']
@@ -39,7 +40,7 @@ def refuse(name:str, want:str, got, exc=ValueError):
     "Raise `exc`, saying that `ExplorerCallback`'s argument `name` must be `want`, not `got`"
     raise exc(f"ExplorerCallback: `{name}` must be {want}, not {got!r}")
 
-def check_args(path, ints:dict, flags:dict, hist_range, near_zero, alerts, layers):
+def check_args(path, ints:dict, flags:dict, hist_range, near_zero, alerts, layers, verbose=1):
     "Refuse a bad argument of `ExplorerCallback`, naming it and what it may be; `ints`: `{name: (value, least)}`"
     if not isinstance(path, (str, os.PathLike)): refuse('path', 'a folder (a str or a Path)', path, TypeError)
     if not str(path).strip():
@@ -62,6 +63,8 @@ def check_args(path, ints:dict, flags:dict, hist_range, near_zero, alerts, layer
         refuse('layers', 'None (the default layers) or a selection of at least one', layers)
     if is_int(port := ints.get('port', (0,))[0]) and port > MAX_PORT:
         refuse('port', f'a port from 0 (any free one) to {MAX_PORT}', port)
+    if not (isinstance(verbose, bool) or is_int(verbose) and 0 <= verbose <= 2):
+        refuse('verbose', 'True, False or a level: 0 (nothing), 1 (errors and warnings), 2 (also info)', verbose)
     if flags.get('overwrite') and flags.get('resume'):
         refuse('resume', 'False with `overwrite=True` (which replaces the run `resume` would go on with)', True)
 
@@ -87,9 +90,12 @@ def _open_run(self:FitLife, model):
         self.writer.write_representation(rep.get_dict())
         self.tree = rep.data.get_dict()
         self.findings = Findings(self.tree, self.writer, self.alerts)
+        self.console = Console(self.verbose, path=self.path)   # tells the findings as they come (`console`)
         if self.resume: self._carry_findings()   # a resumed run's findings go on
         self.heatmap_xb,self.heatmap_info = heatmap_samples(self.learn, self.heatmaps)
-        if self.preflight: self.findings.preflight(self.learn, self.n_epochs + 1)
+        if self.preflight:
+            self.findings.preflight(self.learn, self.n_epochs + 1)
+            self.console.preflight(self.findings.verdicts)   # before the first batch
         if self.serve: print(f"fastexplorer: explore this run at {self.explore(port=self.port)}")
     except BaseException as e: self._close_writer('failed', e); raise
 

@@ -25,6 +25,7 @@ from .batch import model_device, to_model_device, split_batch, dl_batch
 from .pipeline import LearnerPass, learner_batch
 from .modes import check_eval_repeat, check_last_batch
 from .dependence import check_batch_independence
+from .console import Verdicts
 
 # %% auto #0
 __all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'check_gradients', 'find_cut',
@@ -381,7 +382,7 @@ def preflight(self:Learner,
     b=None,              # the batch to check with (default: the first training batch)
     overfit:bool=False,  # also train a copy of the model on the batch (`check_overfit`): a few dozen steps
     lr:float|None=None,  # the learning rate of that training (default: the learner's)
-)->list:                 # the verdicts, in order
+)->Verdicts:             # the verdicts, in order (a list, shown as a table)
     "Check on one batch, before training, what practitioners check by hand; the model left as it was"
     model = unwrap_model(self.model)
     dev = model_device(model)
@@ -410,4 +411,4 @@ def preflight(self:Learner,
         norms.remove()
     excuse_normalised(res, norms.found)   # inputs a BatchNorm takes as they are: their scale does not matter
     if overfit: res += _overfit(self, model, xb, yb, lr or self.lr)
-    return res
+    return Verdicts(res)
