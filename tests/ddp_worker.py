@@ -5,7 +5,7 @@ own, uneven data into `OUT/uneven`; then under DDP into `OUT/run` again, which r
 error in `OUT/start/`); then under DDP into `OUT/drift`, where rank 1 alone edits a weight; then under DDP again into `OUT/raised`, where rank 1 raises mid-epoch (so the
 launch ends with that error, once the rest is written). One launch, because starting two processes is the slow part.
 The model and data helpers are imported by the test too, for the single-process run it compares against."""
-import datetime, os, sys
+import contextlib, datetime, os, sys
 from pathlib import Path
 import torch, torch.distributed as dist, torch.multiprocessing as mp
 from torch import nn
@@ -85,8 +85,11 @@ def worker(rank, world, out, port):
         DistributedDL._broadcast = _cpu_broadcast
         out = Path(out)
         # DDP: each rank writes to its own folder name, so that a non-zero rank writing anything would show
-        learn = learner(range(N), BS, out/('run' if rank == 0 else f'run_rank{rank}'), custom=CUSTOM)
-        with learn.distrib_ctx(sync_bn=False, cpu=True), learn.no_bar(), learn.no_logging(): learn.fit(2, 1e-2)
+        # at `verbose=2` rank 0 tells something at every epoch's end; each rank's own output goes to OUT/told/rankN.txt
+        learn = learner(range(N), BS, out/('run' if rank == 0 else f'run_rank{rank}'), custom=CUSTOM, verbose=2)
+        (out/'told').mkdir(exist_ok=True)
+        with open(out/'told'/f'rank{rank}.txt', 'w') as f, contextlib.redirect_stdout(f):
+            with learn.distrib_ctx(sync_bn=False, cpu=True), learn.no_bar(), learn.no_logging(): learn.fit(2, 1e-2)
         # uneven: no DDP, each rank trains on its own data; rank 0 has 5 batches (3 sampled), rank 1 has 2 (1 sampled)
         # and never calls `side`; the epoch-end reduction must still meet, once per epoch. fastai gathers each batch's
         # loss across ranks itself when WORLD_SIZE > 1 (which needs equal batch counts), so it is told of one process

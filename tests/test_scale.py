@@ -60,13 +60,19 @@ def ddp_out(ddp_launch):
 
 def test_ddp_one_set_of_files(ddp_out):
     "Under `distrib_ctx`, rank 0 alone writes: one run folder, valid files, and the epochs say they hold two ranks"
-    assert sorted(p.name for p in ddp_out.iterdir()) == ['drift', 'raised', 'run', 'start', 'uneven'], "a non-zero rank wrote a run folder"
+    assert sorted(p.name for p in ddp_out.iterdir()) == ['drift', 'raised', 'run', 'start', 'told', 'uneven'], "a non-zero rank wrote a run folder"
     files = sorted(p.name for p in (ddp_out/'run').iterdir())
     assert files == ['.lock', 'epoch_0001.json', 'epoch_0002.json', 'epochs.jsonl', 'history.sqlite', 'representation.json', 'run.json', 'steps.sqlite'], files   # .lock: the writer's, kept (empty) after the fit
     run = load_run(ddp_out/'run')
     for e in run.epochs: validate(e)
     assert run.meta['status'] == 'finished' and [e['ranks'] for e in run.epochs] == [2, 2]
     assert {k for k in _stats(run.epochs[0]) if '.' not in k} == {'', 'conv', 'act', 'lin', 'side'}, "paths have no `module.` prefix"   # '': the model's output
+
+def test_findings_are_told_by_rank_0_alone(ddp_out):
+    "Under DDP at `verbose=2`, rank 0 tells something at each epoch's end (issue 46); rank 1 prints nothing of ours"
+    r0,r1 = [(ddp_out/'told'/f'rank{r}.txt').read_text() for r in (0, 1)]
+    assert [l.split(':')[1] for l in r0.splitlines() if l.startswith('fastexplorer: epoch')] == [' epoch 1', ' epoch 2'], r0
+    assert 'fastexplorer' not in r1, r1
 
 def test_ddp_equals_one_process_over_the_union(ddp_out, tmp_path):
     "Two ranks' epoch files equal one process's whose batches are the unions of theirs: activations, histograms, dead units, gradients, updates"
