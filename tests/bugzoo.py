@@ -115,7 +115,7 @@ def run_case(c:Case, fixed:bool, path, seed:int=0):
     random.seed(seed); np.random.seed(seed); torch.manual_seed(seed)
     learn = c.build(fixed)
     bl = BatchLosses()
-    learn.add_cbs([ExplorerCallback(path, every=c.every, preflight=True), bl])
+    learn.add_cbs([ExplorerCallback(path, every=c.every, preflight=True, verbose=0), bl])   # the bench prints its own table
     try:
         with learn.no_bar(), learn.no_logging():
             getattr(learn, c.fit)(c.epochs, *([c.lr] if c.lr is not None else []), **c.fit_kw)
