@@ -1,0 +1,109 @@
+"Issue 47, point 6: a resumed run over a damaged folder, a full disk, a bad path, and the preflight on a model or loss that cannot train: each refused before training, saying what is wrong and where."
+import errno, json, shutil, sqlite3
+from pathlib import Path
+import pytest, torch
+import torch.nn.functional as F
+from torch import nn
+from fastai.callback.core import Callback
+from fastai.callback.progress import *   # noqa: F403  (Learner.no_bar)
+from fastai.learner import Learner
+from fastai.losses import CrossEntropyLossFlat
+from fastexplorer.all import *
+from fastexplorer.cli import digits_learner, digits_dls, digits_cnn
+from untouched import Untouched
+
+def _fit(learn, n=1):
+    with learn.no_bar(), learn.no_logging(): learn.fit(n, 1e-2)
+
+def _spy(learn)->list:
+    "A list that gets an item for each batch `learn` trains on"
+    seen = []
+    learn.add_cb(type('Spy', (Callback,), {'before_batch': lambda self: seen.append(1)})())
+    return seen
+
+def _resume(p:Path):
+    "Resume the run in `p` for one epoch, as a user does in a new session; `(error, batches trained)`"
+    learn = digits_learner(cbs=ExplorerCallback(p, every=5, resume=True, verbose=0))
+    seen = _spy(learn)
+    with pytest.raises(Exception) as e: _fit(learn)
+    return e.value,len(seen)
+
+def _files(p:Path)->dict:
+    "The run's files and their bytes (the lock and SQLite's journals aside)"
+    return {f.name: f.read_bytes() for f in sorted(p.iterdir()) if f.name != '.lock' and not f.name.endswith(('-wal', '-shm'))}
+
+@pytest.fixture(scope='module')
+def finished(tmp_path_factory)->Path:
+    "A finished run of two epochs on the digits, with its step database and epoch history"
+    p = tmp_path_factory.mktemp('finished')/'run'
+    _fit(digits_learner(cbs=ExplorerCallback(p, every=5, verbose=0)), 2)
+    return p
+
+def _copy(finished:Path, tmp_path:Path)->Path: return Path(shutil.copytree(finished, tmp_path/'run'))
+
+# --- resume over a damaged last epoch file -----------------------------------------------------------------------
+
+DAMAGE = {'truncated': lambda f: f.write_bytes(f.read_bytes()[:100]), 'empty': lambda f: f.write_bytes(b''),
+          'not_json': lambda f: f.write_text('<html>503 Service Unavailable</html>'),
+          'another_schema': lambda f: f.write_text(json.dumps({'schema': 'other/tool', 'version': 1, 'epoch': 2})),
+          'deleted': lambda f: f.unlink()}
+
+@pytest.mark.parametrize('damage', list(DAMAGE))
+def test_resume_refuses_a_damaged_last_epoch_file(finished, tmp_path, damage):
+    """The last epoch file of a run cut by a copy (or deleted): a resumed fit went on (appending epochs after one that
+    `load_run(p).df` can never read) or failed with a bare `JSONDecodeError` after rewriting `run.json`. Now it is refused
+    at `before_fit`, naming the file, before a batch is trained or a file written"""
+    p = _copy(finished, tmp_path)
+    DAMAGE[damage](p/'epoch_0002.json')
+    held = _files(p)
+    e,trained = _resume(p)
+    assert str(p/'epoch_0002.json') in str(e) and '`resume` cannot go on from epoch 2' in str(e), e
+    assert trained == 0 and _files(p) == held, 'refused before anything is trained or written'
+    assert [x['epoch'] for x in load_run(p).meta['epochs']] == [1, 2]
+
+def test_resume_goes_on_with_the_last_epoch_files_findings(finished, tmp_path):
+    "The healthy twin: a last epoch file intact, the run resumed, its epochs 1 to 3 all readable"
+    p = _copy(finished, tmp_path)
+    _fit(digits_learner(cbs=ExplorerCallback(p, every=5, resume=True, verbose=0)))
+    run = load_run(p)
+    assert [x['epoch'] for x in run.meta['epochs']] == [1, 2, 3] and sorted(run.df.epoch.unique()) == [1, 2, 3]
+
+# --- resume over a history of another version --------------------------------------------------------------------
+
+def test_resume_refuses_a_history_of_another_version_before_training(finished, tmp_path):
+    """`history.sqlite` written by another version: refused only after a whole epoch had trained, leaving an unlisted
+    `epoch_0003.json`. Now refused at `before_fit`, as a `steps.sqlite` of another version is"""
+    p = _copy(finished, tmp_path)
+    con = sqlite3.connect(p/'history.sqlite')
+    with con: con.execute("UPDATE meta SET value = '99' WHERE key = 'version'")
+    con.close()
+    held = _files(p)
+    e,trained = _resume(p)
+    assert str(p/'history.sqlite') in str(e) and 'version 99' in str(e), e
+    assert trained == 0 and not (p/'epoch_0003.json').exists() and _files(p).keys() == held.keys()
+    assert _files(p)['run.json'] == held['run.json']
+
+# --- a full disk when the fit starts -----------------------------------------------------------------------------
+
+def test_a_full_disk_when_the_run_folder_is_locked_names_the_folder(tmp_path, monkeypatch):
+    """A disk already full when the fit starts: the lock file's `pid@host` cannot be written, and `lock_run` raised a
+    bare `OSError: [Errno 28] No space left on device`. Now the error names the run folder and says the disk is full"""
+    import fastexplorer.export as ex
+    def full(f):   # the write of `pid@host`, as a full disk meets it
+        f.seek(0); f.truncate()
+        raise OSError(errno.ENOSPC, 'No space left on device')
+    monkeypatch.setattr(ex, '_write_owner', full)
+    p = tmp_path/'run'
+    learn = digits_learner(cbs=ExplorerCallback(p, verbose=0))
+    seen = _spy(learn)
+    with pytest.raises(OSError) as e: _fit(learn)
+    assert e.value.errno == errno.ENOSPC and str(p) in str(e.value) and 'the disk is full' in str(e.value), e.value
+    assert not seen and not p.exists(), 'nothing trained, no folder left behind'
+
+# --- a path with a null byte -------------------------------------------------------------------------------------
+
+def test_a_path_with_a_null_byte_is_refused_by_the_constructor():
+    "`ExplorerCallback(path='a\\0b')` failed at `before_fit` with 'embedded null byte', naming no argument"
+    with pytest.raises(ValueError, match='`path` must be a folder path without a null byte'): ExplorerCallback('a\0b')
+    with pytest.raises(ValueError, match='`path`'): ExplorerCallback(Path('runs')/'a\0b')
+
