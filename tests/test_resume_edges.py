@@ -107,3 +107,72 @@ def test_a_path_with_a_null_byte_is_refused_by_the_constructor():
     with pytest.raises(ValueError, match='`path` must be a folder path without a null byte'): ExplorerCallback('a\0b')
     with pytest.raises(ValueError, match='`path`'): ExplorerCallback(Path('runs')/'a\0b')
 
+# --- the preflight on a program that cannot train ----------------------------------------------------------------
+
+class _ForgotReturn(nn.Module):
+    "The digits CNN wrapped in a module of one's own whose `forward` computes the output and forgets to return it"
+    def __init__(self):
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0); self.body = digits_cnn()
+    def forward(self, x): out = self.body(x)   # noqa: F841
+
+def _checked(learn)->dict:
+    "The preflight's verdicts on `learn`, by check, the model left exactly as it was"
+    u = Untouched(learn.model)
+    vs = learn.preflight()
+    u.check()
+    return {v['check']: v for v in vs}
+
+def _errors(vs:dict)->list: return [k for k,v in vs.items() if v['severity'] == 'error']
+
+def test_preflight_on_a_forward_that_returns_none():
+    "A `forward` without `return`: the preflight crashed in its own check (`'NoneType' object has no attribute 'detach'`)"
+    vs = _checked(Learner(digits_dls(), _ForgotReturn(), loss_func=CrossEntropyLossFlat()))
+    assert _errors(vs) == ['output'] and "the model's forward returns None" in vs['output']['evidence'], vs
+
+def test_preflight_on_a_loss_that_is_not_reduced():
+    """`CrossEntropyLossFlat(reduction='none')`, one loss per sample: torch's "only one element tensors can be converted
+    to Python scalars" came out of the preflight. Now: the loss's shape, and the fix (reduce it)"""
+    learn = digits_learner()
+    learn.loss_func = CrossEntropyLossFlat(reduction='none')
+    vs = _checked(learn)
+    bs = learn.dls.train.bs
+    assert _errors(vs) == ['loss'] and f"a tensor of shape ({bs},), not a scalar" in vs['loss']['evidence'], vs
+    assert '`.mean()`' in vs['loss']['fix']
+
+def test_preflight_on_a_model_with_no_parameters():
+    """A baseline with nothing to learn (the digits' pixels pooled to 10 scores): torch's "element 0 of tensors does not
+    require grad" came out of the preflight. Now: the model has no parameters to train"""
+    model = nn.Sequential(nn.Flatten(), nn.AdaptiveAvgPool1d(10))
+    vs = _checked(Learner(digits_dls(), model, loss_func=CrossEntropyLossFlat()))
+    assert _errors(vs) == ['gradient_flow'] and 'the model has no parameters to train' in vs['gradient_flow']['evidence']
+
+def _sharp_ce(o, y):
+    "A cross-entropy written by hand, the log of a sharpened softmax: its zeros make `0 * log 0`, NaN, from the first batch"
+    p = F.softmax(o * 1e4, dim=1)
+    return -(F.one_hot(y, o.shape[1]) * torch.log(p)).sum(1).mean()
+
+def test_a_loss_that_is_nan_at_step_0_is_one_error_about_the_loss():
+    """A loss that is NaN at step 0 from finite outputs: two errors, the second (`gradient_flow`) blaming the layers,
+    whose gradients are NaN only because the loss is. Now one error, about the loss"""
+    learn = digits_learner()
+    learn.loss_func = _sharp_ce
+    vs = _checked(learn)
+    assert _errors(vs) == ['nonfinite_loss'] and 'the loss is nan' in vs['nonfinite_loss']['evidence'], vs
+
+class _NoGradForward(nn.Module):
+    "The digits CNN run under `torch.no_grad` in the model's own `forward` (a feature extractor frozen the wrong way)"
+    def __init__(self):
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0); self.body = digits_cnn()
+    def forward(self, x):
+        with torch.no_grad(): return self.body(x)
+
+def test_preflight_on_a_forward_run_under_no_grad():
+    """The same error from torch ("element 0 of tensors does not require grad") when the parameters exist but the forward
+    cuts them off: now the gradient check says where their gradient stops"""
+    vs = _checked(Learner(digits_dls(), _NoGradForward(), loss_func=CrossEntropyLossFlat()))
+    g = vs['gradient_flow']
+    assert g['severity'] == 'warning' and 'run under `torch.no_grad`' in g['evidence'] and g['cut']['module'] == 'body.0.0', g
