@@ -114,13 +114,15 @@ def no_output(out)->list:
     if first_tensor(out) is not None: return []
     what = 'None' if out is None else f"a {type(out).__name__} that holds no tensor"
     return [verdict('output', 'error', f"the model's forward returns {what}: there is no output to compute a loss from",
-                    "end `forward` with `return` and its output: a `forward` without one returns None", stage='forward')]
+                    "end `forward` with `return` and its output: a `forward` without one returns None",
+                    stage='forward')]
 
 def untrainable(loss, model:nn.Module)->list:
     "A verdict that stops the checks where `loss` cannot be trained from: not a tensor, not a scalar, nothing to train"
     if not isinstance(loss, torch.Tensor):
-        return [verdict('loss', 'error', f"the loss returns {'None' if loss is None else type(loss).__name__}, "
-                        "not a tensor: nothing to differentiate", "compute the loss with torch operations on the output")]
+        what = 'None' if loss is None else f"a {type(loss).__name__}"
+        return [verdict('loss', 'error', f"the loss returns {what}, not a tensor: nothing to differentiate",
+                        "compute the loss with torch operations on the output")]
     if loss.numel() != 1:
         return [verdict('loss', 'error', f"the loss returns a tensor of shape {tuple(loss.shape)}, not a scalar: "
                         "`backward` needs one value", "reduce it, e.g. `.mean()` (or pass `reduction='mean'` to the "
