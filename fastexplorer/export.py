@@ -49,10 +49,11 @@ def append_line(fname, d:dict):
         os.fsync(f.fileno())
 
 # %% ../nbs/02_export.ipynb #f6d85e6d
+_FULL = {errno.ENOSPC: 'the disk is full', getattr(errno, 'EDQUOT', -1): 'the disk quota is used up'}
+
 def why_not(e:OSError)->str:
     "Why a write failed with `e`, in words: a full disk is said to be one"
-    full = {errno.ENOSPC: 'the disk is full', getattr(errno, 'EDQUOT', -1): 'the disk quota is used up'}
-    return f"{full[e.errno]} ({e.strerror})" if e.errno in full else (e.strerror or str(e))
+    return f"{_FULL[e.errno]} ({e.strerror})" if e.errno in _FULL else (e.strerror or str(e))
 
 # %% ../nbs/02_export.ipynb #91689d98
 RESERVE = 256 * 1024   # bytes the lock file holds while the run is open: room for `run.json` on a full disk
@@ -214,9 +215,11 @@ class RunWriter:
         if p.exists() and not p.is_dir(): raise NotADirectoryError(f"run folder {str(p)!r} exists and is not a folder")
         made = not p.exists()
         try: p.mkdir(parents=True, exist_ok=True)
-        except OSError as e: raise OSError(e.errno, f"cannot create run folder {str(p)!r}: {e.strerror or e}") from e
+        except OSError as e: raise OSError(e.errno, f"cannot create run folder {str(p)!r}: {why_not(e)}") from e
         try: tempfile.TemporaryFile(dir=p).close()
-        except OSError as e: raise PermissionError(f"run folder {str(p)!r} is not writable: {e.strerror or e}") from e
+        except OSError as e:                     # a full disk is not a folder this user may not write
+            if e.errno in _FULL: raise OSError(e.errno, f"cannot write to run folder {str(p)!r}: {why_not(e)}") from e
+            raise PermissionError(f"run folder {str(p)!r} is not writable: {e.strerror or e}") from e
         try:
             self.lock = lock_run(p)                  # before anything is written or removed
             self._start(model_class, info)

@@ -176,3 +176,16 @@ def test_preflight_on_a_forward_run_under_no_grad():
     vs = _checked(Learner(digits_dls(), _NoGradForward(), loss_func=CrossEntropyLossFlat()))
     g = vs['gradient_flow']
     assert g['severity'] == 'warning' and 'run under `torch.no_grad`' in g['evidence'] and g['cut']['module'] == 'body.0.0', g
+
+def test_a_full_disk_when_the_folder_is_checked_is_not_called_a_permission(tmp_path, monkeypatch):
+    """A disk with no room left for a file when the run folder is checked: it was called 'not writable'
+    (`PermissionError`), sending the user after permissions. Now the folder is named and the disk said to be full"""
+    import fastexplorer.export as ex
+    def full(*args, **kwargs): raise OSError(errno.ENOSPC, 'No space left on device')
+    monkeypatch.setattr(ex.tempfile, 'TemporaryFile', full)
+    p = tmp_path/'run'
+    learn = digits_learner(cbs=ExplorerCallback(p, verbose=0))
+    seen = _spy(learn)
+    with pytest.raises(OSError) as e: _fit(learn)
+    assert not isinstance(e.value, PermissionError) and str(p) in str(e.value) and 'the disk is full' in str(e.value)
+    assert not seen
