@@ -14,12 +14,13 @@ from .formats import *
 from .history import add_epoch, forget_epochs_after, HISTORY
 from .stepdb import forget_steps_after
 from .run import *
+from .run import _read
 try: import fcntl
 except ImportError: fcntl = None      # Windows: run folders are not locked
 
 # %% auto #0
-__all__ = ['LOCK', 'RESERVE', 'append_line', 'RunLockedError', 'lock_run', 'free_reserve', 'unlock_run', 'foreign_files',
-           'is_run_file', 'repair_run', 'RunWriter', 'epoch_doc']
+__all__ = ['LOCK', 'RESERVE', 'append_line', 'why_not', 'RunLockedError', 'lock_run', 'free_reserve', 'unlock_run',
+           'foreign_files', 'is_run_file', 'repair_run', 'RunWriter', 'epoch_doc']
 
 # %% ../nbs/02_export.ipynb #df32d152
 def _versions()->dict:
@@ -46,6 +47,13 @@ def append_line(fname, d:dict):
         f.write(dumps(d).encode() + b'\n')
         f.flush()
         os.fsync(f.fileno())
+
+# %% ../nbs/02_export.ipynb #f6d85e6d
+_FULL = {errno.ENOSPC: 'the disk is full', getattr(errno, 'EDQUOT', -1): 'the disk quota is used up'}
+
+def why_not(e:OSError)->str:
+    "Why a write failed with `e`, in words: a full disk is said to be one"
+    return f"{_FULL[e.errno]} ({e.strerror})" if e.errno in _FULL else (e.strerror or str(e))
 
 # %% ../nbs/02_export.ipynb #91689d98
 RESERVE = 256 * 1024   # bytes the lock file holds while the run is open: room for `run.json` on a full disk
@@ -77,7 +85,10 @@ def lock_run(p:Path):
         warnings.warn(f"fastexplorer cannot lock run folder {str(p)!r} ({e.strerror or e}): "
                       "a second writer would not be detected")
         return f
-    _write_owner(f)
+    try: _write_owner(f)
+    except OSError as e:                   # the disk full, say: an error naming the folder, the lock let go
+        with contextlib.suppress(OSError): f.close()   # (its buffer cannot be written either)
+        raise OSError(e.errno, f"cannot write the lock of run folder {str(p)!r}: {why_not(e)}") from e
     try:                                     # room kept for the run's last word (`free_reserve`)
         f.write('\n' + ' ' * RESERVE)
         f.flush()
@@ -148,7 +159,7 @@ def _naming(fname):
     try: yield
     except OSError as e:
         if e.filename is not None or str(fname) in str(e): raise
-        raise OSError(e.errno, f"cannot write {str(fname)!r}: {e.strerror or e}") from e
+        raise OSError(e.errno, f"cannot write {str(fname)!r}: {why_not(e)}") from e
     except sqlite3.Error as e: raise type(e)(f"cannot write {str(fname)!r}: {e}") from e
 
 def _mark_crashed(p:Path, m:dict)->dict:
@@ -196,7 +207,7 @@ class RunWriter:
             raise ValueError("RunWriter: `overwrite=True` replaces the run and `resume=True` goes on with it: "
                              "pass one of them")
         self.path,self.overwrite,self.resume = Path(path),overwrite,resume
-        self.manifest,self.lock,self.last_epoch,self.last_steps = None,None,0,0
+        self.manifest,self.lock,self.last_epoch,self.last_steps,self.last_doc = None,None,0,0,{}
 
     def open(self, model_class:str='', **info):
         "Check the folder can be written, create it, take its lock and start the manifest (`resume`: the run's)"
@@ -204,9 +215,11 @@ class RunWriter:
         if p.exists() and not p.is_dir(): raise NotADirectoryError(f"run folder {str(p)!r} exists and is not a folder")
         made = not p.exists()
         try: p.mkdir(parents=True, exist_ok=True)
-        except OSError as e: raise OSError(e.errno, f"cannot create run folder {str(p)!r}: {e.strerror or e}") from e
+        except OSError as e: raise OSError(e.errno, f"cannot create run folder {str(p)!r}: {why_not(e)}") from e
         try: tempfile.TemporaryFile(dir=p).close()
-        except OSError as e: raise PermissionError(f"run folder {str(p)!r} is not writable: {e.strerror or e}") from e
+        except OSError as e:                     # a full disk is not a folder this user may not write
+            if e.errno in _FULL: raise OSError(e.errno, f"cannot write to run folder {str(p)!r}: {why_not(e)}") from e
+            raise PermissionError(f"run folder {str(p)!r} is not writable: {e.strerror or e}") from e
         try:
             self.lock = lock_run(p)                  # before anything is written or removed
             self._start(model_class, info)
@@ -305,7 +318,8 @@ def _take_up(self:RunWriter, old:dict|None, model_class:str, info:dict):
                          f"this fastexplorer resumes version {RUN_VERSION}")
     last = (read_epoch_index(p) or [{}])[-1]     # the last epoch written, and the steps taken by its end
     self.last_epoch,self.last_steps = last.get('epoch', 0),last.get('steps', 0)
-    _forget_after(p, self.last_epoch)
+    self.last_doc = _last_doc(p, last)           # its document: a damaged one refused before anything is written
+    _forget_after(p, self.last_epoch)            # another version's databases refused too
     if 'files' not in old:                   # a run from before the list: every file of ours it holds
         ours = [f.name for f in p.iterdir() if _OURS.match(f.name)]
         num = lambda k: max((int(e[2]) for n in ours if (e := _NUMBERED.match(n)) and e[1] == k), default=0)
@@ -315,6 +329,16 @@ def _take_up(self:RunWriter, old:dict|None, model_class:str, info:dict):
                      'writer': self.lock_owner, 'versions': _versions(), 'model': model_class or old.get('model', ''),
                      **info}
     self.write_manifest()
+
+def _last_doc(p:Path, last:dict)->dict:
+    "The document of epoch `last` (an entry of `epochs.jsonl`) of run folder `p`, `{}` for none; unreadable: refused"
+    if not last: return {}
+    try: return _read(p/last['file'], 'epoch')
+    except FileNotFoundError: why = 'missing'
+    except OSError as e: why = f"not readable ({e.strerror or e})"
+    except RunFileError as e: why = e.reason
+    raise RunFileError(p/last['file'], f"{why}: `resume` cannot go on from epoch {last['epoch']}, the last one "
+                       f"{EPOCH_INDEX} lists; put the file back, or write the run to another folder") from None
 
 def _forget_after(p:Path, epoch:int):
     "Remove what the step database and the epoch history of run folder `p` hold of epochs after `epoch`"

@@ -15,8 +15,8 @@ from .hooks import first_tensor
 from .state import scripted
 
 # %% auto #0
-__all__ = ['inplace_error', 'find_inplace', 'backward_runs', 'out_of_place', 'stopped', 'backward_failed', 'untrained_norms',
-           'check_frozen']
+__all__ = ['inplace_error', 'find_inplace', 'backward_runs', 'out_of_place', 'stopped', 'backward_failed', 'no_output',
+           'untrainable', 'untrained_norms', 'check_frozen']
 
 # %% ../nbs/03ig_failures.ipynb #5e15d749
 def inplace_error(e:BaseException)->bool:
@@ -84,8 +84,8 @@ def out_of_place(model:nn.Module, xb:tuple, path:str)->bool:
 
 # %% ../nbs/03ig_failures.ipynb #f881c9cf
 def stopped(v:dict)->bool:
-    "Whether verdict `v` says the loss or the backward could not be computed: no check that needs them can follow"
-    return v['check'] == 'loss' or v.get('stage') == 'backward'
+    "Whether verdict `v` says the forward, the loss or the backward could not be used: no check needing them can follow"
+    return v['check'] == 'loss' or v.get('stage') in ('forward', 'backward')
 
 def backward_failed(e:BaseException, model:nn.Module, xb:tuple)->list:
     "Verdict on a backward that raised `e`: the in-place operation that broke it, named; other errors raised again"
@@ -107,6 +107,33 @@ def backward_failed(e:BaseException, model:nn.Module, xb:tuple)->list:
     fix = (f"set `inplace=False` on `{p}`" if fixed else
            f"make `{op}` out of place in {where.rstrip(',')}: `y = f(x)` rather than changing `x`, which is used again")
     return [verdict('gradient_flow', 'error', ev, fix, layer=p, op=op, stage='backward')]
+
+# %% ../nbs/03ig_failures.ipynb #215ae20d
+def no_output(out)->list:
+    "A verdict that stops the checks where the model's output `out` holds no tensor: a `forward` without `return`, say"
+    if first_tensor(out) is not None: return []
+    what = 'None' if out is None else f"a {type(out).__name__} that holds no tensor"
+    return [verdict('output', 'error', f"the model's forward returns {what}: there is no output to compute a loss from",
+                    "end `forward` with `return` and its output: a `forward` without one returns None",
+                    stage='forward')]
+
+def untrainable(loss, model:nn.Module)->list:
+    "A verdict that stops the checks where `loss` cannot be trained from: not a tensor, not a scalar, nothing to train"
+    if not isinstance(loss, torch.Tensor):
+        what = 'None' if loss is None else f"a {type(loss).__name__}"
+        return [verdict('loss', 'error', f"the loss returns {what}, not a tensor: nothing to differentiate",
+                        "compute the loss with torch operations on the output")]
+    if loss.numel() != 1:
+        return [verdict('loss', 'error', f"the loss returns a tensor of shape {tuple(loss.shape)}, not a scalar: "
+                        "`backward` needs one value", "reduce it, e.g. `.mean()` (or pass `reduction='mean'` to the "
+                        "loss)", shape=list(loss.shape))]
+    if loss.requires_grad or any(p.requires_grad for p in model.parameters()): return []
+    n = sum(1 for _ in model.parameters())
+    ev = (f"none of the model's {n} parameters can be trained (each has `requires_grad=False`)" if n else
+          "the model has no parameters to train: nothing it computes can change")
+    fix = ("set `requires_grad=True` on those to train (fastai's own freezing: `learn.unfreeze()`)" if n else
+           "give the model a layer with weights to learn (`nn.Linear`, `nn.Conv2d`…)")
+    return [verdict('gradient_flow', 'error', ev, fix, stage='backward')]
 
 # %% ../nbs/03ig_failures.ipynb #dfb2da18
 def _groups_of(learn, model:nn.Module)->list:

@@ -45,6 +45,7 @@ def check_args(path, ints:dict, flags:dict, hist_range, near_zero, alerts, layer
     if not isinstance(path, (str, os.PathLike)): refuse('path', 'a folder (a str or a Path)', path, TypeError)
     if not str(path).strip():
         refuse('path', 'a folder, not empty (the run would be written into the working folder)', path)
+    if '\0' in str(path): refuse('path', 'a folder path without a null byte (no file system allows one)', path)
     if len(os.fsencode(Path(path).name)) > MAX_NAME_BYTES:
         refuse('path', f'a folder whose name is at most {MAX_NAME_BYTES} bytes', Path(path).name)
     for name,(v,least) in ints.items():
@@ -113,8 +114,8 @@ def take_up(self:Findings, live:list, last:list):
 @patch
 def _carry_findings(self:FitLife):
     "A resumed run: the findings of its `run.json` and of its last epoch's file go on (`Findings.take_up`)"
-    w,idx = self.writer,read_epoch_index(self.writer.path)
-    last = json.loads((w.path/idx[-1]['file']).read_text()).get('alerts', []) if idx else []
+    w = self.writer
+    last = w.last_doc.get('alerts', [])   # read (or refused, naming the file) when the writer took the run up
     live = [a for a in w.manifest.get('live_alerts') or [] if not (self.preflight and a.get('source') == 'preflight')]
     self.findings.take_up(live, last)
 

@@ -97,8 +97,10 @@ def add_epoch(
 
 # %% ../nbs/01a_history.ipynb #2cbca1a8
 def forget_epochs_after(path, epoch:int):
-    "Remove what the epoch history of run folder `path` holds of epochs after `epoch`"
-    sqlite_delete(Path(path)/HISTORY, [(t, f'DELETE FROM {t} WHERE epoch > ?') for t in ('epochs', 'stats')], epoch)
+    "Remove what the epoch history of run folder `path` holds of epochs after `epoch`; another version's is refused"
+    fname = Path(path)/HISTORY
+    if fname.exists(): _connect(fname).close()   # a resumed run: refused before its fit, not after its first epoch
+    sqlite_delete(fname, [(t, f'DELETE FROM {t} WHERE epoch > ?') for t in ('epochs', 'stats')], epoch)
 
 # %% ../nbs/01a_history.ipynb #32d2d9b6
 def open_history(path)->sqlite3.Connection:

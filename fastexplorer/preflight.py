@@ -20,7 +20,7 @@ from .nonfinite import find_loss_nonfinite, NodeOwners, trace_outputs
 from .alerts import loss_op
 from .contract import *
 from .lint import CallOrder, check_structure
-from .failures import backward_failed, check_frozen, stopped
+from .failures import backward_failed, check_frozen, stopped, no_output, untrainable
 from .batch import model_device, to_model_device, split_batch, dl_batch
 from .pipeline import LearnerPass, learner_batch
 from .modes import check_eval_repeat, check_last_batch
@@ -257,6 +257,7 @@ def name_loss_op(verdicts:list, # changed in place
 def scaled_backward(loss:torch.Tensor, params:list, scale:float|None=None, o:torch.Tensor|None=None)->float|None:
     """`loss.backward()`; with a float16 loss `scale`, of `loss` times a scale brought down until `params`' gradients
     are finite, then divided out (of `o.grad` too); the scale used"""
+    if not loss.requires_grad: return scale   # nothing reaches a parameter: `check_gradients` says so
     if scale is None: loss.backward(); return None
     held = lambda: [t.grad for t in (*params, o) if t is not None and t.grad is not None]
     while True:
@@ -333,12 +334,14 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
                                 f"({type(e).__name__}: {e}): the loss and the gradients are not checked")]
             if isinstance(o := first_tensor(out), torch.Tensor) and o.requires_grad: o.retain_grad()
             named = own.nodes,o,model,axis   # to name the module that made what a verdict is about
+            if (stop := no_output(out)): return stop   # a `forward` without `return`: nothing to check
             try: loss = pl.loss(out)
             except Exception as e:   # what feeds the loss says why, often; with no loss, no contract is "ok"
                 msg = f"the loss cannot be computed on the first batch: {type(e).__name__}: {e}"
                 vs = check_loss_contract(o, y, None, kind, axis, final_op(o), final_op(o, 1), flat, ig)
                 return name_makers([v for v in vs if v['severity'] != 'ok'] + [
                     verdict('loss', 'error', msg, "check the output's shape and classes against the targets'")], *named)
+        if (stop := untrainable(loss, model)): return stop   # not a scalar, or nothing to train
         res = check_first_layers(fa.seen) + check_structure(co, model, o) + check_loss_contract(
             o, y, float(loss.detach().float()), kind, axis, final_op(o), final_op(o, 1), flat, ig)
         sm = kind is None and own_softmax(loss, o)   # a loss of one's own that takes a softmax of the output: logits
@@ -348,11 +351,10 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
         try: scaled_backward(loss, ps, scale, o if isinstance(o, torch.Tensor) else None)
         except RuntimeError as e: return name_makers(res + backward_failed(e, model, xb), *named)   # in-place: named
         learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
-        lg,gf = check_loss_gradient(o),check_gradients(model, _groups(learn, model), own.idle)
-        if any(v['check'] == 'nonfinite_loss' for v in res): lg = []   # the loss itself is not finite: said once
+        said = {v['check'] for v in res} & {'nonfinite', 'nonfinite_loss'}   # the output's NaN or the loss's
+        lg,gf = [] if said else check_loss_gradient(o),check_gradients(model, _groups(learn, model), own.idle)
         with learner_autocast(learn): name_loss_op(res + lg, pl.loss, out)
-    if lg or any(v['check'] == 'nonfinite' for v in res):   # the loss's NaN or the output's, not the layers': said once
-        gf = [v for v in gf if not v['evidence'].startswith('non-finite')]
+    if lg or said: gf = [v for v in gf if not v['evidence'].startswith('non-finite')]   # said once, not the layers'
     return name_makers(res + lg + check_output(o, learns, _zero_weights(model)) + gf, *named)
 
 # %% ../nbs/03i_preflight.ipynb #af023b95

@@ -20,7 +20,7 @@ def _our_run(p:Path, epochs=2)->Path:
     "A finished run of `epochs` epochs in `p`, written by `RunWriter`"
     w = RunWriter(p).open('M')
     w.write_representation({'schema': 'fastexplorer/representation', 'version': 1})
-    for n in range(1, epochs + 1): w.write_epoch({'schema': 'fastexplorer/epoch', 'epoch': n})
+    for n in range(1, epochs + 1): w.write_epoch({'schema': 'fastexplorer/epoch', 'version': 1, 'epoch': n})
     w.write_manifest(status='finished'); getattr(w, 'close', lambda: None)()   # (no `close` before issue 17: for checking these tests on it)
     return p
 
