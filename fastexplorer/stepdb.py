@@ -17,8 +17,8 @@ from .formats import HIST_BINS, FALLBACK_RANGE, MAX_HIST_BINS
 
 # %% auto #0
 __all__ = ['STEPS_SCHEMA_VERSION', 'HIST_STEPS', 'table_stats', 'table_wide', 'steps_ddl', 'has_table', 'connect_steps',
-           'steps_file', 'step_stats', 'hist_bins', 'steps_root', 'StepWriter', 'chunk_cols', 'corrupt_chunk',
-           'unpack_chunks', 'forget_steps_after', 'hist_every_for']
+           'steps_file', 'step_stats', 'hist_bins', 'hist_range', 'steps_root', 'StepWriter', 'chunk_cols',
+           'corrupt_chunk', 'unpack_chunks', 'forget_steps_after', 'hist_every_for']
 
 # %% ../nbs/02a_stepdb.ipynb #ee152e74
 STEPS_SCHEMA_VERSION = 3
@@ -101,6 +101,18 @@ def hist_bins(con)->int:
         raise _meta_error(con, 'hist_bins', f"is {v!r:.40}, not a number of bins from 1 to {MAX_HIST_BINS:,}",
                           "every layer's histograms")
     return int(v) + 2
+
+def hist_range(con)->tuple|None:
+    "`(lo, hi)` of the histograms of the step database `con` (`hist_lo`, `hist_hi` of `meta`); `None`: each layer's"
+    m = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('hist_lo', 'hist_hi')"))
+    lo,hi = m.get('hist_lo'),m.get('hist_hi')
+    if lo == hi == 'fit': return None
+    try: r = (float(lo), float(hi))
+    except (TypeError, ValueError): r = (np.nan, np.nan)
+    if not (np.isfinite(r).all() and r[0] < r[1]):
+        raise _meta_error(con, 'hist_lo', f"and `hist_hi` are {lo!r:.30} and {hi!r:.30}: neither both 'fit' nor a "
+                          "range (low below high)", "every layer's histograms")
+    return r
 
 def steps_root(con)->str:
     "How the tables name the root module of the step database `con` (`root_label` of its layers)"

@@ -61,9 +61,8 @@ def layer_range(con, layer:str)->list|None:
             r = con.execute("SELECT r.lo, r.hi FROM hist_ranges r JOIN names n ON n.id = r.name "
                             "WHERE n.path = ? AND n.kind = 'layer'", (p,)).fetchone()
             if r is not None: return list(r)
-    meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('hist_lo', 'hist_hi')"))
-    try: return [float(meta['hist_lo']), float(meta['hist_hi'])]
-    except (KeyError, ValueError): return None
+    r = hist_range(con)   # the database's, checked
+    return None if r is None else list(r)
 
 # %% ../nbs/02ab_stepseries.ipynb #93c938f7
 _SPLIT = {'act': 'train', 'valid_act': 'valid', 'grad': 'train', 'weight': 'train', 'loss': 'train', 'hyper': 'train'}

@@ -1,5 +1,5 @@
 "A damaged step database (issue 47): every field of a chunk of `act` and `grad`, and of `meta`, damaged, is one `CorruptSteps` naming the file, the table, the series and the steps, through every reader and the server's step routes; a decompression bomb and n=2**31 end in it within 500 MB"
-import json, shutil, sqlite3, subprocess, sys, textwrap, zlib
+import re, shutil, sqlite3, subprocess, sys, zlib
 from pathlib import Path
 import pytest
 from fastai.callback.progress import *   # noqa: F403
@@ -106,29 +106,32 @@ def test_the_server_answers_a_damaged_series_with_a_422(damaged, case):
             assert c.get(f'/api/runs/good/steps{u}').status_code == 200, u
 
 META = [('stats', '[1, 2, 3]'), ('stats', '[]'), ('stats', 'not JSON'), ('stats', '{"name": "mean"}'), ('stats', None),
-        ('hist_bins', str(10**9)), ('hist_bins', 'x'), ('hist_bins', '0'), ('hist_bins', None)]
+        ('hist_bins', str(10**9)), ('hist_bins', 'x'), ('hist_bins', '0'), ('hist_bins', None), ('hist_lo', 'x'),
+        ('hist_lo', '3e999')]   # `hist_lo`: read for a layer without a range of its own (none here: `hist_ranges` emptied)
 
 @pytest.mark.parametrize('key,value', META, ids=[f'{k}={v}' for k,v in META])
 def test_a_damaged_meta_is_named_by_every_reader(good, tmp_path, key, value):
-    "A damaged `stats` or `hist_bins` in `meta` is a `CorruptSteps` of table `meta` from every reader that needs it, and a 422 from the server; `stats = []` no longer reads as a run without statistics"
+    "A damaged `stats`, `hist_bins` or `hist_lo` in `meta` is a `CorruptSteps` of table `meta` from every reader that needs it, and a 422 from the server; `stats = []` no longer reads as a run without statistics"
     from starlette.testclient import TestClient
     p = shutil.copytree(good, tmp_path/'r')
     con = sqlite3.connect(p/'steps.sqlite')
     with con:
         if value is None: con.execute('DELETE FROM meta WHERE key = ?', (key,))
         else: con.execute('UPDATE meta SET value = ? WHERE key = ?', (value, key))
+        if key == 'hist_lo': con.execute('DELETE FROM hist_ranges')
     con.close()
     readers = {'step_hist': lambda: load_run(p).step_hist(LAYER)} if key == 'hist_bins' else \
+              {'step_hist_series': lambda: step_hist_series(p, LAYER)} if key == 'hist_lo' else \
               {'.steps': lambda: load_run(p).steps, 'query_steps': lambda: load_run(p).query_steps(kinds='act'),
                'step_series': lambda: load_run(p).step_series(PARAM, 'grad')}
     for name,read in readers.items():
-        with pytest.raises(CorruptSteps, match=f"^{p/'steps.sqlite'}: table `meta`, .*: its `{key}` "): read()
-    urls = ['hist?layer=0.0'] if key == 'hist_bins' else ['', 'series?layer=0.0&kind=act']
+        with pytest.raises(CorruptSteps, match=f"^{re.escape(str(p/'steps.sqlite'))}: table `meta`, .*: its `{key}` "): read()
+    urls = ['hist?layer=0.0'] if key.startswith('hist') else ['', 'series?layer=0.0&kind=act']
     with TestClient(make_app(tmp_path, hosts={'testserver'}), raise_server_exceptions=True) as c:
         for u in urls:
             r = c.get(f'/api/runs/r/steps/{u}'.rstrip('/'))
             assert r.status_code == 422 and r.json()['error'].startswith('r/steps.sqlite: table `meta`'), (u, r.text)
-        assert c.get('/api/runs/r/steps/series?kind=loss').status_code == (200 if key == 'hist_bins' else 422)
+        assert c.get('/api/runs/r/steps/series?kind=loss').status_code == (200 if key.startswith('hist') else 422)
 
 @pytest.mark.parametrize('case', [('act', 'n', '2**31'), ('act', 'hist', 'flipped'), ('grad', 'stats', 'truncated')],
                          ids=['n', 'hist', 'stats'])
