@@ -5,7 +5,7 @@ import pytest
 from fastai.callback.progress import *   # noqa: F403
 import fastexplorer
 from fastexplorer.all import *
-from fastexplorer.chunks import CorruptSteps
+from fastexplorer.chunks import CorruptSteps   # also in `fastexplorer.all`
 from fastexplorer.cli import main
 
 LAYER,PARAM = '0.0','0.0.weight'   # the series damaged: a chunk of each from step 10 (of 10 rows), in a run of 22 steps
