@@ -52,6 +52,7 @@ def _readers(t:str, field:str)->dict:
     res = {} if field == 'hist' else {**res, 'query_steps(layer)': lambda p: load_run(p).query_steps(layer)}
     if field == 'split': return res   # moved to another split: what reads both splits meets it
     if field != 'hist': res['step_series'] = lambda p: load_run(p).step_series(layer, kind)
+    if t == 'grad': res['step_series(weight)'] = lambda p: load_run(p).step_series(layer, 'weight')   # same chunks
     if t == 'act' and field != 'stats': res['step_hist'] = lambda p: load_run(p).step_hist(layer)
     return res
 
