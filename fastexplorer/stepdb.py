@@ -335,6 +335,17 @@ def _row_damage(rows:list)->tuple|None:
             j = next(j for j,r in enumerate(rows) if type(r[k]) is not bytes)
             return j, f"a chunk holds {type(rows[j][k]).__name__} where a blob belongs"
 
+# %% ../nbs/02a_stepdb.ipynb #6c68bc28
+def _split_damage(con, rows:list)->tuple|None:
+    "`(index, why)` of the first chunk row of `rows` whose split is not its first batch's (in `con`); `None` if none"
+    if con is None or not rows: return None
+    firsts,split = sorted({r[3] for r in rows}),{}
+    for k in range(0, len(firsts), 500):   # a few: the series of a flush start at the same batches
+        q = firsts[k:k + 500]
+        split.update(con.execute(f"SELECT id, split FROM batches WHERE id IN ({', '.join('?' * len(q))})", q))
+    if (j := next((j for j,r in enumerate(rows) if split.get(r[3]) != r[1]), None)) is None: return None
+    return j, f"a chunk's split is not its first batch's ({split.get(rows[j][3])!r} in `batches`)"
+
 # %% ../nbs/02a_stepdb.ipynb #bc949e83
 def _whole(b, s, g:list)->np.ndarray:
     "Which chunks of rows `g`, unpacked to batches `b` and steps `s`, begin and end where their columns say, in order"
@@ -347,7 +358,7 @@ def unpack_chunks(rows:list, wide=None, bins:int|None=None, con=None, table:str=
     `split`, `batch`, `step`, `kept` (a histogram), `values` (given `wide`), `hist` (given `bins`: the rows `kept`);
     `CorruptSteps` naming the first chunk that cannot be one (of `table` in the step database `con`)"""
     bad = lambda j, why: corrupt_chunk(con, table, rows[j], why)
-    if (d := _row_damage(rows)) is not None: raise bad(*d)
+    if (d := _row_damage(rows) or _split_damage(con, rows)) is not None: raise bad(*d)
     if bins is not None and not 3 <= bins <= MAX_HIST_BINS + 2: raise CorruptSteps(f"histograms of {bins:,} counts")
     ns = np.array([r[6] for r in rows], dtype=np.int64)
     at,N = np.concatenate([[0], np.cumsum(ns)]),int(ns.sum())

@@ -26,7 +26,7 @@ BLOB = [('flipped', _flip), ('truncated', lambda b: b[:len(b) // 2]), ('empty', 
         ('text', lambda b: 'not a blob'), ('integer', lambda b: 7), ('bomb', lambda b: zlib.compress(bytes(2**22), 9))]
 INT = [('text', lambda v: 'x'), ('2**40', lambda v: 2**40), ('-1', lambda v: -1)]
 FIELDS = {'name': [('text', lambda v: 'x'), ('unknown', lambda v: 10**6)],
-          'split': [('unknown', lambda v: 'bogus'), ('integer', lambda v: 7)],
+          'split': [('unknown', lambda v: 'bogus'), ('integer', lambda v: 7), ('other', lambda v: 'valid')],
           'step': INT, 'batch': INT, 'last_step': INT, 'last_batch': INT,
           'n': [('0', lambda v: 0), ('2**31', lambda v: 2**31), ('2**40', lambda v: 2**40), ('one less', lambda v: v - 1),
                 ('text', lambda v: 'x')],
