@@ -3,6 +3,7 @@ from . import quiet_fastai
 quiet_fastai()
 from .formats import *
 from .console import Verdicts, Console
+from .chunks import CorruptSteps
 from .core import *
 from .hooks import *
 from .state import *

@@ -181,6 +181,7 @@ def _step_routes(store:RunStore)->dict:
             q = step_query(req.query_params, hist=what == 'hist')
             f = store.step_hist_series if what == 'hist' else store.step_series
             return Response(dumps(await run_in_threadpool(f, p, **q)), media_type='application/json')
+        except RunFileError as e: raise _unreadable(e, store)    # a damaged file (`CorruptSteps`): this series alone
         except ValueError as e: raise HTTPException(400, str(e))
         except KeyError as e: raise HTTPException(404, e.args[0] if e.args else 'not found')
         except FileNotFoundError:

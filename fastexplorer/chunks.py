@@ -8,10 +8,11 @@ Docs: https://fastexplorer.github.io/fastexplorer/chunks.html.md"""
 from __future__ import annotations
 import zlib
 import numpy as np
+from .formats import RunFileError, MAX_HIST_BINS
 
 # %% auto #0
-__all__ = ['CHUNK_ROWS', 'LEVEL', 'shuffle', 'pack', 'unpack', 'pack_rows', 'unpack_rows', 'pack_stats', 'unpack_stats',
-           'pack_hist', 'unpack_hist', 'chunk_slices']
+__all__ = ['CHUNK_ROWS', 'LEVEL', 'MAX_RATIO', 'MAX_CHUNK_BYTES', 'shuffle', 'CorruptSteps', 'inflate', 'pack', 'unpack',
+           'pack_rows', 'unpack_rows', 'pack_stats', 'unpack_stats', 'pack_hist', 'unpack_hist', 'chunk_slices']
 
 # %% ../nbs/01b_chunks.ipynb #a945460b
 CHUNK_ROWS = 32   # the most rows of a series in one chunk
@@ -22,18 +23,55 @@ def shuffle(a)->np.ndarray:
     a = np.ascontiguousarray(a, dtype=np.asarray(a).dtype.newbyteorder('<'))
     return a.view(np.uint8).reshape(*a.shape, a.dtype.itemsize).transpose(0, 2, 1).reshape(len(a), -1)
 
+# %% ../nbs/01b_chunks.ipynb #1f3984c6
+MAX_RATIO = 1032   # the most bytes deflate makes of one (runs of 258 equal bytes, a bit each)
+
+class CorruptSteps(RunFileError):
+    "A damaged step database `path`: what is wrong (`damage`), in which `table`, `series` and `steps`"
+    def __init__(self, damage:str, path='steps.sqlite', table:str='', series:str='', steps:str='', chunk:int|None=None):
+        self.damage,self.table,self.series,self.steps,self.chunk = damage,table,series,steps,chunk
+        where = ', '.join(s for s in (table and f"table `{table}`", series, steps) if s)
+        super().__init__(path, f"{where}: {damage}" if where else damage)
+
+    def at(self, **kw)->CorruptSteps:
+        "This error, told with more of where it is: `path`, `table`, `series`, `steps`"
+        return CorruptSteps(self.damage, **{'path': self.path, 'table': self.table, 'series': self.series,
+                                            'steps': self.steps, **kw})
+
+def inflate(blob, size:int)->bytes:
+    "The `size` bytes compressed in `blob`; `CorruptSteps` unless it holds just those (it inflates `size` + 1 at most)"
+    if not isinstance(blob, bytes): raise CorruptSteps(f"a chunk holds {type(blob).__name__} where a blob belongs")
+    if size > MAX_RATIO * len(blob) + 64:
+        raise CorruptSteps(f"a chunk of {len(blob)} bytes cannot hold the {size} bytes its rows need")
+    d = zlib.decompressobj()
+    try: out = d.decompress(blob, size + 1)
+    except zlib.error as e: raise CorruptSteps(f"a chunk does not decompress ({e})") from None
+    if len(out) > size: raise CorruptSteps(f"a chunk inflates to more than the {size} bytes its rows need")
+    if not d.eof: raise CorruptSteps(f"a chunk is cut short ({len(out)} of its {size} bytes before it ends)")
+    if len(out) < size: raise CorruptSteps(f"a chunk holds {len(out)} bytes where its rows need {size}")
+    if d.unused_data: raise CorruptSteps(f"a chunk has {len(d.unused_data)} bytes after its end")
+    return out
+
 # %% ../nbs/01b_chunks.ipynb #eb8c56b5
+MAX_CHUNK_BYTES = 4 * CHUNK_ROWS * (MAX_HIST_BINS + 2)   # the largest chunk a run writes: histograms of the most bins
+
 def pack(*arrays)->list:
     "Each chunk's arrays shuffled and compressed together: `arrays` are chunks × items (a dtype each); bytes per chunk"
     return [zlib.compress(r.tobytes(), LEVEL) for r in np.concatenate([shuffle(a) for a in arrays], axis=1)]
 
 def unpack(blobs:list, *layout)->list:
-    "The arrays `pack` made of each of `blobs`, laid out as `layout` (`(dtype, length)` pairs): an array per pair"
-    size = sum(np.dtype(d).itemsize * n for d,n in layout)
-    raw = b''.join(zlib.decompress(b) for b in blobs)
-    if len(raw) != size * len(blobs):
-        raise ValueError(f"{len(blobs)} chunks of {len(raw)} bytes where {size * len(blobs)} were expected")
-    a,out,k = np.frombuffer(raw, np.uint8).reshape(len(blobs), size),[],0
+    """The arrays `pack` made of each of `blobs`, laid out as `layout` (`(dtype, length)` pairs): an array per pair;
+    `CorruptSteps` (its `chunk`: the blob's index) if a blob does not hold just that"""
+    size = sum(np.dtype(d).itemsize * int(n) for d,n in layout)
+    if not 0 <= size <= MAX_CHUNK_BYTES:
+        raise CorruptSteps(f"chunks of {size:,} bytes: a run writes at most {MAX_CHUNK_BYTES:,}")
+    raw = []
+    for i,b in enumerate(blobs):
+        try: raw.append(inflate(b, size))
+        except CorruptSteps as e:
+            e.chunk = i
+            raise
+    a,out,k = np.frombuffer(b''.join(raw), np.uint8).reshape(len(blobs), size),[],0
     for d,n in layout:
         dt = np.dtype(d).newbyteorder('<'); m = dt.itemsize * n
         planes = a[:, k:k + m].reshape(len(blobs), dt.itemsize, n)
@@ -80,9 +118,12 @@ def pack_hist(counts)->list:
     return pack(np.diff(c, axis=1, prepend=0).transpose(0, 2, 1).reshape(len(c), -1).astype('<i4'))
 
 def unpack_hist(blobs:list, n:int, bins:int)->np.ndarray:
-    "The chunks × `n` × `bins` int32 counts of the chunks `pack_hist` packed"
+    "The chunks × `n` × `bins` int32 counts of the chunks `pack_hist` packed; `CorruptSteps` if a count is not one"
     d, = unpack(blobs, ('i4', n * bins))
-    return np.cumsum(d.reshape(len(blobs), bins, n).transpose(0, 2, 1), axis=1, dtype=np.int32)
+    h = np.cumsum(d.reshape(len(blobs), bins, n).transpose(0, 2, 1), axis=1, dtype=np.int64)
+    if len(bad := np.flatnonzero(((h < 0) | (h >= 2**31)).reshape(len(blobs), -1).any(1))):
+        raise CorruptSteps("a histogram holds a count outside [0, 2**31)", chunk=int(bad[0]))
+    return h.astype(np.int32)
 
 # %% ../nbs/01b_chunks.ipynb #eb297652
 def chunk_slices(*keys, rows:int=CHUNK_ROWS)->list:

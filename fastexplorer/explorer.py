@@ -149,7 +149,7 @@ def _steps_pieces(store:RunStore, p:Path, points:int=REPORT_POINTS, hist_points:
         loss = dumps(store.step_series(con, kind="loss", points=points))
         lr = dumps(store.step_series(con, "group 0", "hyper", "lr", points=points))
         yield f'"loss|": {loss}, "hyper|group 0": {lr}'
-        charted = {k: [d['name'] for d in info['stats'] if d['kind'] == k and d['charted']]
+        charted = {k: [d['name'] for d in info['stats'] if d['kind'] == k and d.get('charted')]
                    for k in ('act', 'grad', 'weight')}
         for l in info['layers']:
             for k in ('act', 'valid_act'):

@@ -26,16 +26,14 @@ from .distributed import is_distributed, agree_ranges, agree_on_start
 from .steps import StepQueue, step_layout, db_sink
 from .losswatch import LossWatch, SETTLED
 from .run import read_epoch_index
-from .formats import life_key
+from .formats import life_key, MAX_HIST_BINS
 from .findings import Findings
 from .console import Console
 
 # %% auto #0
-__all__ = ['MAX_HIST_BINS', 'refuse', 'check_args', 'FitLife']
+__all__ = ['refuse', 'check_args', 'FitLife']
 
 # %% ../nbs/03id_fitlife.ipynb #7ba66896
-MAX_HIST_BINS = 10_000
-
 def refuse(name:str, want:str, got, exc=ValueError):
     "Raise `exc`, saying that `ExplorerCallback`'s argument `name` must be `want`, not `got`"
     raise exc(f"ExplorerCallback: `{name}` must be {want}, not {got!r}")

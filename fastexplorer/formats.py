@@ -13,10 +13,11 @@ from pathlib import Path, PurePath
 import numpy as np
 
 # %% auto #0
-__all__ = ['SCHEMA_VERSION', 'FALLBACK_RANGE', 'HIST_BINS', 'MAX_NAME_BYTES', 'MAX_PORT', 'ROOT', 'SAME_FINDING', 'RANK',
-           'dtype_name', 'to_jsonable', 'dumps', 'temp_beside', 'atomic_file', 'atomic_write', 'save_json',
-           'sqlite_reader', 'sqlite_delete', 'sqlite_create', 'load_schema', 'validate', 'missing_message', 'is_int',
-           'is_real', 'site_key', 'site_of', 'root_label', 'root_last', 'life_key', 'alert_rank']
+__all__ = ['SCHEMA_VERSION', 'FALLBACK_RANGE', 'HIST_BINS', 'MAX_HIST_BINS', 'MAX_NAME_BYTES', 'MAX_PORT', 'ROOT', 'SAME_FINDING',
+           'RANK', 'dtype_name', 'to_jsonable', 'dumps', 'temp_beside', 'atomic_file', 'atomic_write', 'save_json',
+           'RunFileError', 'sqlite_reader', 'sqlite_delete', 'sqlite_create', 'load_schema', 'validate',
+           'missing_message', 'is_int', 'is_real', 'site_key', 'site_of', 'root_label', 'root_last', 'life_key',
+           'alert_rank']
 
 # %% ../nbs/00_formats.ipynb #0c38ee32
 def _json_key(k):
@@ -123,6 +124,13 @@ def save_json(o, fname, indent:int|None=None):
     "Write `o` to `fname` as strict JSON, atomically"
     atomic_write(fname, dumps(o, indent=indent))
 
+# %% ../nbs/00_formats.ipynb #58ec37d7
+class RunFileError(ValueError):
+    "A file of a run folder that cannot be read: `path` names it, `reason` says why"
+    def __init__(self, path, reason:str):
+        self.path,self.reason = Path(path),reason
+        super().__init__(f"{path}: {reason}")
+
 # %% ../nbs/00_formats.ipynb #d4075fee
 def sqlite_reader(fname, what:str, version:int, hint:str='')->sqlite3.Connection:
     "A read-only connection to SQLite file `fname` (`what` it is), refused unless its `meta` table holds `version`"
@@ -206,6 +214,7 @@ def site_of(key:str)->tuple:
 # %% ../nbs/00_formats.ipynb #97ac82ae
 FALLBACK_RANGE = (-10., 10.)   # the bins of a layer without a range of its own
 HIST_BINS = 40                 # the histograms' bins, unless a run asks for others
+MAX_HIST_BINS = 10_000         # the most a run may ask for (every layer keeps its counts at every sampled step)
 MAX_NAME_BYTES = 255           # the longest file or folder name most file systems take, in bytes
 MAX_PORT = 65535               # the largest TCP port
 

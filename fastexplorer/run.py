@@ -17,9 +17,9 @@ from .stepread import read_steps, read_step_hist
 from .stepseries import open_steps, layer_range
 
 # %% auto #0
-__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'DF_COLUMNS', 'ALERT_COLUMNS', 'LAYER_KINDS', 'ROOT_RUN', 'read_epoch_index',
-           'RunFileError', 'Run', 'load_run', 'plot_layer_stats', 'plot_color_dim', 'run_dir', 'read_manifest',
-           'list_runs', 'entry_path', 'epoch_path', 'RunStore', 'plot_stat', 'plot_hist', 'plot_grad_norms']
+__all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'DF_COLUMNS', 'ALERT_COLUMNS', 'LAYER_KINDS', 'ROOT_RUN', 'read_epoch_index', 'Run',
+           'load_run', 'plot_layer_stats', 'plot_color_dim', 'run_dir', 'read_manifest', 'list_runs', 'entry_path',
+           'epoch_path', 'RunStore', 'plot_stat', 'plot_hist', 'plot_grad_norms']
 
 # %% ../nbs/02b_run.ipynb #70f76f79
 RUN_VERSION = 2          # of `run.json`: version 2 lists the epochs in `epochs.jsonl` (version 1 in the manifest)
@@ -56,12 +56,6 @@ def _with_epochs(m:dict, p)->dict:
     return m
 
 # %% ../nbs/02b_run.ipynb #b936cce3
-class RunFileError(ValueError):
-    "A file of a run folder that cannot be read: `path` names it, `reason` says why"
-    def __init__(self, path, reason:str):
-        self.path,self.reason = Path(path),reason
-        super().__init__(f"{path}: {reason}")
-
 def _what(d)->str:
     names = {dict: 'an object', list: 'an array', str: 'a string', int: 'a number', float: 'a number',
              bool: 'a boolean'}

@@ -12,11 +12,13 @@ from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
 from .chunks import *
-from .formats import sqlite_reader, sqlite_create, root_label, root_last, HIST_BINS, FALLBACK_RANGE
+from .formats import sqlite_reader, sqlite_create, root_label, root_last
+from .formats import HIST_BINS, FALLBACK_RANGE, MAX_HIST_BINS
 
 # %% auto #0
 __all__ = ['STEPS_SCHEMA_VERSION', 'HIST_STEPS', 'table_stats', 'table_wide', 'steps_ddl', 'has_table', 'connect_steps',
-           'step_stats', 'steps_root', 'StepWriter', 'unpack_chunks', 'forget_steps_after', 'hist_every_for']
+           'steps_file', 'step_stats', 'hist_bins', 'hist_range', 'steps_root', 'StepWriter', 'chunk_cols',
+           'corrupt_chunk', 'unpack_chunks', 'forget_steps_after', 'hist_every_for']
 
 # %% ../nbs/02a_stepdb.ipynb #ee152e74
 STEPS_SCHEMA_VERSION = 3
@@ -60,9 +62,57 @@ def connect_steps(fname, readonly:bool=False)->sqlite3.Connection:
     return con
 
 # %% ../nbs/02a_stepdb.ipynb #13c2da36
+def steps_file(con)->str:
+    "The file of the step database open on `con`, as SQLite opened it"
+    return next((r[2] for r in con.execute('PRAGMA database_list') if r[1] == 'main' and r[2]), 'steps.sqlite')
+
+def _meta_error(con, key:str, why:str, series:str='every series')->CorruptSteps:
+    return CorruptSteps(f"its `{key}` {why}", steps_file(con), 'meta', series, 'every step')
+
+def _declared(d)->bool:
+    "Whether `d` is a statistic's declaration (`Stat.described`): a name fit for a column, a kind, flags and texts"
+    return (isinstance(d, dict) and isinstance(d.get('name'), str) and bool(_NAME.match(d['name']))
+            and d.get('kind') in ('act', 'grad', 'weight')
+            and all(type(d.get(k, False)) is bool for k in ('count', 'charted'))
+            and all(isinstance(d.get(k, ''), str) for k in ('doc', 'label')))
+
 def step_stats(con:sqlite3.Connection)->list:
-    "The declarations of the statistics the step database open on `con` holds, from its `meta` table"
-    return json.loads(con.execute("SELECT value FROM meta WHERE key = 'stats'").fetchone()[0])
+    "The declarations of the statistics the step database open on `con` holds, from its `meta` table, checked"
+    r = con.execute("SELECT value FROM meta WHERE key = 'stats'").fetchone()
+    if r is None or not isinstance(r[0], str):
+        raise _meta_error(con, 'stats', 'is missing' if r is None else f"holds {type(r[0]).__name__}, not JSON text")
+    try: held = json.loads(r[0])
+    except (ValueError, RecursionError): raise _meta_error(con, 'stats', f"is not JSON: {r[0][:60]!r}") from None
+    if not isinstance(held, list) or not all(map(_declared, held)):
+        raise _meta_error(con, 'stats', f"is not a list of statistics' declarations: {r[0][:60]!r}")
+    for t in ('act', 'grad'):   # a table's chunks have as many columns as it has statistics: none would hide them
+        ns = table_stats(held, t)
+        if len(set(ns)) < len(ns): raise _meta_error(con, 'stats', f"declares a statistic of table `{t}` twice")
+        if not ns and has_table(con, t) and con.execute(f'SELECT 1 FROM {t} LIMIT 1').fetchone() is not None:
+            raise _meta_error(con, 'stats', f"declares no statistic of table `{t}`, which holds chunks")
+    return held
+
+# %% ../nbs/02a_stepdb.ipynb #230d33b2
+def hist_bins(con)->int:
+    "The counts of a histogram row of the step database `con`: `hist_bins` of its `meta` table, and 2 (below, above)"
+    r = con.execute("SELECT value FROM meta WHERE key = 'hist_bins'").fetchone()
+    v = None if r is None else r[0]
+    if not (isinstance(v, str) and re.fullmatch('[0-9]{1,9}', v) and 1 <= int(v) <= MAX_HIST_BINS):
+        raise _meta_error(con, 'hist_bins', f"is {v!r:.40}, not a number of bins from 1 to {MAX_HIST_BINS:,}",
+                          "every layer's histograms")
+    return int(v) + 2
+
+def hist_range(con)->tuple|None:
+    "`(lo, hi)` of the histograms of the step database `con` (`hist_lo`, `hist_hi` of `meta`); `None`: each layer's"
+    m = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('hist_lo', 'hist_hi')"))
+    lo,hi = m.get('hist_lo'),m.get('hist_hi')
+    if lo == hi == 'fit': return None
+    try: r = (float(lo), float(hi))
+    except (TypeError, ValueError): r = (np.nan, np.nan)
+    if not (np.isfinite(r).all() and r[0] < r[1]):
+        raise _meta_error(con, 'hist_lo', f"and `hist_hi` are {lo!r:.30} and {hi!r:.30}: neither both 'fit' nor a "
+                          "range (low below high)", "every layer's histograms")
+    return r
 
 def steps_root(con)->str:
     "How the tables name the root module of the step database `con` (`root_label` of its layers)"
@@ -250,12 +300,67 @@ def close(self:StepWriter):
             self.thread = None
         self.con.close()
 
+# %% ../nbs/02a_stepdb.ipynb #f065bd94
+def chunk_cols(*blobs, x:str='')->str:
+    "The columns of a chunk table that `unpack_chunks` reads: a chunk's key, last step and batch, size, rows, `blobs`"
+    return ', '.join(x + c for c in ('name', 'split', 'step', 'batch', 'last_step', 'last_batch', 'n', 'rows', *blobs))
+
+def corrupt_chunk(con, t:str, r:tuple, damage:str)->CorruptSteps:
+    "The `CorruptSteps` of chunk row `r` (`chunk_cols`) of table `t` in the step database `con` (or `None`): `damage`"
+    what,kind = ('layer', 'layer') if t == 'act' else ('parameter', 'param')
+    p = None if con is None or type(r[0]) is not int else con.execute(
+        'SELECT path FROM names WHERE id = ? AND kind = ?', (r[0], kind)).fetchone()
+    series = f"{what} id {r[0]!r:.40} (not in `names`)" if p is None else f"{what} `{p[0] or steps_root(con)}`"
+    steps = f"step {r[2]!r:.24}" if r[2] == r[4] else f"steps {r[2]!r:.24}-{r[4]!r:.24}"
+    f = 'steps.sqlite' if con is None else steps_file(con)
+    return CorruptSteps(damage, f, t, f"{series} ({r[1]!s:.20})", steps)
+
+def _row_damage(rows:list)->tuple|None:
+    "`(index, why)` of the first chunk row of `rows` whose key, size or blobs cannot be a chunk's; `None` if none"
+    if not rows: return None
+    ints = [np.array([r[k] for r in rows]) for k in (0, 2, 3, 4, 5, 6)]   # name, steps, batches, size: integers
+    if any(a.dtype.kind != 'i' for a in ints):
+        return next(j for j,r in enumerate(rows) if any(type(r[k]) is not int for k in (0, 2, 3, 4, 5, 6))), \
+               "a chunk's name, steps, batches or number of rows is not an integer"
+    _,step,batch,last_step,last_batch,n = ints
+    if len(j := np.flatnonzero((n < 1) | (n > CHUNK_ROWS))):
+        return int(j[0]), f"a chunk says it holds {n[j[0]]:,} rows: a run writes 1 to {CHUNK_ROWS}"
+    if len(j := np.flatnonzero((last_step < step) | (last_batch - batch < n - 1))):
+        return int(j[0]), "a chunk's last step or batch comes before its first"
+    if not {r[1] for r in rows} <= {'train', 'valid'}:
+        j = next(j for j,r in enumerate(rows) if r[1] not in ('train', 'valid'))
+        return j, f"a chunk's split is {rows[j][1]!r:.40}, not 'train' or 'valid'"
+    for k in range(7, len(rows[0])):
+        if not all(type(r[k]) is bytes for r in rows):
+            j = next(j for j,r in enumerate(rows) if type(r[k]) is not bytes)
+            return j, f"a chunk holds {type(rows[j][k]).__name__} where a blob belongs"
+
+# %% ../nbs/02a_stepdb.ipynb #6c68bc28
+def _split_damage(con, rows:list)->tuple|None:
+    "`(index, why)` of the first chunk row of `rows` whose split is not its first batch's (in `con`); `None` if none"
+    if con is None or not rows: return None
+    firsts,split = sorted({r[3] for r in rows}),{}
+    for k in range(0, len(firsts), 500):   # a few: the series of a flush start at the same batches
+        q = firsts[k:k + 500]
+        split.update(con.execute(f"SELECT id, split FROM batches WHERE id IN ({', '.join('?' * len(q))})", q))
+    if (j := next((j for j,r in enumerate(rows) if split.get(r[3]) != r[1]), None)) is None: return None
+    return j, f"a chunk's split is not its first batch's ({split.get(rows[j][3])!r} in `batches`)"
+
 # %% ../nbs/02a_stepdb.ipynb #bc949e83
-def unpack_chunks(rows:list, wide=None, bins:int|None=None)->dict:
-    """Chunk rows `(name, split, step, batch, n, rows, [stats], [hist])` as arrays of a row per batch, in their
-    order: `name`, `split`, `batch`, `step`, `kept` (a histogram), `values` (given `wide`), `hist` (given `bins`: the
-    rows `kept`)"""
-    ns = np.array([r[4] for r in rows], dtype=np.int64)
+def _whole(b, s, g:list)->np.ndarray:
+    "Which chunks of rows `g`, unpacked to batches `b` and steps `s`, begin and end where their columns say, in order"
+    col = lambda k: np.array([r[k] for r in g], dtype=np.int64)
+    return ((b[:, 0] == col(3)) & (s[:, 0] == col(2)) & (b[:, -1] == col(5)) & (s[:, -1] == col(4))
+            & (np.diff(b, axis=1) > 0).all(1) & (np.diff(s, axis=1) >= 0).all(1))
+
+def unpack_chunks(rows:list, wide=None, bins:int|None=None, con=None, table:str='act')->dict:
+    """Chunk rows (`chunk_cols`, then `stats`, `hist` or both) as arrays of a row per batch, in their order: `name`,
+    `split`, `batch`, `step`, `kept` (a histogram), `values` (given `wide`), `hist` (given `bins`: the rows `kept`);
+    `CorruptSteps` naming the first chunk that cannot be one (of `table` in the step database `con`)"""
+    bad = lambda j, why: corrupt_chunk(con, table, rows[j], why)
+    if (d := _row_damage(rows) or _split_damage(con, rows)) is not None: raise bad(*d)
+    if bins is not None and not 3 <= bins <= MAX_HIST_BINS + 2: raise CorruptSteps(f"histograms of {bins:,} counts")
+    ns = np.array([r[6] for r in rows], dtype=np.int64)
     at,N = np.concatenate([[0], np.cumsum(ns)]),int(ns.sum())
     out = {'name': np.repeat(np.array([r[0] for r in rows], dtype=np.int64), ns),
            'split': np.repeat(np.array([r[1] for r in rows], dtype=object), ns),
@@ -264,15 +369,21 @@ def unpack_chunks(rows:list, wide=None, bins:int|None=None)->dict:
     for n in np.unique(ns):
         i = np.flatnonzero(ns == n)
         pos,g = (at[i][:, None] + np.arange(n)).reshape(-1),[rows[j] for j in i]
-        b,s,k = unpack_rows([r[5] for r in g], int(n), [r[3] for r in g], [r[2] for r in g])
+        try:
+            b,s,k = unpack_rows([r[7] for r in g], int(n), [r[3] for r in g], [r[2] for r in g])
+            if len(w := np.flatnonzero(~_whole(b, s, g))):
+                raise CorruptSteps("its rows' steps and batches are not those its columns give", chunk=int(w[0]))
+            if wide is not None:
+                out['values'][pos] = unpack_stats([r[8] for r in g], int(n), wide).reshape(-1, len(wide))
+        except CorruptSteps as e: raise bad(int(i[e.chunk or 0]), e.damage) from None
         out['batch'][pos],out['step'][pos],out['kept'][pos] = b.reshape(-1),s.reshape(-1),k.reshape(-1)
-        if wide is not None: out['values'][pos] = unpack_stats([r[6] for r in g], int(n), wide).reshape(-1, len(wide))
     if bins is not None:   # chunks of the same number of histograms unpacked together, in the order of their rows
         ms = np.add.reduceat(out['kept'].astype(np.int64), at[:-1]) if N else ns
         hat,out['hist'] = np.concatenate([[0], np.cumsum(ms)]),np.empty((int(ms.sum()), bins), dtype=np.int32)
         for m in np.unique(ms):
             i = np.flatnonzero(ms == m)
-            h = unpack_hist([rows[j][-1] for j in i], int(m), bins)
+            try: h = unpack_hist([rows[j][-1] for j in i], int(m), bins)
+            except CorruptSteps as e: raise bad(int(i[e.chunk or 0]), e.damage) from None
             out['hist'][(hat[i][:, None] + np.arange(m)).reshape(-1)] = h.reshape(-1, bins)
     return out
 
@@ -288,13 +399,13 @@ def forget_steps_after(path, epoch:int):
         _writable(fname, meta)
         gone = np.array([i for i, in con.execute('SELECT id FROM batches WHERE epoch > ?', (epoch,))], dtype=np.int64)
         if not len(gone): return
-        held,bins = json.loads(meta['stats']),int(meta['hist_bins']) + 2
+        held,bins = step_stats(con),hist_bins(con)
         with con:
             for t in ('act', 'grad'):
                 wide,hist = table_wide(held, t),t == 'act'
-                cols = f"name, split, step, batch, n, rows, stats{', hist' if hist else ''}"
+                cols = chunk_cols('stats', *(['hist'] if hist else []))
                 for r in con.execute(f"SELECT {cols} FROM {t} WHERE last_batch >= ?", (int(gone.min()),)).fetchall():
-                    u = unpack_chunks([r], wide, bins if hist else None)
+                    u = unpack_chunks([r], wide, bins if hist else None, con, t)
                     con.execute(f'DELETE FROM {t} WHERE name = ? AND split = ? AND step = ? AND batch = ?', r[:4])
                     if (k := ~np.isin(u['batch'], gone)).any():
                         h = u['hist'][k[u['kept']]] if hist else None   # the histograms of the rows that stay

@@ -52,6 +52,7 @@ def _batch_cols(con, ids)->dict:
     col = lambda j: pd.Series([r[j] for r in runs], dtype=None if runs else np.int64).to_numpy()[at]
     return {'epoch': col(3), 'fit': col(4)}
 
+# %% ../nbs/02aa_stepread.ipynb #e585f86a
 def _layer_frame(con, t:str, cols:list, kind:str, layers=None, split=None, span=(None, None),
                  wide:bool=False)->pd.DataFrame:
     """Long rows (`wide`: a column each) of statistics `cols` of table `t` (`act` or `grad`) for `layers` (default:
@@ -60,15 +61,19 @@ def _layer_frame(con, t:str, cols:list, kind:str, layers=None, split=None, span=
     if split: w,args = w + ' AND x.split = ?',[*args, split]
     w2,a2 = _chunk_span(span)
     w,args = w + w2,[*args, *a2]
-    rows = con.execute(f'SELECT x.name, x.split, x.step, x.batch, x.n, x.rows, x.stats FROM {t} x '
-                       f'JOIN names n ON n.id = x.name WHERE 1{w}', args).fetchall()
+    kind_ = 'layer' if t == 'act' else 'param'   # a chunk of no such name is read (and refused) unless `layers`
+    rows = con.execute(f"SELECT {chunk_cols('stats', x='x.')} FROM {t} x "
+                       f'LEFT JOIN names n ON n.id = x.name AND n.kind = ? WHERE 1{w}', [kind_, *args]).fetchall()
     held = step_stats(con)
-    u = unpack_chunks(rows, table_wide(held, t))
+    u = unpack_chunks(rows, table_wide(held, t), con=con, table=t)
     o = np.lexsort((u['batch'], u['name']))
     lo,hi = -np.inf if span[0] is None else span[0],np.inf if span[1] is None else span[1]
     o = o[(u['step'][o] >= lo) & (u['step'][o] <= hi)]
     w,args = _in('path', layers)
-    names = dict(con.execute(f'SELECT id, path FROM names WHERE 1{w}', args))
+    names = dict(con.execute(f'SELECT id, path FROM names WHERE kind = ?{w}', [kind_, *args]))
+    if unknown := set(np.unique(u['name']).tolist()) - names.keys():
+        r = next(r for r in rows if r[0] in unknown)
+        raise corrupt_chunk(con, t, r, "a chunk of a series that `names` does not list")
     b,ix,sp = _batch_cols(con, u['batch'][o]),[table_stats(held, t).index(c) for c in cols],u['split'][o]
     layer = np.array([names[i] for i in u['name'][o].tolist()], dtype=object)
     d = pd.DataFrame({'step': u['step'][o], **b, 'split': sp, 'layer': layer,
@@ -180,11 +185,11 @@ def read_step_hist(
     above) for each sampled batch that kept one"""
     con = connect_steps(Path(path)/'steps.sqlite', readonly=True)
     try:
-        k = int(dict(con.execute('SELECT key, value FROM meta'))['hist_bins']) + 2
+        k = hist_bins(con)
         if layer == steps_root(con): layer = ''   # the root, as tables name it
-        rows = con.execute('SELECT x.name, x.split, x.step, x.batch, x.n, x.rows, x.hist FROM act x '
+        rows = con.execute(f"SELECT {chunk_cols('hist', x='x.')} FROM act x "
                            "JOIN names n ON n.id = x.name WHERE n.path = ? AND n.kind = 'layer' AND x.split = ? "
                            'ORDER BY x.step, x.batch', (layer, split)).fetchall()
+        u = unpack_chunks(rows, bins=k, con=con, table='act')
     finally: con.close()
-    u = unpack_chunks(rows, bins=k)
     return u['step'][u['kept']],u['hist']

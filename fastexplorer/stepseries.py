@@ -61,9 +61,8 @@ def layer_range(con, layer:str)->list|None:
             r = con.execute("SELECT r.lo, r.hi FROM hist_ranges r JOIN names n ON n.id = r.name "
                             "WHERE n.path = ? AND n.kind = 'layer'", (p,)).fetchone()
             if r is not None: return list(r)
-    meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('hist_lo', 'hist_hi')"))
-    try: return [float(meta['hist_lo']), float(meta['hist_hi'])]
-    except (KeyError, ValueError): return None
+    r = hist_range(con)   # the database's, checked
+    return None if r is None else list(r)
 
 # %% ../nbs/02ab_stepseries.ipynb #93c938f7
 _SPLIT = {'act': 'train', 'valid_act': 'valid', 'grad': 'train', 'weight': 'train', 'loss': 'train', 'hyper': 'train'}
@@ -79,18 +78,22 @@ def _step_range(con, table:str, cond:str, args:list, start, stop)->tuple:
     "The first and last step of the rows (or chunks) `cond` selects, within [`start`, `stop`]: two seeks of the key"
     lo, = con.execute(f"SELECT min(x.step) FROM {table} x WHERE {cond}", args).fetchone()
     if lo is None: return None,None
-    last = ('x.last_step', ', x.batch DESC') if table in ('act', 'grad') else ('x.step', '')
-    hi, = con.execute(f"SELECT {last[0]} FROM {table} x WHERE {cond} ORDER BY x.step DESC{last[1]} LIMIT 1",
-                      args).fetchone()
+    if table in ('act', 'grad'):   # the last chunk's last step: checked, as everything a file says
+        r = con.execute(f"SELECT {chunk_cols(x='x.')} FROM {table} x WHERE {cond} ORDER BY x.step DESC, x.batch DESC "
+                        "LIMIT 1", args).fetchone()
+        if not (type(r[2]) is type(r[4]) is int and r[2] <= r[4]):
+            raise corrupt_chunk(con, table, r, "a chunk's last step is not a step at or after its first")
+        hi = r[4]
+    else: hi, = con.execute(f"SELECT x.step FROM {table} x WHERE {cond} ORDER BY x.step DESC LIMIT 1", args).fetchone()
     return max(lo, start) if start is not None else lo,min(hi, stop) if stop is not None else hi
 
 def _series_chunks(con, t:str, nid:int, split:str, lo:int, hi:int, blob:str='stats')->list:
-    "`(name, split, step, batch, n, rows, blob)` of the chunks of `nid`'s `split` in `t` with steps in [`lo`, `hi`]"
+    "The chunks (`chunk_cols` and `blob`) of `nid`'s `split` in table `t` that hold steps in [`lo`, `hi`]"
     q = f'SELECT max(step) FROM {t} WHERE name = ? AND split = ? AND step <= ?'
     s0, = con.execute(q, (nid, split, lo)).fetchone()
-    return con.execute(f'SELECT name, split, step, batch, n, rows, {blob} FROM {t} WHERE name = ? AND split = ? '
-                       'AND step BETWEEN ? AND ? AND last_step >= ? ORDER BY step, batch',
-                       (nid, split, lo if s0 is None else s0, hi, lo)).fetchall()
+    # every chunk from there is read, even one whose `last_step` says it ends before `lo`: what it says is checked
+    return con.execute(f'SELECT {chunk_cols(blob)} FROM {t} WHERE name = ? AND split = ? AND step BETWEEN ? AND ? '
+                       'ORDER BY step, batch', (nid, split, lo if s0 is None else s0, hi)).fetchall()
 
 # %% ../nbs/02ab_stepseries.ipynb #08663122
 def _width(lo:int, hi:int, points:int)->int:
@@ -141,7 +144,8 @@ def step_series(
         width = _width(lo, hi, points)
         if kind in _CHUNKED:
             held = step_stats(con)
-            u = unpack_chunks(_series_chunks(con, table, *args, lo, hi), table_wide(held, table))
+            chunks = _series_chunks(con, table, *args, lo, hi)
+            u = unpack_chunks(chunks, table_wide(held, table), con=con, table=table)
             k,ix = (u['step'] >= lo) & (u['step'] <= hi),[table_stats(held, table).index(s) for s in names]
             cols = {s: u['values'][k, i] for s,i in zip(names, ix)}
             return {**_buckets(u['step'][k], cols, lo, width), 'width': width}
@@ -165,15 +169,14 @@ def step_hist_series(path, layer:str, split:str='train', start:int|None=None, st
         if lo is None: return {'steps': [], 'width': 1, 'counts': [], 'range': rng}
         width = _width(lo, hi, points)
         chunks = _series_chunks(con, 'act', nid, split, lo, hi, 'hist')
-        bins, = con.execute("SELECT value FROM meta WHERE key = 'hist_bins'").fetchone()
+        u = unpack_chunks(chunks, con=con, table='act')             # the rows' steps: no histogram unpacked yet
+        k = np.flatnonzero(u['kept'] & (u['step'] >= lo) & (u['step'] <= hi))
+        first = k[_bucket_starts(u['step'][k], lo, width)]
+        of = np.repeat(np.arange(len(chunks)), [c[6] for c in chunks])   # the chunk of each row
+        need = np.unique(of[first])                                  # the chunks that hold a bucket's first histogram
+        h = unpack_chunks([chunks[i] for i in need], bins=hist_bins(con), con=con, table='act')['hist']
     finally:
         if own: con.close()
-    u = unpack_chunks(chunks)                                       # the rows' steps: no histogram unpacked yet
-    k = np.flatnonzero(u['kept'] & (u['step'] >= lo) & (u['step'] <= hi))
-    first = k[_bucket_starts(u['step'][k], lo, width)]
-    of = np.repeat(np.arange(len(chunks)), [c[4] for c in chunks])   # the chunk of each row
-    need = np.unique(of[first])                                      # the chunks that hold a bucket's first histogram
-    h = unpack_chunks([chunks[i] for i in need], bins=int(bins) + 2)['hist']
     m = np.bincount(of[u['kept']], minlength=len(chunks))            # each chunk's histograms
     nth = np.cumsum(u['kept']) - 1                                   # each row's histogram number
     G,H = np.cumsum(m) - m,np.cumsum(m[need]) - m[need]              # each chunk's start: in all, in those unpacked
