@@ -15,8 +15,9 @@ import numpy as np
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'FALLBACK_RANGE', 'HIST_BINS', 'MAX_NAME_BYTES', 'MAX_PORT', 'ROOT', 'SAME_FINDING', 'RANK',
            'dtype_name', 'to_jsonable', 'dumps', 'temp_beside', 'atomic_file', 'atomic_write', 'save_json',
-           'sqlite_reader', 'sqlite_delete', 'sqlite_create', 'load_schema', 'validate', 'missing_message', 'is_int',
-           'is_real', 'site_key', 'site_of', 'root_label', 'root_last', 'life_key', 'alert_rank']
+           'sqlite_connect', 'sqlite_reader', 'sqlite_delete', 'sqlite_create', 'load_schema', 'validate',
+           'missing_message', 'is_int', 'is_real', 'site_key', 'site_of', 'root_label', 'root_last', 'life_key',
+           'alert_rank']
 
 # %% ../nbs/00_formats.ipynb #0c38ee32
 def _json_key(k):
@@ -123,17 +124,42 @@ def save_json(o, fname, indent:int|None=None):
     "Write `o` to `fname` as strict JSON, atomically"
     atomic_write(fname, dumps(o, indent=indent))
 
+# %% ../nbs/00_formats.ipynb #14fa7ce4
+_NO_LOCKS = 'unix-none' if os.name == 'posix' else 'win32-none'   # SQLite's file access without locks
+
+def sqlite_connect(
+    fname,                   # the SQLite file, which must exist
+    writable:bool|None=None, # whether its folder may be written (default: `os.access` says)
+)->sqlite3.Connection:
+    "A read-only connection to SQLite file `fname` that applies its write-ahead log and writes nothing beside it"
+    p = Path(fname).resolve()
+    log = Path(f"{p}-wal")
+    mode,own_index = '&immutable=1',False
+    if log.is_file() and log.stat().st_size > 0:
+        if writable is None: writable = os.access(p.parent, os.W_OK)
+        mode,own_index = ('',False) if writable or Path(f"{p}-shm").exists() else (f'&vfs={_NO_LOCKS}',True)
+    con = sqlite3.connect(f"{p.as_uri()}?mode=ro{mode}", uri=True, timeout=10, check_same_thread=False)
+    if own_index: con.execute('PRAGMA locking_mode=EXCLUSIVE')   # the log's index in memory, not in a `-shm` file
+    return con
+
 # %% ../nbs/00_formats.ipynb #d4075fee
+def _log_note(p:Path)->str:
+    "What an unreadable database's write-ahead log holds, if it has rows and the folder cannot be written: how to read it"
+    log = Path(f"{p}-wal")
+    if not log.is_file() or not log.stat().st_size or os.access(p.resolve().parent, os.W_OK): return ''
+    return (f"; {log.stat().st_size / 2**20:.1f} MB of its latest rows are in {log.name!r}, a log this reader cannot "
+            "apply without write permission: copy the run folder somewhere writable and read the copy")
+
 def sqlite_reader(fname, what:str, version:int, hint:str='')->sqlite3.Connection:
     "A read-only connection to SQLite file `fname` (`what` it is), refused unless its `meta` table holds `version`"
     p = Path(fname)
     if not p.exists(): raise FileNotFoundError(f"no {what} {str(fname)!r}")
-    fixed = '&immutable=1' if not os.access(p.resolve().parent, os.W_OK) else ''   # read-only storage: nobody writes it
-    con = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro{fixed}", uri=True, timeout=10, check_same_thread=False)
+    con = sqlite_connect(p)   # its log applied, nothing written beside it
     try: v = dict(con.execute('SELECT key, value FROM meta')).get('version')
     except sqlite3.Error as e:
         con.close()
-        raise type(e)(f"{str(fname)!r} cannot be read as {'an' if what[0] in 'aeiou' else 'a'} {what}: {e}") from e
+        a = 'an' if what[0] in 'aeiou' else 'a'
+        raise type(e)(f"{str(fname)!r} cannot be read as {a} {what}: {e}{_log_note(p)}") from e
     if v != str(version):
         con.close()
         raise ValueError(f"{str(fname)!r} is {'an' if what[0] in 'aeiou' else 'a'} {what} of version {v}; "
