@@ -131,15 +131,18 @@ def sqlite_connect(
     fname,                   # the SQLite file, which must exist
     writable:bool|None=None, # whether its folder may be written (default: `os.access` says)
 )->sqlite3.Connection:
-    "A read-only connection to SQLite file `fname` that applies its write-ahead log and writes nothing beside it"
+    "A connection to SQLite file `fname` that reads its write-ahead log, changes nothing and leaves no file beside it"
     p = Path(fname).resolve()
+    if writable is None: writable = os.access(p.parent, os.W_OK)
     log = Path(f"{p}-wal")
-    mode,own_index = '&immutable=1',False
     if log.is_file() and log.stat().st_size > 0:
-        if writable is None: writable = os.access(p.parent, os.W_OK)
-        mode,own_index = ('',False) if writable or Path(f"{p}-shm").exists() else (f'&vfs={_NO_LOCKS}',True)
-    con = sqlite3.connect(f"{p.as_uri()}?mode=ro{mode}", uri=True, timeout=10, check_same_thread=False)
-    if own_index: con.execute('PRAGMA locking_mode=EXCLUSIVE')   # the log's index in memory, not in a `-shm` file
+        mode = '' if writable or Path(f"{p}-shm").exists() else f'&vfs={_NO_LOCKS}'
+        con = sqlite3.connect(f"{p.as_uri()}?mode=ro{mode}", uri=True, timeout=10, check_same_thread=False)
+        if mode: con.execute('PRAGMA locking_mode=EXCLUSIVE')   # the log's index in memory, not in a `-shm` file
+        return con
+    con = sqlite3.connect(f"{p.as_uri()}?mode={'rw' if writable else 'ro&immutable=1'}", uri=True, timeout=10,
+                          check_same_thread=False)
+    con.execute('PRAGMA query_only=1')
     return con
 
 # %% ../nbs/00_formats.ipynb #d4075fee
