@@ -16,8 +16,8 @@ import numpy as np
 __all__ = ['SCHEMA_VERSION', 'FALLBACK_RANGE', 'HIST_BINS', 'MAX_NAME_BYTES', 'MAX_PORT', 'ROOT', 'SAME_FINDING', 'RANK',
            'dtype_name', 'to_jsonable', 'dumps', 'temp_beside', 'atomic_file', 'atomic_write', 'save_json',
            'sqlite_connect', 'sqlite_reader', 'sqlite_delete', 'sqlite_create', 'load_schema', 'validate',
-           'missing_message', 'is_int', 'is_real', 'site_key', 'site_of', 'root_label', 'root_last', 'life_key',
-           'alert_rank']
+           'missing_message', 'is_int', 'is_real', 'unrooted', 'site_key', 'site_of', 'root_label', 'root_last',
+           'life_key', 'alert_rank']
 
 # %% ../nbs/00_formats.ipynb #0c38ee32
 def _json_key(k):
@@ -147,7 +147,7 @@ def sqlite_connect(
 
 # %% ../nbs/00_formats.ipynb #d4075fee
 def _log_note(p:Path)->str:
-    "What an unreadable database's write-ahead log holds, if it has rows and the folder cannot be written: how to read it"
+    "What an unreadable database's write-ahead log holds, with rows, where its folder cannot be written: how to read it"
     log = Path(f"{p}-wal")
     if not log.is_file() or not log.stat().st_size or os.access(p.resolve().parent, os.W_OK): return ''
     return (f"; {log.stat().st_size / 2**20:.1f} MB of its latest rows are in {log.name!r}, a log this reader cannot "
@@ -220,6 +220,13 @@ def is_int(v)->bool:
 def is_real(v)->bool:
     "Whether `v` is a finite real number (not a bool): an argument check"
     return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+# %% ../nbs/00_formats.ipynb #4ead39fe
+def unrooted(text:str, root)->str:
+    "`text` without the folders above folder `root` in the paths it names (`root` absolute or resolved, or quoted)"
+    for r in dict.fromkeys(str(x) for x in (Path(root).absolute(), Path(root).resolve()) if x.parent != x):
+        for form in (r, repr(r)[1:-1]): text = text.replace(form + os.sep, '')
+    return text
 
 # %% ../nbs/00_formats.ipynb #75f4c367
 def site_key(path:str, call:int)->str:
