@@ -229,25 +229,41 @@ def test_hyper_groups_out_of_range(good, layer, status, capfd):
     else: assert (d['n'] > 0) == (layer == 'group 0'), d
     assert 'Traceback' not in capfd.readouterr().err
 
-def test_legacy_websocket_survives_deep_nesting_and_bad_utf8(good, capfd):
-    "The original client's websocket: 100,000 nested `[` and a text frame that is not UTF-8 print no traceback; the socket answers on"
+@contextmanager
+def _legacy(s):
+    "A client of the original websocket on server `s`, connected and sent the run's representation"
     ws_client = pytest.importorskip('websockets.sync.client')
     from fastexplorer.legacy import LEGACY_ORIGIN, LEGACY_EVENTS
-    with serve(good.parent, port=0, legacy_client=True) as s:
-        url = s.url.replace('http://', 'ws://') + 'ws?run=good'
-        with ws_client.connect(url, origin=LEGACY_ORIGIN, open_timeout=10) as ws:
-            ws.send('{"type": "CONNECTED"}')
-            assert json.loads(ws.recv(timeout=10))['type'] == LEGACY_EVENTS['data']
-            ws.send('[' * 100_000)
-            ws.send(json.dumps({'type': 'socket/sendEvent', 'payload': {'event': 'NOPE'}}))
-            assert json.loads(ws.recv(timeout=10))['type'] == LEGACY_EVENTS['invalid']
-        with ws_client.connect(url, origin=LEGACY_ORIGIN, open_timeout=10) as ws:
-            ws.send('{"type": "CONNECTED"}'); ws.recv(timeout=10)
-            ws.send(b'\xff\xfe not UTF-8', text=True)
-            try: ws.recv(timeout=5)
-            except Exception: pass                                 # the server may close: a text frame must be UTF-8
-        with ws_client.connect(url, origin=LEGACY_ORIGIN, open_timeout=10) as ws:   # and it serves the next client
-            ws.send('{"type": "CONNECTED"}')
-            assert json.loads(ws.recv(timeout=10))['type'] == LEGACY_EVENTS['data']
+    with ws_client.connect(s.url.replace('http://', 'ws://') + 'ws?run=good', origin=LEGACY_ORIGIN, open_timeout=10) as ws:
+        ws.send('{"type": "CONNECTED"}')
+        assert json.loads(ws.recv(timeout=10))['type'] == LEGACY_EVENTS['data']
+        yield ws
+
+def test_legacy_websocket_skips_deep_nesting(good, capfd):
+    "The original client's websocket: 100,000 nested `[` are skipped like any message that is not JSON; no traceback"
+    from fastexplorer.legacy import LEGACY_EVENTS
+    with serve(good.parent, port=0, legacy_client=True) as s, _legacy(s) as ws:
+        ws.send('[' * 100_000)
+        ws.send(json.dumps({'type': 'socket/sendEvent', 'payload': {'event': 'NOPE'}}))
+        assert json.loads(ws.recv(timeout=10))['type'] == LEGACY_EVENTS['invalid']   # the socket answers on
     err = capfd.readouterr().err
-    assert 'Traceback' not in err and 'RecursionError' not in err and 'UnicodeDecodeError' not in err, err[-3000:]
+    assert 'Traceback' not in err and 'RecursionError' not in err, err[-3000:]
+
+def test_legacy_websocket_text_not_utf8(good, capfd):
+    "A text frame that is not UTF-8 closes that socket (1007) with one line in the log, no traceback; the next client is served"
+    with serve(good.parent, port=0, legacy_client=True) as s:
+        with _legacy(s) as ws:
+            ws.send(b'\xff\xfe not UTF-8', text=True)
+            with pytest.raises(Exception): ws.recv(timeout=5)
+            assert ws.close_code == 1007, ws.close_code
+        with _legacy(s): pass
+    err = capfd.readouterr().err
+    assert 'Traceback' not in err and 'UnicodeDecodeError' not in err and 'not in UTF-8' in err, err[-3000:]
+
+def test_report_cli_names_a_link_out(good, tmp_path):
+    "`fastexplorer report` on a folder whose run links out of it: a one-line error naming the file from that folder"
+    from fastexplorer.cli import main
+    root = _linked(good, tmp_path, 'landscape.json')
+    with pytest.raises(SystemExit, match=r'^fastexplorer report: linked/landscape\.json: a link to a file outside'):
+        main(['report', str(root), '-o', str(tmp_path/'rep.html')])
+    assert not (tmp_path/'rep.html').exists()
