@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/run.html.md"""
 
 # %% ../nbs/02b_run.ipynb #11f5fa32
 from __future__ import annotations
-import functools, json, os, re, sqlite3, stat
+import functools, json, re, sqlite3, stat
 from pathlib import Path
 import numpy as np, pandas as pd
 from fastcore.basics import patch
