@@ -10,7 +10,7 @@ import asyncio, ipaddress, json, re, sqlite3, threading
 from importlib.resources import files
 from pathlib import Path
 from .formats import *
-from .run import RunStore, RunFileError
+from .run import RunStore, RunFileError, OutsideFolderError
 
 # %% auto #0
 __all__ = ['STEP_KINDS', 'MAX_POINTS', 'step_query', 'make_app']
@@ -83,18 +83,18 @@ def _run_of(store:RunStore, req)->Path:
     return p
 
 def _unreadable(e:Exception, store:RunStore):
-    "The reply to a run file that cannot be read: 404 if it is gone, else 422 naming it and what is wrong"
+    "The reply to a run file that cannot be read: 404 if it is gone or leads out of the served folder, else 422, named"
     from starlette.exceptions import HTTPException
-    return HTTPException(404 if isinstance(e, FileNotFoundError) else 422, store.why(e))
+    return HTTPException(404 if isinstance(e, (FileNotFoundError, OutsideFolderError)) else 422, store.why(e))
 
-def _file(p:Path, base:Path, store:RunStore):
-    "A response with the JSON file `p` of run folder `base` in `store`; a 404 if it is not there or not inside `base`"
+def _file(p:Path, name:str, store:RunStore):
+    "A response with JSON file `name` of run folder `p` in `store`; a 404 if it is not there or leads out of the folder"
     from starlette.responses import Response
     from starlette.exceptions import HTTPException
     try:
-        if not p.is_file() or not store.contains(base, p): raise HTTPException(404, 'not found')
-        return Response(p.read_bytes(), media_type='application/json')
-    except OSError as e: raise _unreadable(e, store)
+        if not (f := store.file(p, name)).is_file(): raise HTTPException(404, 'not found')
+        return Response(f.read_bytes(), media_type='application/json')
+    except (OSError, RunFileError) as e: raise _unreadable(e, store)
 
 # %% ../nbs/04a_app.ipynb #3dbd9618
 def _file_routes(store:RunStore)->dict:
@@ -116,14 +116,14 @@ def _file_routes(store:RunStore)->dict:
         if name == 'run.json':     # the manifest with its epochs, whichever version wrote it
             try: return Response(dumps(store.manifest(p)), media_type='application/json')
             except (OSError, ValueError) as e: raise _unreadable(e, store)
-        return _file(p/name, p, store)
+        return _file(p, name, store)
     async def epoch(req):
         p,n = _run_of(store, req),req.path_params['n']
         if not re.fullmatch('[0-9]{1,9}', n): raise HTTPException(404, 'not found')   # Starlette's `int`: any length
         try: f = store.epoch_file(p, int(n))
         except (OSError, ValueError) as e: raise _unreadable(e, store)
         if f is None: raise HTTPException(404, f'no epoch {int(n)}')
-        return _file(f, p, store)
+        return _file(f.parent, f.name, store)
     return dict(index=index, static=static, runs=runs, run_file=run_file, epoch=epoch)
 
 # %% ../nbs/04a_app.ipynb #75d4fb54
@@ -182,15 +182,15 @@ def _step_routes(store:RunStore)->dict:
             f = store.step_hist_series if what == 'hist' else store.step_series
             return Response(dumps(await run_in_threadpool(f, p, **q)), media_type='application/json')
         except RunFileError as e: raise _unreadable(e, store)    # a damaged file (`CorruptSteps`): this series alone
-        except ValueError as e: raise HTTPException(400, str(e))
+        except ValueError as e: raise HTTPException(400, store.why(e))
         except KeyError as e: raise HTTPException(404, e.args[0] if e.args else 'not found')
         except FileNotFoundError:
             raise HTTPException(404, f"run {req.path_params['run']!r} has no step series (steps.sqlite): "
                                      "it was recorded without them or by an older fastexplorer")
         except OSError as e: raise _unreadable(e, store)
         except sqlite3.Error as e:
-            raise HTTPException(422, f"the step series of run {req.path_params['run']!r} cannot be read "
-                                     f"(steps.sqlite: {e})")
+            raise HTTPException(422, f"the step series of run {req.path_params['run']!r} cannot be read: "
+                                     f"{store.why(e)}")
     async def steps_what(req):
         if req.path_params['what'] not in ('series', 'hist'): raise HTTPException(404, 'not found')
         return await steps(req)
@@ -206,10 +206,12 @@ def _history_routes(store:RunStore)->dict:
         p = _run_of(store, req)
         try: return Response(await run_in_threadpool(store.summaries, p), media_type='application/json')
         except FileNotFoundError:
-            raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite): "
-                                     "an older fastexplorer wrote it; `build_history` makes one")
+            try: ended = bool(store.manifest(p)['epochs'])   # none listed: the first is under way, not an old run
+            except (OSError, ValueError): ended = True
+            why = "an older fastexplorer wrote it; `build_history` makes one" if ended else "no epoch has ended yet"
+            raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite): {why}")
         except RunFileError as e: raise _unreadable(e, store)
-        except (ValueError, sqlite3.Error) as e: raise HTTPException(404, str(e))
+        except (ValueError, sqlite3.Error) as e: raise HTTPException(404, store.why(e))
     async def history(req):
         p = _run_of(store, req)
         if bad := set(req.query_params.keys()) - {'path'}:
@@ -217,10 +219,11 @@ def _history_routes(store:RunStore)->dict:
         try:
             text = await run_in_threadpool(store.history, p, req.query_params.getlist('path'))
             return Response(text, media_type='application/json')
-        except ValueError as e: raise HTTPException(400, str(e))
+        except RunFileError as e: raise _unreadable(e, store)
+        except ValueError as e: raise HTTPException(400, store.why(e))
         except FileNotFoundError:
             raise HTTPException(404, f"run {req.path_params['run']!r} has no epoch history (history.sqlite)")
-        except sqlite3.Error as e: raise HTTPException(404, str(e))
+        except sqlite3.Error as e: raise HTTPException(404, store.why(e))
     return dict(summaries=summaries, history=history)
 
 # %% ../nbs/04a_app.ipynb #aaa5c6b1
@@ -274,7 +277,8 @@ def make_app(
     store = RunStore(root)
     h = {**_file_routes(store), **_step_routes(store), **_history_routes(store),
          'events': _events_route(store, poll, closing)}
-    async def http_error(req, exc): return JSONResponse({'error': exc.detail}, status_code=exc.status_code)
+    async def http_error(req, exc):   # every error named from the served folder, whoever raised it
+        return JSONResponse({'error': store.why(str(exc.detail))}, status_code=exc.status_code)
     routes = [Route('/', h['index']), Route('/static/{name}', h['static']), Route('/api/runs', h['runs']),
               Route('/api/runs/{run}/epochs', h['summaries']), Route('/api/runs/{run}/epochs/{n}', h['epoch']),
               Route('/api/runs/{run}/history', h['history']), Route('/api/runs/{run}/events', h['events']),

@@ -68,7 +68,9 @@ class Verdicts(list):
         return [(v['severity'], v['check'] + at(v), v['evidence'], v.get('fix', '')) for v in self]
 
     @property
-    def title(self)->str: return f"preflight on one batch: {_counts(v['severity'] for v in self) or 'no checks'}"
+    def title(self)->str:
+        "A line counting the verdicts by severity"
+        return f"preflight on one batch: {_counts(v['severity'] for v in self) or 'no checks'}"
     def __repr__(self)->str: return '\n'.join([self.title] + [finding_text(*r) for r in self.rows()])
     def _repr_html_(self)->str: return findings_html(self.title, self.rows())
 
@@ -92,7 +94,9 @@ class Console:
         self.told = {}   # `{life_key: raised_step}` of the findings told and still active
 
     @property
-    def severities(self)->tuple: return TOLD + ('info',) if self.verbose >= 2 else TOLD if self.verbose else ()
+    def severities(self)->tuple:
+        "The severities told at this `verbose`"
+        return TOLD + ('info',) if self.verbose >= 2 else TOLD if self.verbose else ()
 
     def show(self, title:str, rows:list):
         "Tell `title` and its `rows`: displayed in a notebook (`Told`: a table, plain lines beside it), else printed"

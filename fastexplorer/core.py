@@ -20,18 +20,18 @@ from .formats import *
 __all__ = ['DTYPE_NAMES', 'LazyTensor', 'DEVICE_TENSORS', 'Node', 'is_lazy', 'depth_idx_labels', 'Representation',
            'select_modules', 'Statistic', 'named_columns', 'device_tensor', 'acc_dtype', 'unique_params',
            'StatRecorder', 'SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'atomic_file',
-           'save_json', 'sqlite_reader', 'sqlite_create', 'sqlite_delete', 'load_schema', 'validate', 'missing_message',
-           'is_int', 'is_real', 'site_key', 'site_of', 'temp_beside', 'ROOT', 'root_label', 'root_last',
-           'FALLBACK_RANGE', 'HIST_BINS', 'MAX_NAME_BYTES', 'MAX_PORT', 'SAME_FINDING', 'life_key', 'RANK',
-           'alert_rank']
+           'save_json', 'sqlite_connect', 'sqlite_reader', 'unrooted', 'sqlite_create', 'sqlite_delete', 'load_schema',
+           'validate', 'missing_message', 'is_int', 'is_real', 'site_key', 'site_of', 'temp_beside', 'ROOT',
+           'root_label', 'root_last', 'FALLBACK_RANGE', 'HIST_BINS', 'MAX_NAME_BYTES', 'MAX_PORT', 'SAME_FINDING',
+           'life_key', 'RANK', 'alert_rank', 'RunFileError', 'MAX_HIST_BINS']
 
 # %% ../nbs/00_core.ipynb #635a251a
 # `from fastexplorer.core import *` gives the formats' names too
 _all_ = ['SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write', 'atomic_file', 'save_json',
-         'sqlite_reader',
+         'sqlite_connect', 'sqlite_reader', 'unrooted',
          'sqlite_create', 'sqlite_delete', 'load_schema', 'validate', 'missing_message', 'is_int', 'is_real',
          'site_key', 'site_of', 'temp_beside', 'ROOT', 'root_label', 'root_last', 'FALLBACK_RANGE', 'HIST_BINS',
-         'MAX_NAME_BYTES', 'MAX_PORT', 'SAME_FINDING', 'life_key', 'RANK', 'alert_rank']
+         'MAX_NAME_BYTES', 'MAX_PORT', 'SAME_FINDING', 'life_key', 'RANK', 'alert_rank', 'RunFileError', 'MAX_HIST_BINS']
 DTYPE_NAMES = {d: dtype_name(d) for d in vars(torch).values() if isinstance(d, torch.dtype)}
 
 # %% ../nbs/00_core.ipynb #a1543540

@@ -176,12 +176,12 @@ def _raw_json(f)->str:
 def _run_pieces(store:RunStore, p:Path, run:dict):
     "The JSON of one run of the report, in pieces: epoch files copied as they are, one at a time, so memory holds one"
     m = store.manifest(p)
-    rep = _raw_json(p/"representation.json")
+    rep = _raw_json(store.file(p, "representation.json"))   # each file `confined` to the folder read
     yield f'{{"id": {dumps(run["id"])}, "name": {dumps(run["name"])}, "meta": {dumps(m)}, "representation": {rep}, '
     yield '"epochs": ['
     files = store.epoch_files(p)
     for i,f in enumerate(files): yield (', ' if i else '') + _raw_json(f)
-    yield f'], "landscape": {_raw_json(p/"landscape.json")}, "steps": '
+    yield f'], "landscape": {_raw_json(store.file(p, "landscape.json"))}, "steps": '
     yield from _steps_pieces(store, p)
     yield '}'
 

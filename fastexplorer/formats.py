@@ -15,9 +15,9 @@ import numpy as np
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'FALLBACK_RANGE', 'HIST_BINS', 'MAX_HIST_BINS', 'MAX_NAME_BYTES', 'MAX_PORT', 'ROOT', 'SAME_FINDING',
            'RANK', 'dtype_name', 'to_jsonable', 'dumps', 'temp_beside', 'atomic_file', 'atomic_write', 'save_json',
-           'RunFileError', 'sqlite_reader', 'sqlite_delete', 'sqlite_create', 'load_schema', 'validate',
-           'missing_message', 'is_int', 'is_real', 'site_key', 'site_of', 'root_label', 'root_last', 'life_key',
-           'alert_rank']
+           'sqlite_connect', 'RunFileError', 'sqlite_reader', 'sqlite_delete', 'sqlite_create', 'load_schema',
+           'validate', 'missing_message', 'is_int', 'is_real', 'unrooted', 'site_key', 'site_of', 'root_label',
+           'root_last', 'life_key', 'alert_rank']
 
 # %% ../nbs/00_formats.ipynb #0c38ee32
 def _json_key(k):
@@ -124,24 +124,53 @@ def save_json(o, fname, indent:int|None=None):
     "Write `o` to `fname` as strict JSON, atomically"
     atomic_write(fname, dumps(o, indent=indent))
 
+# %% ../nbs/00_formats.ipynb #14fa7ce4
+_NO_LOCKS = 'unix-none' if os.name == 'posix' else 'win32-none'   # SQLite's file access without locks
+
+def sqlite_connect(
+    fname,                   # the SQLite file, which must exist
+    writable:bool|None=None, # whether its folder may be written (default: `os.access` says)
+)->sqlite3.Connection:
+    "A connection to SQLite file `fname` that reads its write-ahead log, changes nothing and leaves no file beside it"
+    p = Path(fname).resolve()
+    if writable is None: writable = os.access(p.parent, os.W_OK)
+    log = Path(f"{p}-wal")
+    if log.is_file() and log.stat().st_size > 0:
+        mode = '' if writable or Path(f"{p}-shm").exists() else f'&vfs={_NO_LOCKS}'
+        con = sqlite3.connect(f"{p.as_uri()}?mode=ro{mode}", uri=True, timeout=10, check_same_thread=False)
+        if mode: con.execute('PRAGMA locking_mode=EXCLUSIVE')   # the log's index in memory, not in a `-shm` file
+        return con
+    con = sqlite3.connect(f"{p.as_uri()}?mode={'rw' if writable else 'ro&immutable=1'}", uri=True, timeout=10,
+                          check_same_thread=False)
+    con.execute('PRAGMA query_only=1')
+    return con
+
 # %% ../nbs/00_formats.ipynb #58ec37d7
 class RunFileError(ValueError):
-    "A file of a run folder that cannot be read: `path` names it, `reason` says why"
-    def __init__(self, path, reason:str):
-        self.path,self.reason = Path(path),reason
-        super().__init__(f"{path}: {reason}")
+    "A file of a run folder that cannot be read: `path` names it (from folder `root` if given), `reason` says why"
+    def __init__(self, path, reason:str, root=None):
+        self.path,self.reason,name = Path(path),reason,str(path)
+        if root is not None and self.path.is_relative_to(root): name = self.path.relative_to(root).as_posix()
+        super().__init__(f"{name}: {reason}")
 
 # %% ../nbs/00_formats.ipynb #d4075fee
+def _log_note(p:Path)->str:
+    "What an unreadable database's write-ahead log holds, with rows, where its folder cannot be written: how to read it"
+    log = Path(f"{p}-wal")
+    if not log.is_file() or not log.stat().st_size or os.access(p.resolve().parent, os.W_OK): return ''
+    return (f"; {log.stat().st_size / 2**20:.1f} MB of its latest rows are in {log.name!r}, a log this reader cannot "
+            "apply without write permission: copy the run folder somewhere writable and read the copy")
+
 def sqlite_reader(fname, what:str, version:int, hint:str='')->sqlite3.Connection:
     "A read-only connection to SQLite file `fname` (`what` it is), refused unless its `meta` table holds `version`"
     p = Path(fname)
     if not p.exists(): raise FileNotFoundError(f"no {what} {str(fname)!r}")
-    fixed = '&immutable=1' if not os.access(p.resolve().parent, os.W_OK) else ''   # read-only storage: nobody writes it
-    con = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro{fixed}", uri=True, timeout=10, check_same_thread=False)
+    con = sqlite_connect(p)   # its log applied, nothing written beside it
     try: v = dict(con.execute('SELECT key, value FROM meta')).get('version')
     except sqlite3.Error as e:
         con.close()
-        raise type(e)(f"{str(fname)!r} cannot be read as {'an' if what[0] in 'aeiou' else 'a'} {what}: {e}") from e
+        a = 'an' if what[0] in 'aeiou' else 'a'
+        raise type(e)(f"{str(fname)!r} cannot be read as {a} {what}: {e}{_log_note(p)}") from e
     if v != str(version):
         con.close()
         raise ValueError(f"{str(fname)!r} is {'an' if what[0] in 'aeiou' else 'a'} {what} of version {v}; "
@@ -199,6 +228,13 @@ def is_int(v)->bool:
 def is_real(v)->bool:
     "Whether `v` is a finite real number (not a bool): an argument check"
     return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+# %% ../nbs/00_formats.ipynb #4ead39fe
+def unrooted(text:str, root)->str:
+    "`text` without the folders above folder `root` in the paths it names (`root` absolute or resolved, or quoted)"
+    for r in dict.fromkeys(str(x) for x in (Path(root).absolute(), Path(root).resolve()) if x.parent != x):
+        for form in (r, repr(r)[1:-1]): text = text.replace(form + os.sep, '')
+    return text
 
 # %% ../nbs/00_formats.ipynb #75f4c367
 def site_key(path:str, call:int)->str:

@@ -6,12 +6,12 @@ Docs: https://fastexplorer.github.io/fastexplorer/legacy.html.md"""
 
 # %% ../nbs/08_legacy.ipynb #facaec22
 from __future__ import annotations
-import base64, io, json, re
+import base64, io, json, logging, re
 from pathlib import Path
 from fastcore.basics import patch
 import numpy as np
 from .core import *
-from .run import RunStore
+from .run import RunStore, RunFileError
 
 # %% auto #0
 __all__ = ['LEGACY_EVENTS', 'LEGACY_SEND', 'LEGACY_CLIENT', 'LEGACY_ORIGIN', 'legacy_view', 'npy_frame', 'legacy_heatmap',
@@ -142,7 +142,7 @@ async def _legacy_events(ws, root:Path, p:Path):
     st = {'idx': -1, 'path': None}
     while True:
         try: msg = json.loads(await _receive_text(ws) or 'null')
-        except ValueError: continue       # not JSON: ignored, as the original did (binary frames too)
+        except (ValueError, RecursionError): continue   # not JSON, or nested past the stack: ignored, as originally
         if not isinstance(msg, dict) or msg.get('type') != LEGACY_SEND: continue
         if not isinstance(pl := msg.get('payload'), dict): continue
         event = str(pl.get('event', '')).upper()
@@ -155,23 +155,42 @@ async def _legacy_events(ws, root:Path, p:Path):
             await _send(ws, *await _answer(root, legacy_heatmap, p, st['path'], st['idx']), path=st['path'])
         else: await ws.send_json({'type': LEGACY_EVENTS['invalid'], 'payload': {'type': msg.get('type')}})
 
+# %% ../nbs/08_legacy.ipynb #c82f6786
+class _BadText(logging.Filter):
+    "uvicorn's report of a websocket text frame that is not UTF-8 (it closes the socket, 1007): a line, not a traceback"
+    def filter(self, r:logging.LogRecord)->bool:
+        if r.msg == 'Invalid UTF-8 sequence received from client.':
+            r.msg,r.args,r.exc_info,r.exc_text = 'a websocket client sent text not in UTF-8: closed (1007)',(),None,None
+            r.levelno,r.levelname = logging.WARNING,'WARNING'
+        return True
+
+def _quiet_bad_text():
+    "Have uvicorn's log tell of a client's text frame that is not UTF-8 without a traceback (once a process)"
+    log = logging.getLogger('uvicorn.error')
+    if not any(isinstance(f, _BadText) for f in log.filters): log.addFilter(_BadText())
+
 # %% ../nbs/08_legacy.ipynb #34547867
 def legacy_endpoint(root):
     "The websocket endpoint speaking the original client's protocol for the runs under `root`"
     from starlette.websockets import WebSocketDisconnect
     from starlette.concurrency import run_in_threadpool
-    root = Path(root)
+    root,store = Path(root),RunStore(root)
+    _quiet_bad_text()
+    async def refuse(ws, msg:str):
+        await ws.send_json({'type': LEGACY_EVENTS['error'], 'payload': {'msg': msg}})
+        await ws.close()
     async def endpoint(ws):
         await ws.accept()
         try:
             await _receive_text(ws)            # the client's CONNECTED
             p = _legacy_run(root, ws.query_params.get('run'))
             if p is None or not (p/'representation.json').is_file():
-                msg = f"no run to show under {root.name!r}"
-                await ws.send_json({'type': LEGACY_EVENTS['error'], 'payload': {'msg': msg}})
-                return await ws.close()
-            doc = await run_in_threadpool(lambda: json.loads((p/'representation.json').read_text(encoding='utf-8')))
-            await ws.send_json({'type': LEGACY_EVENTS['data'], 'payload': {'data': json.dumps(legacy_view(doc))}})
+                return await refuse(ws, f"no run to show under {root.name!r}")
+            try: view = legacy_view(await run_in_threadpool(store.load, p/'representation.json'))
+            except (OSError, RunFileError) as e: return await refuse(ws, store.why(e))   # damaged, or a link out
+            except (ValueError, KeyError, TypeError, AttributeError):
+                return await refuse(ws, store.why(RunFileError(p/"representation.json", "no representation to draw")))
+            await ws.send_json({'type': LEGACY_EVENTS['data'], 'payload': {'data': json.dumps(view)}})
             await _legacy_events(ws, root, p)
         except WebSocketDisconnect: pass
     return endpoint

@@ -18,8 +18,9 @@ from .stepseries import open_steps, layer_range
 
 # %% auto #0
 __all__ = ['RUN_VERSION', 'EPOCH_INDEX', 'DF_COLUMNS', 'ALERT_COLUMNS', 'LAYER_KINDS', 'ROOT_RUN', 'read_epoch_index', 'Run',
-           'load_run', 'plot_layer_stats', 'plot_color_dim', 'run_dir', 'read_manifest', 'list_runs', 'entry_path',
-           'epoch_path', 'RunStore', 'plot_stat', 'plot_hist', 'plot_grad_norms']
+           'load_run', 'plot_layer_stats', 'plot_color_dim', 'run_dir', 'OutsideFolderError', 'confined',
+           'read_manifest', 'list_runs', 'entry_path', 'epoch_path', 'RunStore', 'plot_stat', 'plot_hist',
+           'plot_grad_norms']
 
 # %% ../nbs/02b_run.ipynb #70f76f79
 RUN_VERSION = 2          # of `run.json`: version 2 lists the epochs in `epochs.jsonl` (version 1 in the manifest)
@@ -307,18 +308,27 @@ def _run_name(root:Path, name:str)->str:
     "What the page calls run `name` under `root`: its folder's name (for `~`, the served folder's own)"
     return (Path(root).resolve().name or str(Path(root).resolve())) if name == ROOT_RUN else name
 
-def _why(e:Exception, root:Path)->str:
-    "What error `e` says is wrong with a run file, naming the file from the served folder `root`"
+# %% ../nbs/02b_run.ipynb #010118bc
+class OutsideFolderError(RunFileError):
+    "A file whose real path (a link's target) lies outside the folder read: the server and the report refuse it"
+
+def confined(f, root)->Path:
+    "`f`, a file under folder `root`, unless its real path leaves `root` (a link out): `OutsideFolderError` naming it"
+    if not _inside(Path(f), Path(root)): raise OutsideFolderError(f, "a link to a file outside the folder read", root)
+    return Path(f)
+
+def _why(e:Exception|str, root:Path)->str:
+    "What error (or text) `e` says is wrong with a run file, naming files from the served folder `root`, never above it"
     if isinstance(e, RunFileError): f,r = e.path,e.reason
     elif isinstance(e, OSError) and e.filename: f,r = Path(e.filename),e.strerror or str(e)
-    else: return str(e)
-    try: f = f.relative_to(root)
-    except ValueError: f = Path(f.name)
-    return f"{f.as_posix()}: {r}"
+    else: return unrooted(str(e), root)
+    f = f.relative_to(root) if f.is_relative_to(root) else Path(f.name)
+    return unrooted(f"{f.as_posix()}: {r}", root)
 
 # %% ../nbs/02b_run.ipynb #a0e538bf
-def read_manifest(p:Path)->dict:
-    "The manifest (`run.json`) of run folder `p`, parsed, with its `epochs` list; `RunFileError` if it is no manifest"
+def read_manifest(p:Path, root=None)->dict:
+    "The manifest (`run.json`) of run folder `p`, parsed, with its `epochs` list (their index `confined` to `root`)"
+    if root is not None: confined(Path(p)/EPOCH_INDEX, root)
     return _with_epochs(_manifest(p), p)
 
 def _manifest(p)->dict:
@@ -334,7 +344,7 @@ def list_runs(root:Path)->list:
     res = []
     for n in names:
         if (p := run_dir(root, n)) is None: continue
-        try: m,err = read_manifest(p),None
+        try: m,err = read_manifest(p, root),None
         except (OSError, ValueError) as e: m,err = {'status': 'unreadable', 'epochs': []},_why(e, root)
         res.append({'id': n, 'name': _run_name(root, n), 'model': m.get('model'), 'status': m['status'],
                     'epochs': len(m['epochs']), 'updated': m.get('updated'),
@@ -343,56 +353,56 @@ def list_runs(root:Path)->list:
     return res
 
 # %% ../nbs/02b_run.ipynb #d8602a15
-def entry_path(p:Path, e:dict)->Path|None:
-    "The file epoch entry `e` of run folder `p`'s manifest names; `None` if it is not there or the name is not allowed"
+def entry_path(p:Path, e:dict, root=None)->Path|None:
+    "The file epoch entry `e` of run folder `p`'s manifest names (`confined` to `root`); `None` if not there or barred"
     if not _ok_name(e.get('file')): return None
-    f = Path(p)/e['file']
+    f = Path(p)/e['file'] if root is None else confined(Path(p)/e['file'], root)
     try: return f if f.is_file() and _inside(f, Path(p)) else None
     except OSError: return None
 
-def epoch_path(p:Path, n:int)->Path|None:
+def epoch_path(p:Path, n:int, root=None)->Path|None:
     "The file of epoch `n` of run folder `p`, as its manifest lists it; `None` if none is or its name is not allowed"
     m = _manifest(p)
     e = _epoch_index(p).get(n) if 'epochs' not in m else next((e for e in m['epochs'] if e['epoch'] == n), None)
-    return None if e is None else entry_path(p, e)
+    return None if e is None else entry_path(p, e, root)
 
 # %% ../nbs/02b_run.ipynb #12637ff4
 class RunStore:
-    "The runs under folder `root`, read for the server: the only way it reads them"
+    "The runs under folder `root`, read for the server and the report: the only way they read them, and only inside it"
     def __init__(self, root): self.root = Path(root)
     def __repr__(self): return f"RunStore({str(self.root)!r})"
     def runs(self)->list: "The runs under `root` (`list_runs`)"; return list_runs(self.root)
     def folder(self, name:str)->Path|None: "The folder of run `name`, or `None`"; return run_dir(self.root, name)
-    def why(self, e:Exception)->str:
-        "What error `e` says is wrong, naming the file from `root`"
-        return _why(e, self.root)
-    def contains(self, base:Path, f:Path)->bool: "Whether `f` is inside run folder `base`"; return _inside(f, base)
-    def manifest(self, p)->dict: "Run folder `p`'s manifest, with its epochs"; return read_manifest(p)
-    def epoch_file(self, p, n:int)->Path|None:
-        "The file of epoch `n` of run folder `p`, or `None`"
-        return epoch_path(p, n)
+    def why(self, e:Exception|str)->str: "What `e` says is wrong, naming files from `root`"; return _why(e, self.root)
+    def file(self, p, name:str)->Path:
+        "File `name` of run folder `p`, `confined` to `root`, as are the files SQLite opens beside a database"
+        for s in ('-wal', '-shm', '-journal') if name.endswith('.sqlite') else (): confined(Path(p)/(name+s), self.root)
+        return confined(Path(p)/name, self.root)
+    def manifest(self, p)->dict: "Run folder `p`'s manifest, with its epochs"; return read_manifest(p, self.root)
+    def epoch_file(self, p, n:int)->Path|None: "Epoch `n`'s file in `p`, or `None`"; return epoch_path(p, n, self.root)
     def epoch_files(self, p)->list:
         "The files of the epochs run folder `p` lists, in order"
-        return [f for e in read_manifest(p)['epochs'] if (f := entry_path(p, e)) is not None]
-    def load(self, f): "The JSON in file `f` of a run"; return _load_json(f)
-    def steps(self, p)->sqlite3.Connection:
-        "A read-only connection to `p`'s step database, for many reads"
-        return stepseries.open_steps(p)
-    def step_info(self, src)->dict:
-        "`stepseries.step_info` of a run folder or connection"
-        return stepseries.step_info(src)
-    def step_series(self, src, *args, **kwargs)->dict:
+        return [f for e in self.manifest(p)['epochs'] if (f := entry_path(p, e, self.root)) is not None]
+    def load(self, f): "The JSON in file `f` of a run"; return _load_json(confined(f, self.root))
+    def _steps(self, f, src, *args, **kwargs):
+        "`f` of `stepseries` on the step database of run folder `src` (its files checked first), or on a connection"
+        if not isinstance(src, sqlite3.Connection): self.file(src, 'steps.sqlite')
+        return f(src, *args, **kwargs)
+    def steps(self, p)->sqlite3.Connection: "A connection to `p`'s step database"; return self._steps(open_steps, p)
+    def step_info(self, src)->dict: "`stepseries.step_info`"; return self._steps(stepseries.step_info, src)
+    def step_series(self, src, *args, **kw)->dict:
         "`stepseries.step_series`"
-        return stepseries.step_series(src, *args, **kwargs)
-    def step_hist_series(self, src, *args, **kwargs)->dict:
+        return self._steps(stepseries.step_series, src, *args, **kw)
+    def step_hist_series(self, src, *args, **kw)->dict:
         "`stepseries.step_hist_series`"
-        return stepseries.step_hist_series(src, *args, **kwargs)
+        return self._steps(stepseries.step_hist_series, src, *args, **kw)
     def history(self, p, paths:list)->str:
         "The epoch history of nodes `paths` as JSON"
-        return history.history_json(p, paths)
+        return history.history_json(self.file(p, history.HISTORY).parent, paths)
     def summaries(self, p)->str:
         "Every listed epoch's summary as JSON (the history may hold one more: written just before it is listed, or cut)"
-        return history.summaries_json(p, [e['epoch'] for e in read_manifest(p)['epochs']])
+        es = [e['epoch'] for e in self.manifest(p)['epochs']]
+        return history.summaries_json(self.file(p, history.HISTORY).parent, es)
 
 # %% ../nbs/02b_run.ipynb #26696d52
 def plot_stat(run:Run, stat:str='mean', kind:str='act', layers:list|None=None, ax=None):

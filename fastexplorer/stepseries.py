@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/stepseries.html.md"""
 
 # %% ../nbs/02ab_stepseries.ipynb #457fdf1d
 from __future__ import annotations
-import sqlite3
+import re, sqlite3
 from pathlib import Path
 import numpy as np
 from .stepdb import *
@@ -74,6 +74,12 @@ def _series_query(kind:str, stats:list)->tuple:
     if kind == 'hyper': return 'hypers', ['x.value'], 'x.grp = ? AND x.name = ?'
     raise ValueError(f"`kind` must be one of {', '.join(map(repr, _SPLIT))}, not {kind!r}")
 
+def _group(layer)->int:
+    "The number of parameter group `layer` (`'group 0'` or `0`; `None`: 0), `-1` past any; `ValueError` if no group"
+    m = re.fullmatch(r'(?:group )?([0-9]+)', str(0 if layer is None else layer).strip())
+    if m is None: raise ValueError(f"a hyper-parameter's `layer` is a group, `group N`: not {str(layer)[:40]!r}")
+    return int(m[1]) if len(m[1]) < 19 else -1   # a number SQLite cannot hold: a group no run has
+
 def _step_range(con, table:str, cond:str, args:list, start, stop)->tuple:
     "The first and last step of the rows (or chunks) `cond` selects, within [`start`, `stop`]: two seeks of the key"
     lo, = con.execute(f"SELECT min(x.step) FROM {table} x WHERE {cond}", args).fetchone()
@@ -131,7 +137,7 @@ def step_series(
     con,own = _reader(path)
     try:
         if kind == 'hyper':
-            grp,name = int(str(layer).split()[-1]) if layer is not None else 0,stats if isinstance(stats, str) else 'lr'
+            grp,name = _group(layer),stats if isinstance(stats, str) else 'lr'
             table,cols,cond = _series_query(kind, [name])
             names,args,cond = [name],[grp, name, 'train'],cond + ' AND x.split = ?'
         else:
