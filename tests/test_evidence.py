@@ -91,6 +91,15 @@ def test_nan_loss_at_some_steps_is_found(tmp_path):
     assert len(a) and (a.severity == 'error').all() and 'while the activations and gradients' in a.message.iloc[0], al
     _valid_files(tmp_path)
 
+def test_nan_in_the_data_is_named_before_what_it_makes_nan(tmp_path):
+    "NaN pixels in every training batch: the outputs, activations and gradients go NaN too, but the data is named first"
+    x,y = _digits()
+    x[::4, 10:14] = float('nan')   # a few pixels of one image in 4: every batch of 32 holds some
+    torch.manual_seed(0)
+    al = _asks(_fit(Learner(tensor_dls(x, y), _mlp(), loss_func=CrossEntropyLossFlat()), tmp_path, preflight=True))
+    assert al.kind.iloc[0] == 'nonfinite_input' and 'nonfinite' in set(al.kind), al[['kind', 'step', 'message']]
+    _valid_files(tmp_path)
+
 def test_labels_collapsed_to_one_class(tmp_path):
     "Targets all 0 (a label function that maps every file to one class): the loss falls to 0, nothing is learnt"
     x,y = _digits()
