@@ -41,7 +41,10 @@ def page(browser):
     "A page that collects console errors and warnings, and uncaught exceptions"
     p = browser.new_page(viewport={'width': 1400, 'height': 900})
     p.problems = []
-    p.on('console', lambda m: p.problems.append(f"{m.type}: {m.text}") if m.type in ('error', 'warning') else None)
+    def seen(m):   # a resource that failed to load is named by its URL, which the console's text leaves out
+        url = (m.location or {}).get('url', '') if m.text.startswith('Failed to load resource') else ''
+        p.problems.append(f"{m.type}: {m.text}" + (f" ({url})" if url else ''))
+    p.on('console', lambda m: seen(m) if m.type in ('error', 'warning') else None)
     p.on('pageerror', lambda e: p.problems.append(f"pageerror: {e}"))
     yield p
     p.close()
