@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/fitlife.html.md"""
 
 # %% ../nbs/03id_fitlife.ipynb #a46a69af
 from __future__ import annotations
-import json, os, warnings
+import os, warnings
 from pathlib import Path
 from fastcore.basics import patch
 from .core import *
@@ -25,7 +25,6 @@ from .batch import model_device
 from .distributed import is_distributed, agree_ranges, agree_on_start
 from .steps import StepQueue, step_layout, db_sink
 from .losswatch import LossWatch, SETTLED
-from .run import read_epoch_index
 from .formats import life_key, MAX_HIST_BINS
 from .findings import Findings
 from .console import Console
