@@ -109,12 +109,15 @@ def test_a_path_with_a_null_byte_is_refused_by_the_constructor():
 
 # --- the preflight on a program that cannot train ----------------------------------------------------------------
 
-class _ForgotReturn(nn.Module):
-    "The digits CNN wrapped in a module of one's own whose `forward` computes the output and forgets to return it"
+class _Wrapped(nn.Module):
+    "The digits CNN (seed 0) wrapped in a module of one's own, whose `forward` each case writes"
     def __init__(self):
         super().__init__()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0); self.body = digits_cnn()
+
+class _ForgotReturn(_Wrapped):
+    "A `forward` that computes the output and forgets to return it"
     def forward(self, x): out = self.body(x)   # noqa: F841
 
 def _checked(learn)->dict:
@@ -161,12 +164,8 @@ def test_a_loss_that_is_nan_at_step_0_is_one_error_about_the_loss():
     vs = _checked(learn)
     assert _errors(vs) == ['nonfinite_loss'] and 'the loss is nan' in vs['nonfinite_loss']['evidence'], vs
 
-class _NoGradForward(nn.Module):
+class _NoGradForward(_Wrapped):
     "The digits CNN run under `torch.no_grad` in the model's own `forward` (a feature extractor frozen the wrong way)"
-    def __init__(self):
-        super().__init__()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0); self.body = digits_cnn()
     def forward(self, x):
         with torch.no_grad(): return self.body(x)
 
