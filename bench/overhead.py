@@ -12,7 +12,11 @@ Prints the median epoch time of each and its ratio to plain fit, and for the exp
 callback (its events and forward hooks, timed on their own over two more epochs) as a fraction of a plain epoch: its own
 cost, which the epoch-to-epoch noise of a shared 2-core machine (several per cent) does not blur. What that leaves out
 (the writer's thread, caches the hooks evict) shows in the ratio. Targets on a 2-core CPU (issue 14): defaults <= 1.03x on
-resnet18, every batch <= 1.15x (fastai's `ActivationStats(with_hist=True)` is about 1.4x).
+resnet18, every batch <= 1.10x (issue 48; fastai's `ActivationStats(with_hist=True)` is about 1.4x).
+
+The timed epochs are later fits of the same Learners: what an explorer does once, before a fit's first batch (probe the
+model with `learn.to_representation()`, check it with `learn.preflight()`), is left out of them and reported apart, in
+steps of plain fit (a plain epoch's median time over its batches), timed in rounds with the other contenders' epochs.
 """
 import argparse, statistics, tempfile, time, warnings
 import torch, torchvision
@@ -24,6 +28,7 @@ from fastai.losses import CrossEntropyLossFlat
 from fastai.callback.hook import ActivationStats
 from fastai.callback.progress import *  # noqa: F401,F403  (Learner.no_bar)
 from fastexplorer.all import ExplorerCallback
+from fastexplorer.preflight import *  # noqa: F401,F403  (Learner.preflight)
 
 warnings.filterwarnings('ignore')
 
@@ -85,11 +90,16 @@ def main():
         learners = {k: make_learner(MODELS[name], a.batches, cbs=f()) for k,f in configs.items()}
         for l in learners.values():                       # warm up (and let the explorer probe once)
             with l.no_bar(), l.no_logging(): l.fit(1, 1e-3)
-        times = {k: [] for k in learners}
+        times,once = {k: [] for k in learners},{'probe': [], 'preflight': []}
+        plain = learners['plain fit']
+        b = plain.dls.train.one_batch()
+        once_fns = {'probe': lambda: plain.to_representation(b), 'preflight': lambda: plain.preflight(b)}
         for _ in range(a.rounds):
             for k,l in learners.items():
                 with l.no_bar(), l.no_logging():
                     t = time.perf_counter(); l.fit(1, 1e-3); times[k].append(time.perf_counter() - t)
+            for k,f in once_fns.items():
+                t = time.perf_counter(); f(); once[k].append(time.perf_counter() - t)
         base = statistics.median(times['plain fit'])
         inside = {}
         for k,l in learners.items():       # the callback's own time, which the noise of a shared machine does not blur
@@ -102,5 +112,10 @@ def main():
             med = statistics.median(v)
             own = f"   inside the callback {inside[k]:5.2f} s = {inside[k] / base:.3f} of plain" if k in inside else ''
             print(f"  {k:36s} {med:7.2f} s/epoch   ratio {med/base:.3f}   (min {min(v)/min(times['plain fit']):.3f}){own}")
+        step = base / a.batches
+        print(f"  once per fit, before its first batch (not in the epochs above; a plain step is {step * 1e3:.0f} ms):")
+        for k,v in once.items():
+            what = {'probe': 'the probe, learn.to_representation()', 'preflight': 'the preflight, learn.preflight()'}[k]
+            print(f"    {what:38s} {statistics.median(v) * 1e3:7.0f} ms = {statistics.median(v) / step:.2f} steps")
 
 if __name__ == '__main__': main()

@@ -121,25 +121,36 @@ def eval_verdict(model:nn.Module, differs:bool, found:str|None, ops:list)->list:
     return [verdict('eval_nondeterministic', 'info', f"{said}: {why}; validation scores a random draw")]
 
 # %% ../nbs/03ie_modes.ipynb #8d72cd7e
+def _again(model:nn.Module, rep:Repeat, xb:tuple, ops:bool=False)->list|None:
+    "Run `model(*xb)` once more, comparing as `rep` does; with `ops`, the random operations it ran (`RandomOps`)"
+    rep.start()
+    if not ops: model(*xb); return None
+    with RandomOps(rep) as r: model(*xb)
+    return r.ops
+
 def check_eval_repeat(model:nn.Module, # already in eval mode
                       xb:tuple, first=None)->tuple:  # `first()`: a check that runs `model(*xb)`, its verdicts
     "`(verdicts, shapes)`: `first`'s and whether a second forward of `xb` gives the same output; BatchNorms' inputs"
     x = next(iter(_tensors(xb)), None)
-    rep,res = Repeat(model, len(x) if x is not None and x.ndim else 1),[]
+    rep,res,ops = Repeat(model, len(x) if x is not None and x.ndim else 1),[],[]
     try:
         st = ModelState(model)
         try:
             res = first() if first is not None else []
             if not rep.first: model(*xb)
         finally: st.restore(check_params=False)   # the model's state as before the first: its random state moves on
-        rep.runs = 1; rep.start()
+        rep.runs = 1
         try:
-            with RandomOps(rep) as r: model(*xb)
+            _again(model, rep, xb)
+            # outputs that differ: once more to name the random operations (a dispatch mode costs each operation)
+            if rep.differs:
+                differs,found = rep.differs,rep.found
+                ops = _again(model, rep, xb, ops=True); rep.differs,rep.found = differs,found
         except Exception as e:
             return res + [verdict('eval_nondeterministic', 'skipped', f"a second forward failed: {type(e).__name__}: "
                                   f"{e}")],rep.shapes
     finally: rep.remove()
-    return res + eval_verdict(model, rep.differs, rep.found, r.ops),rep.shapes
+    return res + eval_verdict(model, rep.differs, rep.found, ops),rep.shapes
 
 # %% ../nbs/03ie_modes.ipynb #58acb45d
 def train_mode_alert(model:nn.Module, epoch:int, step:int)->dict|None:

@@ -60,6 +60,22 @@ def _finite_grad(p)->tuple:
     row[_GRAD_ROW['zeros']] -= g.numel() - nf   # masked values are not zeros of the gradient
     return nan, g.numel() - nf - nan, row, nf
 
+def _weight_rows(W:torch.Tensor)->list:
+    "`[norm, mean, std, min, max]` of each row of `W` (weights × values), read in one host copy (two if one cancels)"
+    n = W.shape[1]
+    rows = torch.stack([torch.linalg.vector_norm(W, dim=1), W.sum(1), W.amin(1), W.amax(1)], 1).tolist()
+    # the spread from the sum of squares, where the mean's part is at most half of it (one bit lost at most); the
+    # others (a norm's weights, all near 1) centred first
+    off = [i for i,(q,s,_,_) in enumerate(rows) if not s * s / n <= q * q / 2]
+    if off:
+        k = torch.tensor(off, device=W.device)
+        c = torch.square(W[k] - W[k].mean(1, keepdim=True)).sum(1).tolist()
+    c,res = dict(zip(off, c)) if off else {},[]
+    for i,(q,s,mn,mx) in enumerate(rows):
+        ss = c[i] if i in c else max(q * q - s * s / n, 0.)
+        res.append([q, s / n, math.sqrt(ss / (n - 1)) if n > 1 else math.nan, mn, mx])
+    return res
+
 def weights_stats(ps:list, max_values:int=2**24)->list:
     """Norm, mean, std, min and max of each weight of `ps` (`{}` if empty): weights of as many values stacked (at most
     `max_values` at once) and reduced together, read in a host copy per device and size (a deep net has thousands)"""
@@ -69,10 +85,9 @@ def weights_stats(ps:list, max_values:int=2**24)->list:
     for (_,n),ix in done.items():
         for a in range(0, len(ix), max(1, max_values // n)):
             j = ix[a:a + max(1, max_values // n)]
-            W = torch.stack([_flat32(ps[k]) for k in j])
-            sd = W.std(1) if n > 1 else W.new_full((len(j),), float('nan'))
-            rows = torch.stack([(W * W).sum(1).sqrt(), W.mean(1), sd, W.amin(1), W.amax(1)], 1).tolist()
-            for k,r in zip(j, rows): res[k] = dict(zip(('norm', 'mean', 'std', 'min', 'max'), r))
+            # a weight of its own size is reduced where it lies, not copied into a stack
+            W = torch.stack([_flat32(ps[k]) for k in j]) if len(j) > 1 else _flat32(ps[j[0]])[None]
+            for k,r in zip(j, _weight_rows(W)): res[k] = dict(zip(('norm', 'mean', 'std', 'min', 'max'), r))
     return res
 
 def weight_stats(p:torch.Tensor)->dict:
