@@ -180,6 +180,8 @@ def _layout(text:str)->dict:
     "Layout `text` parsed, with `order`: its rows with the root's (layer `''`) last, `first` of them before the root's"
     l = json.loads(text)
     last = np.array([p == '' for p in l['layer']], dtype=bool)
+    if not isinstance(l['root'], str) or any(len(l[c]) != len(last) for c in ('class', 'kind', 'stat')):
+        raise ValueError(f"not a layout of `Run.df`'s rows: {text[:100]}")
     return {**l, 'order': np.argsort(last, kind='stable'), 'first': int((~last).sum()), 'n': len(last)}
 
 def indexed_scalars(path)->dict:
@@ -208,11 +210,12 @@ def listed_scalars(path, entries:list, read)->list:
 # %% ../nbs/01a_history.ipynb #04acd980
 def _categories(lays:dict, col:str, root:str)->tuple:
     "Categories of column `col` in the order the frame shows them, and each layout's codes in them (-1: `None`)"
-    vals = {t: np.array([root if col == 'layer' and v == '' else v for v in l[col]], dtype=object) for t,l in lays.items()}
+    name = lambda v: root if col == 'layer' and v == '' else v   # the root's path `''` named
+    vals = {t: np.array([name(v) for v in l[col]], dtype=object) for t,l in lays.items()}
     seen = [vals[t][l['order'][:l['first']]] for t,l in lays.items()]
     seen += [vals[t][l['order'][l['first']:]] for t,l in lays.items()]
     cats = pd.unique(np.concatenate(seen or [np.empty(0, object)]))
-    cats = pd.Index([v for v in cats if v is not None], dtype=object)
+    cats = pd.Index([v for v in cats if v is not None])   # `str` categories, as `astype('category')` makes
     dtype = np.min_scalar_type(-len(cats) - 1)   # as `pd.Categorical` keeps them: int8 below 127 categories
     return cats,dtype,{t: cats.get_indexer(v).astype(dtype) for t,v in vals.items()}
 
@@ -226,7 +229,8 @@ def long_frame(scalars)->pd.DataFrame:
                np.vstack([v for _,_,v in es[i:j]])) for i,j in zip(cuts, cuts[1:])]
     cats = {c: _categories(lays, c, root) for c in DF_COLUMNS[1:5]}
     size = sum(len(ns) * l['n'] for ns,l,_,_ in blocks)
-    res = {'epoch': np.empty(size, np.int64), **{c: np.empty(size, x[1]) for c,x in cats.items()}, 'value': np.empty(size)}
+    res = {'epoch': np.empty(size, np.int64), **{c: np.empty(size, dt) for c,(_,dt,_) in cats.items()},
+           'value': np.empty(size)}
     at = 0
     for last in (False, True):   # every epoch's rows but the root's, then every epoch's of the root
         for ns,l,t,v in blocks:
