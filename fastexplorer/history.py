@@ -83,20 +83,23 @@ def _text(o)->str: return dumps(o)   # strict JSON; plain values as they are, th
 
 DF_COLUMNS = ['epoch', 'layer', 'class', 'kind', 'stat', 'value']   # `Run.df`'s columns
 
+_LAST = [None]   # the last layout made and its text: the next epoch of a net has the same one, not dumped again
+
+def _scalar(v)->bool: return (t := type(v)) is float or t is int or v is None   # not a list, a string or a boolean
+
 def epoch_scalars(doc:dict)->tuple:
     "`(epoch, layout, values)` of epoch document `doc`: the rows of `Run.df` it makes, as JSON text, and their values"
-    rows,tree = [],doc.get('tree', {})
+    tree,cols,vals = doc.get('tree', {}),{c: [] for c in DF_COLUMNS[1:5]},[]
     for d,st in own_stats(tree):
         for kind,s in st.items():
-            custom = kind.startswith('custom_')
-            for k,v in (s or {}).items():
-                if custom and isinstance(v, dict): v = v.get('mean')   # custom statistics: the epoch mean
-                if (t := type(v)) is float or t is int or v is None:
-                    rows.append((d['path'], d['xtra'].get('class'), kind, k, v))
-    cols = list(zip(*rows)) or [()] * 5
-    layout = {'root': root_label(d.get('path') for d in walk_tree(tree)),
-              **{c: list(v) for c,v in zip(DF_COLUMNS[1:5], cols)}}
-    return doc['epoch'],_text(layout),np.array(cols[4], dtype=float)
+            if not s: continue
+            if kind.startswith('custom_'): s = {k: v.get('mean') if isinstance(v, dict) else v for k,v in s.items()}
+            ks = [k for k,v in s.items() if _scalar(v)]   # a custom statistic: its epoch mean
+            for c,v in zip(cols.values(), (d['path'], d['xtra'].get('class'), kind)): c.extend([v] * len(ks))
+            cols['stat'].extend(ks); vals.extend(s[k] for k in ks)
+    layout = {'root': root_label(d.get('path') for d in walk_tree(tree)), **cols}
+    if (last := _LAST[0]) is None or last[0] != layout: _LAST[0] = last = (layout, _text(layout))   # one swap
+    return doc['epoch'],last[1],np.array(vals, dtype=float)
 
 # %% ../nbs/01a_history.ipynb #e8f7a03f
 def add_epoch(
