@@ -229,19 +229,19 @@ def long_frame(scalars)->pd.DataFrame:
     root = ROOT if all(l['root'] == ROOT for l in lays.values()) else f'({ROOT})'
     cuts = [i for i in range(len(es)) if i == 0 or es[i][1] != es[i-1][1]] + [len(es)]
     blocks = [(np.array([n for n,_,_ in es[i:j]], dtype=np.int64), lays[es[i][1]], es[i][1],
-               np.vstack([v for _,_,v in es[i:j]])) for i,j in zip(cuts, cuts[1:])]
+               [v for _,_,v in es[i:j]]) for i,j in zip(cuts, cuts[1:])]
     cats = {c: _categories(lays, c, root) for c in DF_COLUMNS[1:5]}
     size = sum(len(ns) * l['n'] for ns,l,_,_ in blocks)
     res = {'epoch': np.empty(size, np.int64), **{c: np.empty(size, dt) for c,(_,dt,_) in cats.items()},
            'value': np.empty(size)}
     at = 0
     for last in (False, True):   # every epoch's rows but the root's, then every epoch's of the root
-        for ns,l,t,v in blocks:
+        for ns,l,t,vs in blocks:
             cols = l['order'][l['first']:] if last else l['order'][:l['first']]
             m,k = len(ns),len(cols)
             out = {c: a[at:at + m * k].reshape(m, k) for c,a in res.items()}
             out['epoch'][:] = ns[:, None]
-            np.take(v, cols, axis=1, out=out['value'])
+            for v,o in zip(vs, out['value']): np.take(v, cols, out=o)   # into place: no epochs × rows copy
             for c,(_,_,codes) in cats.items(): out[c][:] = codes[t][cols]
             at += m * k
     for c,(cs,_,_) in cats.items(): res[c] = pd.Categorical.from_codes(res[c], cs, validate=False)
