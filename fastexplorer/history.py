@@ -93,8 +93,9 @@ def epoch_scalars(doc:dict)->tuple:
     for d,st in own_stats(tree):
         for kind,s in st.items():
             if not s: continue
-            if kind.startswith('custom_'): s = {k: v.get('mean') if isinstance(v, dict) else v for k,v in s.items()}
-            ks = [k for k,v in s.items() if _scalar(v)]   # a custom statistic: its epoch mean
+            if kind.startswith('custom_'):   # a custom statistic's row: its epoch mean
+                s = {k: v.get('mean') if isinstance(v, dict) else v for k,v in s.items()}
+            ks = [k for k,v in s.items() if _scalar(v)]
             for c,v in zip(cols.values(), (d['path'], d['xtra'].get('class'), kind)): c.extend([v] * len(ks))
             cols['stat'].extend(ks); vals.extend(s[k] for k in ks)
     layout = {'root': root_label(d.get('path') for d in walk_tree(tree)), **cols}
