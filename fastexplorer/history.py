@@ -6,15 +6,17 @@ Docs: https://fastexplorer.github.io/fastexplorer/history.html.md"""
 
 # %% ../nbs/01a_history.ipynb #b44fb4b8
 from __future__ import annotations
-import json, sqlite3
+import functools, hashlib, json, sqlite3
 from importlib.resources import files
 from pathlib import Path
+import numpy as np, pandas as pd
 from .formats import *
 
 # %% auto #0
-__all__ = ['HISTORY_SCHEMA_VERSION', 'HISTORY', 'MAX_HISTORY_PATHS', 'history_ddl', 'walk_tree', 'own_stats', 'custom_keys',
-           'epoch_summary', 'node_stats', 'add_epoch', 'forget_epochs_after', 'open_history', 'epoch_summaries',
-           'node_history', 'history_json', 'summaries_json', 'build_history']
+__all__ = ['HISTORY_SCHEMA_VERSION', 'HISTORY', 'DF_COLUMNS', 'MAX_HISTORY_PATHS', 'history_ddl', 'walk_tree', 'own_stats',
+           'custom_keys', 'epoch_summary', 'node_stats', 'epoch_scalars', 'add_epoch', 'forget_epochs_after',
+           'open_history', 'epoch_summaries', 'node_history', 'history_json', 'summaries_json', 'indexed_scalars',
+           'listed_scalars', 'long_frame', 'build_history']
 
 # %% ../nbs/01a_history.ipynb #e44f6ddd
 HISTORY_SCHEMA_VERSION = 1
@@ -76,9 +78,31 @@ def node_stats(doc:dict)->dict:
         if isinstance(d.get('path'), str): res.setdefault(d['path'], s)
     return res
 
-# %% ../nbs/01a_history.ipynb #e8f7a03f
+# %% ../nbs/01a_history.ipynb #7a1931ce
 def _text(o)->str: return dumps(o)   # strict JSON; plain values as they are, the rest converted
 
+DF_COLUMNS = ['epoch', 'layer', 'class', 'kind', 'stat', 'value']   # `Run.df`'s columns
+
+_LAST = [None]   # the last layout made and its text: the next epoch of a net has the same one, not dumped again
+
+def _scalar(v)->bool: return (t := type(v)) is float or t is int or v is None   # not a list, a string or a boolean
+
+def epoch_scalars(doc:dict)->tuple:
+    "`(epoch, layout, values)` of epoch document `doc`: the rows of `Run.df` it makes, as JSON text, and their values"
+    tree,cols,vals = doc.get('tree', {}),{c: [] for c in DF_COLUMNS[1:5]},[]
+    for d,st in own_stats(tree):
+        for kind,s in st.items():
+            if not s: continue
+            if kind.startswith('custom_'):   # a custom statistic's row: its epoch mean
+                s = {k: v.get('mean') if isinstance(v, dict) else v for k,v in s.items()}
+            ks = [k for k,v in s.items() if _scalar(v)]
+            for c,v in zip(cols.values(), (d['path'], d['xtra'].get('class'), kind)): c.extend([v] * len(ks))
+            cols['stat'].extend(ks); vals.extend(s[k] for k in ks)
+    layout = {'root': root_label(d.get('path') for d in walk_tree(tree)), **cols}
+    if (last := _LAST[0]) is None or last[0] != layout: _LAST[0] = last = (layout, _text(layout))   # one swap
+    return doc['epoch'],last[1],np.array(vals, dtype=float)
+
+# %% ../nbs/01a_history.ipynb #e8f7a03f
 def add_epoch(
     path,              # the run folder
     doc:dict,          # the epoch's document, as written or as a file holds it
@@ -87,12 +111,16 @@ def add_epoch(
     "Index epoch document `doc` of run folder `path` in its `history.sqlite`, in one transaction"
     n = doc['epoch']
     rows = sorted((n, p, _text(s)) for p,s in node_stats(doc).items())
+    _,layout,values = epoch_scalars(doc)
+    key = hashlib.sha1(layout.encode()).hexdigest()
     con = _connect(Path(path)/HISTORY)
     try:
         with con:
             row = (n, file or f"epoch_{n:04d}.json", _text(epoch_summary(doc)))
-            con.execute('INSERT OR REPLACE INTO epochs VALUES (?, ?, ?)', row)
+            con.execute('INSERT OR REPLACE INTO epochs VALUES (?, ?, ?)', row)   # its old scalars go (a trigger)
             con.executemany('INSERT OR REPLACE INTO stats VALUES (?, ?, ?)', rows)
+            con.execute('INSERT OR IGNORE INTO layouts VALUES (?, ?)', (key, layout))
+            con.execute('INSERT OR REPLACE INTO scalars VALUES (?, ?, ?)', (n, key, values.astype('<f8').tobytes()))
     finally: con.close()
 
 # %% ../nbs/01a_history.ipynb #2cbca1a8
@@ -100,7 +128,7 @@ def forget_epochs_after(path, epoch:int):
     "Remove what the epoch history of run folder `path` holds of epochs after `epoch`; another version's is refused"
     fname = Path(path)/HISTORY
     if fname.exists(): _connect(fname).close()   # a resumed run: refused before its fit, not after its first epoch
-    sqlite_delete(fname, [(t, f'DELETE FROM {t} WHERE epoch > ?') for t in ('epochs', 'stats')], epoch)
+    sqlite_delete(fname, [(t, f'DELETE FROM {t} WHERE epoch > ?') for t in ('epochs', 'stats', 'scalars')], epoch)
 
 # %% ../nbs/01a_history.ipynb #32d2d9b6
 def open_history(path)->sqlite3.Connection:
@@ -149,6 +177,76 @@ def summaries_json(path, epochs=None)->str:
     keep = None if epochs is None else set(epochs)
     rows = _rows(path, 'SELECT epoch, summary FROM epochs ORDER BY epoch')
     return '{"epochs":[' + ','.join(s for n,s in rows if keep is None or n in keep) + ']}'
+
+# %% ../nbs/01a_history.ipynb #b73a3d86
+@functools.lru_cache(maxsize=16)
+def _layout(text:str)->dict:
+    "Layout `text` parsed, with `order`: its rows with the root's (layer `''`) last, `first` of them before the root's"
+    l = json.loads(text)
+    last = np.array([p == '' for p in l['layer']], dtype=bool)
+    if not isinstance(l['root'], str) or any(len(l[c]) != len(last) for c in ('class', 'kind', 'stat')):
+        raise ValueError(f"not a layout of `Run.df`'s rows: {text[:100]}")
+    return {**l, 'order': np.argsort(last, kind='stable'), 'first': int((~last).sum()), 'n': len(last)}
+
+def indexed_scalars(path)->dict:
+    "`{epoch: (file, layout, values)}` of each epoch whose scalars run folder `path`'s history holds"
+    try: con = open_history(path)
+    except (OSError, ValueError, sqlite3.Error): return {}   # none, or another version's: the epoch files are read
+    try:
+        lay = dict(con.execute('SELECT key, layout FROM layouts'))
+        rows = con.execute('SELECT epoch, file, layout, scalars FROM scalars JOIN epochs USING (epoch)').fetchall()
+    except sqlite3.Error: return {}   # an index older than `scalars`
+    finally: con.close()
+    try: n = {k: _layout(t)['n'] for k,t in lay.items()}
+    except (ValueError, TypeError, KeyError): return {}   # a layout not as `epoch_scalars` writes it
+    return {e: (f, lay[k], np.frombuffer(b, '<f8')) for e,f,k,b in rows
+            if isinstance(b, bytes) and len(b) == 8 * n.get(k, -1)}
+
+def listed_scalars(path, entries:list, read)->list:
+    "`epoch_scalars` of each epoch `entries` lists: from run folder `path`'s history, else of `read(entry)`'s document"
+    idx,seen,res = indexed_scalars(path),{},[]
+    for e in entries:
+        if (h := idx.get(e['epoch'])) is not None and h[0] == e.get('file'): n,t,v = e['epoch'],h[1],h[2]
+        else: n,t,v = epoch_scalars(read(e))
+        res.append((n, seen.setdefault(t, t), v))   # one copy of each layout's text
+    return res
+
+# %% ../nbs/01a_history.ipynb #04acd980
+def _categories(lays:dict, col:str, root:str)->tuple:
+    "Categories of column `col` in the order the frame shows them, and each layout's codes in them (-1: `None`)"
+    name = lambda v: root if col == 'layer' and v == '' else v   # the root's path `''` named
+    vals = {t: np.array([name(v) for v in l[col]], dtype=object) for t,l in lays.items()}
+    seen = [vals[t][l['order'][:l['first']]] for t,l in lays.items()]
+    seen += [vals[t][l['order'][l['first']:]] for t,l in lays.items()]
+    cats = pd.unique(np.concatenate(seen or [np.empty(0, object)]))
+    cats = pd.Index([v for v in cats if v is not None])   # `str` categories, as `astype('category')` makes
+    dtype = np.min_scalar_type(-len(cats) - 1)   # as `pd.Categorical` keeps them: int8 below 127 categories
+    return cats,dtype,{t: cats.get_indexer(v).astype(dtype) for t,v in vals.items()}
+
+def long_frame(scalars)->pd.DataFrame:
+    "`Run.df` of each epoch's `(epoch, layout, values)`, in order: categoricals, the root's rows last (`root_last`)"
+    es = list(scalars)
+    lays = {t: _layout(t) for t in dict.fromkeys(t for _,t,_ in es)}
+    root = ROOT if all(l['root'] == ROOT for l in lays.values()) else f'({ROOT})'
+    cuts = [i for i in range(len(es)) if i == 0 or es[i][1] != es[i-1][1]] + [len(es)]
+    blocks = [(np.array([n for n,_,_ in es[i:j]], dtype=np.int64), lays[es[i][1]], es[i][1],
+               [v for _,_,v in es[i:j]]) for i,j in zip(cuts, cuts[1:])]
+    cats = {c: _categories(lays, c, root) for c in DF_COLUMNS[1:5]}
+    size = sum(len(ns) * l['n'] for ns,l,_,_ in blocks)
+    res = {'epoch': np.empty(size, np.int64), **{c: np.empty(size, dt) for c,(_,dt,_) in cats.items()},
+           'value': np.empty(size)}
+    at = 0
+    for last in (False, True):   # every epoch's rows but the root's, then every epoch's of the root
+        for ns,l,t,vs in blocks:
+            cols = l['order'][l['first']:] if last else l['order'][:l['first']]
+            m,k = len(ns),len(cols)
+            out = {c: a[at:at + m * k].reshape(m, k) for c,a in res.items()}
+            out['epoch'][:] = ns[:, None]
+            for v,o in zip(vs, out['value']): np.take(v, cols, out=o)   # into place: no epochs × rows copy
+            for c,(_,_,codes) in cats.items(): out[c][:] = codes[t][cols]
+            at += m * k
+    for c,(cs,_,_) in cats.items(): res[c] = pd.Categorical.from_codes(res[c], cs, validate=False)
+    return pd.DataFrame(res, columns=DF_COLUMNS, copy=False)
 
 # %% ../nbs/01a_history.ipynb #809f43d1
 def build_history(path, files:list)->Path:
