@@ -1,9 +1,9 @@
 """A deep net's run folder read back, and a long run's: a plain `nn.Sequential` of `--blocks` (Linear, ReLU) pairs
 (2,002 modules with the defaults, counting the model and the Learner's root), trained `--epochs` epochs of `--batches`
-batches with `ExplorerCallback(every=1)`, then read as a user reads it; and a small MLP trained `--long` epochs of one
-batch (1,000 by default), whose `load_run(...).df` is timed (target <= 0.5 s).
+batches with `ExplorerCallback(every=1)`, then read as a user reads it. A long run of a small net (1,000 epochs) and its
+`load_run(...).df`: `bench/longrun.py`.
 
-Usage: python bench/scale.py [--blocks 1000] [--epochs 30] [--batches 4] [--width 16] [--long 1000] [--steps 100000] [--keep DIR]
+Usage: python bench/scale.py [--blocks 1000] [--epochs 30] [--batches 4] [--width 16] [--steps 100000] [--keep DIR]
 
 The deep net's epoch writes (statistics collected, alerts found, the file and its history written) are timed inside
 the fit: their median is printed (target <= 0.5 s).
@@ -48,24 +48,6 @@ ExplorerCallback._write_epoch = timed
 t = time.perf_counter()
 with learn.no_bar(), learn.no_logging(): learn.fit(epochs, cbs=ExplorerCallback(path, every=1, overwrite=True))
 print(time.perf_counter() - t, sorted(writes)[len(writes) // 2])
-"""
-
-LONG = """
-import torch, time
-from torch import nn
-from fastai.data.core import DataLoaders
-from fastai.data.load import DataLoader
-from fastai.learner import Learner
-from fastai.callback.progress import *
-from fastexplorer.all import *
-torch.manual_seed(0)
-x = torch.randn(32, 8); y = torch.randn(32, 1)
-ds = [(x[i], y[i]) for i in range(32)]
-dls = DataLoaders(DataLoader(ds, bs=32), DataLoader(ds, bs=32))
-learn = Learner(dls, nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)), loss_func=nn.MSELoss(), lr=1e-3)
-t = time.perf_counter()
-with learn.no_bar(), learn.no_logging(): learn.fit({epochs}, cbs=ExplorerCallback({path!r}, every=1, overwrite=True, preflight=False))
-print(time.perf_counter() - t)
 """
 
 READ = """
@@ -117,7 +99,6 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--blocks', type=int, default=1000); p.add_argument('--epochs', type=int, default=30)
     p.add_argument('--batches', type=int, default=4); p.add_argument('--width', type=int, default=16)
-    p.add_argument('--long', type=int, default=1000, help='epochs of the small MLP whose `.df` is timed')
     p.add_argument('--steps', type=int, default=100_000, help='sampled steps of the long run (0: leave it out)')
     p.add_argument('--keep', default=None, help='a folder to train into once and read again on later runs')
     a = p.parse_args()
@@ -137,11 +118,6 @@ def main():
                           ("report(...) (target <= 100 MB above the baseline)", f"report({path!r}, {str(Path(d)/'r.html')!r})")]:
             dt,mem = _py(READ.format(what=code))
             print(f"  {what:58s} {dt * 1e3:8.0f} ms  {mem:7.0f} MB peak above baseline")
-        long = str(Path(a.keep or d)/'long')
-        if not (a.keep and (Path(long)/'run.json').exists()): _py(LONG.format(epochs=a.long, path=long))
-        rows,dt,mem = _py(READ.format(what=f"d = load_run({long!r}).df; print(len(d), end=' ')"))
-        print(f"a small MLP, {a.long:,} epochs: load_run(...).df of {rows:,.0f} rows {dt * 1e3:.0f} ms (target <= 500 ms), "
-              f"{mem:.0f} MB peak above baseline")
 
 def long_run(root:Path, n:int):
     "The long run's figures: written once into `root/steps` (kept with `--keep`), then read by `load_run` and the server"
