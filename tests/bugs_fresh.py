@@ -526,3 +526,60 @@ def mnist_lstm_batch_first_commented_out(fixed):
     model = nn.Sequential(nn.LSTM(8, 128, 2, batch_first=fixed), _LastOfDim1(), nn.Linear(128, 10))
     return Learner(tensor_dls(x.view(-1, 8, 8), y, bs=100), model, loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
                    opt_func=torch_opt(torch.optim.Adam))
+
+
+# ---- added in a second pass (same rules: truths written before any run) ----
+def _rgbd(n=160, size=16, seed=0):
+    "RGB-D pairs: images `(n, 3, size, size)` of lit boxes, and their depth maps `(n, size, size)`, without a channel axis"
+    g = _gen(seed)
+    depth = 2 + 0.1 * torch.randn(n, size, size, generator=g)
+    for i in range(n):
+        r, c = torch.randint(0, size - 6, (2,), generator=g).tolist()
+        depth[i, r:r + 6, c:c + 6] -= 1 + torch.rand(1, generator=g)
+    img = torch.stack([3 - depth, 2.5 - depth, 0.3 * torch.randn(n, size, size, generator=g)], 1)
+    return img, depth
+
+@case("https://github.com/jiwei0921/CoNet/issues/3",
+      "the depth head's output is `(B, 1, H, W)`, the depth map `(B, H, W)`: `smooth_l1_loss` broadcasts them to `(B, B, H, W)`",
+      {'output_shape', 'target_shape'}, epochs=4, lr=1e-3)
+def depth_target_without_channel(fixed):
+    """'UserWarning: Using a target size (torch.Size([2, 256, 256])) that is different to the input size (torch.Size([2, 1,
+    256, 256]))' at `F.smooth_l1_loss(pred_depth, depth, reduction='sum')`; the author: 'For target, you can add this code
+    target = target.unsqueeze(1)'. A small convolutional depth head on synthetic RGB images of boxes, smooth L1 summed as
+    the repository does, Adam, batches of 2 as the report (the truth names the cause in the tool's word, `output_shape`,
+    and the assumed `target_shape`)"""
+    x, d = _rgbd()
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 1, 1))
+    def loss(out, y): return F.smooth_l1_loss(out, y, reduction='sum') / 256
+    return Learner(tensor_dls(x, d.unsqueeze(1) if fixed else d, bs=2), model, loss_func=loss, opt_func=torch_opt(torch.optim.Adam))
+
+def _tracks(n_storms=300, steps=12, seed=0):
+    "Hurricane tracks on their raw scales: latitude, longitude, wind (knots), minimum pressure (millibars), every 6 hours"
+    g = _gen(seed)
+    lat0, lon0 = 12 + 10 * torch.rand(n_storms, 1, generator=g), -40 - 40 * torch.rand(n_storms, 1, generator=g)
+    t = torch.arange(steps).float()
+    lat = lat0 + 0.4 * t + 0.1 * torch.randn(n_storms, steps, generator=g)
+    lon = lon0 - 0.6 * t + 0.1 * torch.randn(n_storms, steps, generator=g)
+    wind = (30 + 60 * torch.rand(n_storms, 1, generator=g)) * torch.sin(3.14 * (t + 1) / (steps + 2)) + 3 * torch.randn(n_storms, steps, generator=g)
+    pres = 1012 - 0.8 * wind + torch.randn(n_storms, steps, generator=g)
+    return torch.stack([lat, lon, wind, pres], -1)
+
+@case("https://github.com/hammad93/hurricane-net/issues/1",
+      "an LSTM forecasting hurricane tracks on unscaled features (pressures near 1,000 millibars): the gradient explodes, the tensors go NaN",
+      {'input_scale', 'target_scale', 'nonfinite_loss'}, epochs=4, lr=1e-3)
+def hurricane_lstm_unscaled(fixed):
+    """'Previously, the deep learning model has an exploding gradient because the features were not scaled and the tensors
+    converged to NaN. After further analysis, the best way to standardize and scale the features using RobustScaler' (the
+    author's own issue, closed). An LSTM reading 6 six-hourly records and forecasting the next 4 (all four features), MSE,
+    Adam; the twin scales inputs and targets by median and interquartile range"""
+    tr = _tracks()
+    if fixed:
+        med, q = tr.flatten(0, 1).median(0).values, tr.flatten(0, 1).quantile(torch.tensor([0.25, 0.75]), 0)
+        tr = (tr - med) / (q[1] - q[0])
+    x, y = tr[:, :6], tr[:, 6:10].flatten(1)
+    class TrackLSTM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn, self.out = nn.LSTM(4, 64, batch_first=True), nn.Linear(64, 16)
+        def forward(self, x): return self.out(self.rnn(x)[0][:, -1])
+    return Learner(tensor_dls(x, y, bs=16), TrackLSTM(), loss_func=nn.MSELoss(), opt_func=torch_opt(torch.optim.Adam))
