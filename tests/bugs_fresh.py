@@ -583,3 +583,64 @@ def hurricane_lstm_unscaled(fixed):
             self.rnn, self.out = nn.LSTM(4, 64, batch_first=True), nn.Linear(64, 16)
         def forward(self, x): return self.out(self.rnn(x)[0][:, -1])
     return Learner(tensor_dls(x, y, bs=16), TrackLSTM(), loss_func=nn.MSELoss(), opt_func=torch_opt(torch.optim.Adam))
+
+def _court_heatmaps(n=160, size=24, seed=0):
+    "Keypoint data: noisy images with a bright spot, and a Gaussian heatmap `(1, size, size)` centred on it"
+    g, yy, xx = _gen(seed), *torch.meshgrid(torch.arange(24.), torch.arange(24.), indexing='ij')
+    pos = 3 + 18 * torch.rand(n, 2, generator=g)
+    heat = torch.exp(-((yy - pos[:, 0, None, None]) ** 2 + (xx - pos[:, 1, None, None]) ** 2) / 8).unsqueeze(1)
+    return heat + 0.3 * torch.randn(n, 1, size, size, generator=g), heat
+
+class _NoZeroGradPlain(Callback):
+    "The trainer never clears the gradients: fastai's `zero_grad` does nothing (an `OptimWrapper`'s or fastai's own optimiser)"
+    order = -50
+    def before_fit(self): self.learn.opt.zero_grad = lambda *a, **k: None
+
+@case("https://github.com/yastrebksv/TennisCourtDetector/issues/7",
+      "the court detector's trainer calls `optimizer.step()` without ever `optimizer.zero_grad()`: each step adds every past gradient",
+      {'grads_not_zeroed', 'loss_diverging', 'exploding_grad'}, epochs=4, lr=1e-4)
+def heatmap_trainer_without_zero_grad(fixed):
+    """'Why there is no "optimizer.zero_grad()" in base_trainer.py? There must be smt wrong'; the author: 'You are right, thanks!
+    I fixed it.' A small encoder-decoder regressing keypoint heatmaps (TrackNet's kind, scaled down), MSE, Adam at 1e-4"""
+    x, h = _court_heatmaps()
+    model = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+                          nn.Upsample(scale_factor=2), nn.Conv2d(32, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 1, 1))
+    return Learner(tensor_dls(x, h, bs=8), model, loss_func=nn.MSELoss(), opt_func=torch_opt(torch.optim.Adam),
+                   cbs=[] if fixed else [_NoZeroGradPlain()])
+
+@case("https://github.com/pkmital/pycadl/pull/5",
+      "the training pipeline divides the image batch by 255 twice: the autoencoder sees (and rebuilds) pixels between 0 and 0.004",
+      {'input_scale', 'target_scale'}, epochs=4, lr=1e-3)
+def images_divided_by_255_twice(fixed):
+    """'The input image batch was being divided by 255 twice before being fed to the model' (merged). DRAW's recurrent
+    attention left out: a small convolutional autoencoder with a sigmoid output and binary cross-entropy rebuilding the
+    digits (as bytes 0..240), Adam"""
+    x, _ = _digit_images(scale='byte')
+    x = x / 255 if fixed else x / 255 / 255
+    model = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16, 8, 3, padding=1), nn.ReLU(),
+                          nn.Upsample(scale_factor=2), nn.Conv2d(8, 1, 3, padding=1), nn.Sigmoid())
+    return Learner(tensor_dls(x, x, bs=32), model, loss_func=nn.BCELoss(), opt_func=torch_opt(torch.optim.Adam))
+
+def _frames(n_per=200, size=16, seed=0):
+    "Expert demonstrations as a behaviour-cloning set: grey frames `(n, 1, size, size)` as bytes 0..255 (a ball's position), the action (0..3)"
+    g, xs, ys = _gen(seed), [], []
+    yy, xx = torch.meshgrid(torch.arange(float(size)), torch.arange(float(size)), indexing='ij')
+    for a, (dy, dx) in enumerate(((-1, 0), (1, 0), (0, -1), (0, 1))):
+        c = size / 2 + (size / 4) * torch.tensor([dy, dx]).float() + 2 * torch.randn(n_per, 2, generator=g)
+        ball = 200 * torch.exp(-((yy - c[:, 0, None, None]) ** 2 + (xx - c[:, 1, None, None]) ** 2) / 4)
+        xs.append((30 + ball + 20 * torch.rand(n_per, size, size, generator=g)).clamp(0, 255).round().unsqueeze(1)); ys.append(torch.full((n_per,), a))
+    return torch.cat(xs), torch.cat(ys)
+
+@case("https://github.com/hill-a/stable-baselines/issues/328",
+      "behaviour-cloning pretraining feeds the CNN policy image observations of 0..255: the dataset loader never scales them to 0..1",
+      {'input_scale'}, epochs=4, lr=1e-4)
+def pretraining_frames_unscaled(fixed):
+    """'When using a image env, the image data that gets fed in to the neural network is between 0 and 255'; the maintainer:
+    the RL path scales them, and 'The first bug is in dataset.py. I realised that the images get at no point normalized, in
+    the image loading chain' (fixed in the PR that followed). A NatureCNN-like policy on synthetic frames of a ball, the
+    expert's action as the class, cross-entropy, Adam at `pretrain`'s default 1e-4"""
+    x, y = _frames()
+    model = nn.Sequential(nn.Conv2d(1, 16, 4, stride=2), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(32 * 3 * 3, 64), nn.ReLU(), nn.Linear(64, 4))
+    return Learner(tensor_dls(x / 255 if fixed else x, y, bs=32), model, loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
+                   opt_func=torch_opt(torch.optim.Adam))
