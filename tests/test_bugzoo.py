@@ -35,6 +35,9 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'depth_target_without_channel': "no alert: a `(B, 1, H, W)` output against a `(B, H, W)` target, broadcast inside a loss of the "
                                     "user's own (`F.smooth_l1_loss`, summed), is not compared (`output_shape` fires on `(N, 1)` "
                                     "against `(N,)` under `nn.MSELoss`)",
+    'images_divided_by_255_twice': "pixels between 0 and 0.004 raise no `input_scale`; the one finding is `dead` at `1` (75% of "
+                                   "the first ReLU's units: with inputs near 0 each is its bias), its hint blaming the learning "
+                                   "rate or the activation",
 }
 ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench
     'linear_regression_lr_nan': "true of the twin: the accepted fix lowers the learning rate to 1e-5 and leaves x from 0 to 199 "
