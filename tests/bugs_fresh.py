@@ -645,3 +645,38 @@ def pretraining_frames_unscaled(fixed):
                           nn.Linear(32 * 3 * 3, 64), nn.ReLU(), nn.Linear(64, 4))
     return Learner(tensor_dls(x / 255 if fixed else x, y, bs=32), model, loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
                    opt_func=torch_opt(torch.optim.Adam))
+
+@case("https://github.com/hunkim/PyTorchZeroToAll/pull/4",
+      "the softmax-MNIST example's last linear layer is followed by a ReLU: the logits given to `CrossEntropyLoss` cannot be negative",
+      {'output_activation'}, layer='9', epochs=4, lr=0.01)
+def mnist_logits_through_relu(fixed):
+    """'Remove relu in the final layer' (merged: 'Great!'): the lecture's net returned `F.relu(self.l5(x))` into
+    `nn.CrossEntropyLoss`. Its five linear layers (520, 320, 240, 120 units, then 10) on the digits' 64 pixels instead of
+    784, SGD at 0.01 with momentum 0.5, batches of 64"""
+    x, y = _pixels()
+    sizes = (64, 520, 320, 240, 120, 10)
+    layers = [m for i, o in zip(sizes[:-1], sizes[1:]) for m in (nn.Linear(i, o), nn.ReLU())]
+    return Learner(tensor_dls(x, y, bs=64), nn.Sequential(*(layers if not fixed else layers[:-1])),
+                   loss_func=nn.CrossEntropyLoss(), metrics=accuracy, opt_func=torch_opt(torch.optim.SGD, momentum=0.5))
+
+def _bev_offsets(n=200, size=12, seed=0):
+    "Bird's-eye grids `(n, 2, size, size)` of occupancy and height, and per-cell box offsets `(n, 2, size, size)` in [-1, 1] to the nearest car"
+    g = _gen(seed)
+    yy, xx = torch.meshgrid(torch.arange(float(size)), torch.arange(float(size)), indexing='ij')
+    cars = size * torch.rand(n, 2, generator=g)
+    occ = torch.exp(-((yy - cars[:, 0, None, None]) ** 2 + (xx - cars[:, 1, None, None]) ** 2) / 3)
+    x = torch.stack([occ + 0.1 * torch.randn(n, size, size, generator=g), occ * (1 + torch.rand(n, 1, 1, generator=g))], 1)
+    off = torch.stack([(cars[:, 0, None, None] - yy) / size, (cars[:, 1, None, None] - xx) / size], 1)
+    return x, off
+
+@case("https://github.com/tsinghua-rll/VoxelNet-tensorflow/issues/10",
+      "the region proposal network's last convolution (the box regression map) ends in a ReLU: its offsets cannot be negative",
+      {'output_activation', 'target_range'}, layer='6', epochs=4, lr=1e-3)
+def rpn_regression_through_relu(fixed):
+    """'I notice you use the relu layer for the last layer of RPN which predicts class score and regression ... if you want to
+    shrink your anchor, you must have some negative prediction in regression'; fixed in the author's commit. A small
+    convolutional RPN's regression branch on synthetic bird's-eye grids, per-cell offsets in [-1, 1], smooth L1, Adam"""
+    x, off = _bev_offsets()
+    model = nn.Sequential(nn.Conv2d(2, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.Conv2d(32, 32, 3, padding=1),
+                          nn.ReLU(), nn.Conv2d(32, 2, 1), *([] if fixed else [nn.ReLU()]))
+    return Learner(tensor_dls(x, off, bs=16), model, loss_func=nn.SmoothL1Loss(), opt_func=torch_opt(torch.optim.Adam))
