@@ -11,10 +11,10 @@ import torch
 from torch import nn
 
 # %% auto #0
-__all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'own_softmax', 'check_output_activation', 'ignore_index',
-           'check_classes', 'check_targets', 'multi_hot', 'softmaxed', 'check_multi_hot', 'check_shapes',
-           'check_loss_contract', 'check_padding', 'module_label', 'name_makers', 'InputNorms', 'excuse_normalised',
-           'input_names', 'scale_words']
+__all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'own_softmax', 'graph_kind', 'check_output_activation',
+           'own_loss_activation', 'ignore_index', 'check_classes', 'check_targets', 'multi_hot', 'softmaxed',
+           'check_multi_hot', 'check_shapes', 'check_loss_contract', 'check_padding', 'module_label', 'name_makers',
+           'InputNorms', 'excuse_normalised', 'input_names', 'scale_words']
 
 # %% ../nbs/03ha_contract.ipynb #b140091b
 def verdict(
@@ -89,6 +89,28 @@ def own_softmax(loss, o)->bool:
         todo += [g for g,_ in f.next_functions]
     return False
 
+# %% ../nbs/03ha_contract.ipynb #1d8a639b
+_GRAPH_KINDS = {'NllLoss': 'nll', 'NllLoss2D': 'nll', 'BinaryCrossEntropy': 'bce',
+                'BinaryCrossEntropyWithLogits': 'bce_logits', 'MseLoss': 'regression', 'L1Loss': 'regression',
+                'SmoothL1Loss': 'regression', 'HuberLoss': 'regression'}
+
+def graph_kind(loss, o)->str|None:
+    "The `loss_kind` of a loss of one's own: the loss operation of torch's that takes the output `o` (through reshapes)"
+    if not (isinstance(loss, torch.Tensor) and isinstance(o, torch.Tensor) and o.grad_fn is not None): return None
+    base = lambda f: re.sub(r'Backward\d*$', '', f.name())
+    todo,seen,found = [loss.grad_fn],set(),set()
+    while todo:
+        f = todo.pop()
+        if f is None or f in seen or f is o.grad_fn: continue   # the loss's own operations, not the model's
+        seen.add(f)
+        if (k := _GRAPH_KINDS.get(base(f))) is not None:
+            g = next((g for g,_ in f.next_functions if g is not None), None)   # its input (the first)
+            while g is not None and g is not o.grad_fn and base(g) in _SHAPE_OPS:
+                g = next((h for h,_ in g.next_functions if h is not None), None)
+            if g is o.grad_fn: found.add(k)
+        todo += [g for g,_ in f.next_functions]
+    return found.pop() if len(found) == 1 else None   # two kinds of loss on the output: none is the contract
+
 # %% ../nbs/03ha_contract.ipynb #69eb94de
 _PROBS,_LINEAR = ('softmax', 'sigmoid'),('addmm', 'mm', 'bmm', 'convolution', 'linear')
 _NORMS,_SCALERS = ('softmax', 'log_softmax'),('native_batch_norm', 'cudnn_batch_norm', 'native_layer_norm',
@@ -129,6 +151,13 @@ def check_output_activation(o:torch.Tensor, op:str|None, kind:str|None, axis:int
         return bad('error', "`BCELoss` takes probabilities but the outputs come straight from a linear layer "
                    "(no sigmoid)", "use `BCEWithLogitsLossFlat` on the logits (or add a sigmoid)")
     return []
+
+# %% ../nbs/03ha_contract.ipynb #25ec1bd7
+def own_loss_activation(loss, o, axis:int=1)->list:
+    "`check_output_activation` for a loss of one's own, by what it does to the output `o` (`own_softmax`, `graph_kind`)"
+    if own_softmax(loss, o): return check_output_activation(o.detach().float(), final_op(o), 'ce')
+    if (k := graph_kind(loss, o)) is None: return []
+    return check_output_activation(o.detach().float(), final_op(o), k, axis, final_op(o, 1))
 
 # %% ../nbs/03ha_contract.ipynb #10fdc1fb
 def ignore_index(loss_func)->int|None:

@@ -344,8 +344,7 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
         if (stop := untrainable(loss, model)): return stop   # not a scalar, or nothing to train
         res = check_first_layers(fa.seen) + check_structure(co, model, o) + check_loss_contract(
             o, y, float(loss.detach().float()), kind, axis, final_op(o), final_op(o, 1), flat, ig)
-        sm = kind is None and own_softmax(loss, o)   # a loss of one's own that takes a softmax of the output: logits
-        if sm and (act := check_output_activation(o.detach().float(), final_op(o), 'ce')):
+        if kind is None and (act := own_loss_activation(loss, o, axis)):   # a loss of one's own: what it does to `o`
             res = act + [v for v in res if v['check'] != 'loss_contract']
         ps = [p for p in model.parameters() if p.requires_grad]
         try: scaled_backward(loss, ps, scale, o if isinstance(o, torch.Tensor) else None)

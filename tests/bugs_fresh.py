@@ -91,7 +91,7 @@ def _amplitudes(n=1200, length=64, seed=0):
 
 @case("https://github.com/timeseriesAI/tsai/issues/22",
       "a time-series regressor's outputs are `(16, 1)`, its targets `(16,)`: `MSELoss` broadcasts them to `(16, 16)`",
-      {'target_shape'}, epochs=3, lr=1e-3, fit='fit_one_cycle')
+      {'target_shape', 'output_shape'}, epochs=3, lr=1e-3, fit='fit_one_cycle')
 def series_regression_target_broadcast(fixed):
     """The tsai user got 'Using a target size (torch.Size([16])) that is different to the input size (torch.Size([16, 1]))'
     during `fit_one_cycle` and suspected the model was not training; the maintainer: give target and output the same

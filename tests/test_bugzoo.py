@@ -22,11 +22,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'pretrained_embeddings_never_loaded': "`pretrained_not_loaded` (assumed): random vectors look like any others",
     'attention_heads_view_not_transpose': "`axes_mixed` (assumed): a view mixing heads and positions; no statistic sees it",
     # bugs_fresh (issue 45's unseen set: run once to report, not studied)
-    'label_decoder_nll_on_softmax': "no alert at all: `NLLLoss` on a softmax (not a log-softmax) gives a negative loss, -P, from "
-                                    "the first batch; neither the output check nor the loss's course flags it",
-    'series_regression_target_broadcast': "the preflight names the cause exactly, as `output_shape` (error, at `8`, with the fix as "
-                                          "its hint); the truth, written before any run, used the assumed kind `target_shape` (as "
-                                          "`regression_output_squeezed` does): the kinds' names differ, not the finding",
     'resnet_batchnorm_always_training': "`train_mode_in_eval` (assumed): the one alert is `batch_independence` in eval mode (true: "
                                         "a BatchNorm on the batch's statistics mixes samples), its hint blaming a `view`",
     'segmentation_flip_image_only': "`labels_misaligned` (assumed): masks left unflipped for half the batch; no alert, no statistic sees it",
