@@ -9,12 +9,13 @@ Docs: https://fastexplorer.github.io/fastexplorer/dependence.html.md"""
 from __future__ import annotations
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 from .hooks import first_tensor
 from .state import scripted
-from .contract import verdict
+from .contract import verdict, module_label
 
 # %% auto #0
-__all__ = ['next_token_axis', 'ends', 'check_future', 'check_batch_independence']
+__all__ = ['next_token_axis', 'ends', 'check_future', 'batch_stats_in_eval', 'check_batch_independence']
 
 # %% ../nbs/03ih_dependence.ipynb #63928efa
 def next_token_axis(x, y, o)->int|None:
@@ -57,6 +58,33 @@ def _first_floats(model:nn.Module, xb:tuple, n:int):
         for h in hs: h.remove()
     return (leaf[0] if leaf else None),out
 
+# %% ../nbs/03ih_dependence.ipynb #64de497f
+class _BatchStats(TorchDispatchMode):
+    "A dispatch mode noting the module on top of `stack` wherever a batch norm computes the batch's statistics"
+    def __init__(self, stack:list): super().__init__(); self.stack,self.found = stack,[]
+    @classmethod
+    def _should_skip_dynamo(cls): return False   # the forward runs eagerly
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        # `native_batch_norm(input, weight, bias, running_mean, running_var, training, …)`
+        if func._schema.name == 'aten::native_batch_norm' and len(args) > 5 and args[5] is True and self.stack:
+            self.found.append(self.stack[-1])
+        return func(*args, **(kwargs or {}))
+
+def batch_stats_in_eval(model:nn.Module, # in eval mode
+                        xb:tuple)->str|None:
+    "The path of the first module of `model` that normalises `model(*xb)` with the batch's own statistics, or `None`"
+    stack,hs = [],[]
+    def leave(m, a, o):
+        if stack: stack.pop()
+    try:
+        for p,m in model.named_modules():
+            if scripted(m): continue
+            hs += [m.register_forward_pre_hook(lambda m, a, p=p: stack.append(p)), m.register_forward_hook(leave)]
+        with torch.no_grad(), _BatchStats(stack) as b: model(*xb)
+    finally:
+        for h in hs: h.remove()
+    return b.found[0] if b.found else None
+
 # %% ../nbs/03ih_dependence.ipynb #597daae1
 def check_batch_independence(model:nn.Module, # already in eval mode
                              xb:tuple,        # the inputs
@@ -80,6 +108,11 @@ def check_batch_independence(model:nn.Module, # already in eval mode
     axis = next_token_axis(xb[0], yb[0] if yb else None, o)
     g, = torch.autograd.grad(ends(o, axis), x, allow_unused=True)
     if g is not None and bool((g[1:-1] if len(o) > 2 else g[1:]).any()):
+        if (p := batch_stats_in_eval(model, xb)) is not None:   # a norm that ignores `model.eval()`: that is the cause
+            return [verdict('train_mode_in_eval', 'error', f"in eval mode, {module_label(model, p)} normalises with "
+                            "the batch's own statistics: each sample's output depends on the others', and validation "
+                            "scores on how its batches are made", "let it follow `model.eval()`: `F.batch_norm(..., "
+                            "training=self.training)`, or an `nn.BatchNorm` module (not one forced to train)", layer=p)]
         return [verdict('batch_independence', 'error',
                         "in eval mode, the first or last sample's output depends on other samples' inputs",
                         "a `view`/`reshape` or a reduction mixes the batch dimension: keep dimension 0 apart "

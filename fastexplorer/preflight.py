@@ -53,9 +53,9 @@ def _groups(learn, model)->list:
     return [list(g) for g in ps] if ps and not isinstance(ps[0], torch.Tensor) else [ps]
 
 # %% ../nbs/03i_preflight.ipynb #203c7424
-def check_inputs(xb:tuple, big:float=10.,
+def check_inputs(xb:tuple, big:float=10., tiny:float=0.02,
                  names:list|None=None)->list:   # what fastai calls each input (`input_names`): a table's columns
-    "Verdicts on the float inputs of one batch: NaN or Inf, and their mean and spread per channel (features, in 2-d)"
+    "Verdicts on the float inputs of one batch: NaN or Inf, their mean and spread per channel (features, in 2-d)"
     res,names = [],names or [None] * len(xb)
     for i,x in enumerate(xb):
         if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.ndim >= 2 and x.numel()): continue
@@ -72,6 +72,11 @@ def check_inputs(xb:tuple, big:float=10.,
         if m > big or s > big:
             ev,fix = scale_words(i, x, mean, std, names[i])   # channels, or a table's columns by name
             res.append(verdict('input_scale', 'warning', ev, fix, mean=m, std=s, input=i))
+        elif v.numel() and 0 < (a := float(v.abs().max())) <= tiny:   # every value near 0: pixels divided by 255 twice
+            res.append(verdict('input_scale', 'warning', f"input {i}: every value on the first batch lies within "
+                               f"±{a:.2g} (means up to {m:.2g}, spreads up to {s:.2g}): the first layer's outputs are "
+                               "its biases, nearly, whatever the input", "scale the inputs to about unit spread "
+                               "(fastai's `Normalize`; pixels divided by 255 once)", mean=m, std=s, input=i))
     return res or [verdict('input_scale', 'ok', "the float inputs are near unit scale")]
 
 # %% ../nbs/03i_preflight.ipynb #c332a6e9

@@ -22,17 +22,12 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'pretrained_embeddings_never_loaded': "`pretrained_not_loaded` (assumed): random vectors look like any others",
     'attention_heads_view_not_transpose': "`axes_mixed` (assumed): a view mixing heads and positions; no statistic sees it",
     # bugs_fresh (issue 45's unseen set: run once to report, not studied)
-    'resnet_batchnorm_always_training': "`train_mode_in_eval` (assumed): the one alert is `batch_independence` in eval mode (true: "
-                                        "a BatchNorm on the batch's statistics mixes samples), its hint blaming a `view`",
     'segmentation_flip_image_only': "`labels_misaligned` (assumed): masks left unflipped for half the batch; no alert, no statistic sees it",
     'uint8_normalisation_overflow': "pixels wrapped by uint8 arithmetic lie in [0, 2) with a plausible spread: no `input_scale`, no alert",
     'layers_in_python_list': "`unregistered_params` (assumed): layers kept outside `parameters()` are invisible to the hooks; no alert",
     'depth_target_without_channel': "no alert: a `(B, 1, H, W)` output against a `(B, H, W)` target, broadcast inside a loss of the "
                                     "user's own (`F.smooth_l1_loss`, summed), is not compared (`output_shape` fires on `(N, 1)` "
                                     "against `(N,)` under `nn.MSELoss`)",
-    'images_divided_by_255_twice': "pixels between 0 and 0.004 raise no `input_scale`; the one finding is `dead` at `1` (75% of "
-                                   "the first ReLU's units: with inputs near 0 each is its bias), its hint blaming the learning "
-                                   "rate or the activation",
 }
 ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench
     'linear_regression_lr_nan': "true of the twin: the accepted fix lowers the learning rate to 1e-5 and leaves x from 0 to 199 "
