@@ -13,7 +13,8 @@ from fastcore.basics import patch
 from .contract import verdict, module_label, _SHAPE_OPS
 
 # %% auto #0
-__all__ = ['affine_only', 'variance_shift', 'CallOrder', 'check_linear_stack', 'check_norm_placement', 'check_structure']
+__all__ = ['affine_only', 'variance_shift', 'CallOrder', 'check_linear_stack', 'check_norm_placement', 'check_registered',
+           'check_structure']
 
 # %% ../nbs/03if_lint.ipynb #900cfeb5
 _NORMS = ('NativeBatchNorm', 'CudnnBatchNorm', 'MiopenBatchNorm')   # affine per sample, given the batch's statistics
@@ -160,8 +161,30 @@ def check_norm_placement(model:nn.Module, seen:list, least:float=1.1)->list:
                     "Li et al., 2019)", "put the norm before the dropout: `Linear → BatchNorm → activation → Dropout`, "
                     "as fastai's `LinBnDrop` does", layer=p, dropout=d, shift=shift, layers=[b[0] for b in bad])]
 
+# %% ../nbs/03if_lint.ipynb #d3dd16df
+def check_registered(model:nn.Module, o)->list:
+    "Verdict on the tensors output `o` depends on that require gradients but are not parameters of `model`"
+    if not isinstance(o, torch.Tensor) or o.grad_fn is None: return []
+    own,todo,seen,found = {id(p) for p in model.parameters()},[o.grad_fn],set(),{}
+    while todo:
+        f = todo.pop()
+        if f is None or f in seen: continue
+        seen.add(f)
+        # a leaf that requires gradients: its `AccumulateGrad` node holds it
+        if (v := getattr(f, 'variable', None)) is not None and id(v) not in own: found[id(v)] = v
+        todo += [g for g,_ in f.next_functions]
+    if not found: return []
+    vs = list(found.values())
+    shapes = ', '.join(str(list(v.shape)) for v in vs[:4]) + (', …' if len(vs) > 4 else '')
+    return [verdict('unregistered_params', 'warning', f"the output depends on {len(vs)} tensor"
+                    f"{'s' if len(vs) > 1 else ''} that require gradients but are not parameters of the model "
+                    f"({sum(v.numel() for v in vs):,} values; shapes {shapes}): the optimiser never updates them, "
+                    "`learn.save` never saves them", "keep layers in an `nn.ModuleList` or `nn.ModuleDict`, not a "
+                    "Python list or dict, and make learnt tensors `nn.Parameter`s", count=len(vs))]
+
 # %% ../nbs/03if_lint.ipynb #20a1ce46
 def check_structure(co:CallOrder, model:nn.Module, o)->list:
     "Verdicts on the structure one forward ran (`co`, its hooks already off; `o`, the output it made, graph intact)"
     # word vectors averaged into linear layers (fastText, CBOW) are a linear model by design: not judged
-    return check_linear_stack(model, o, {} if co.lookups else co.lin) + check_norm_placement(model, co.seen)
+    return (check_linear_stack(model, o, {} if co.lookups else co.lin) + check_norm_placement(model, co.seen)
+            + check_registered(model, o))

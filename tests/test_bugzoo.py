@@ -24,7 +24,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     # bugs_fresh (issue 45's unseen set: run once to report, not studied)
     'segmentation_flip_image_only': "`labels_misaligned` (assumed): masks left unflipped for half the batch; no alert, no statistic sees it",
     'uint8_normalisation_overflow': "pixels wrapped by uint8 arithmetic lie in [0, 2) with a plausible spread: no `input_scale`, no alert",
-    'layers_in_python_list': "`unregistered_params` (assumed): layers kept outside `parameters()` are invisible to the hooks; no alert",
     'depth_target_without_channel': "no alert: a `(B, 1, H, W)` output against a `(B, H, W)` target, broadcast inside a loss of the "
                                     "user's own (`F.smooth_l1_loss`, summed), is not compared (`output_shape` fires on `(N, 1)` "
                                     "against `(N,)` under `nn.MSELoss`)",
