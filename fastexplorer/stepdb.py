@@ -205,13 +205,12 @@ def _chunk_rows(name, split, batch, step, values, wide, kept=None, hist=None)->l
              batch.shape[1], rows[j], stats[j], *(() if hists is None else (hists[j],))) for j in range(len(batch))]
 
 def _after_tails(tails:dict, a:dict)->tuple:
-    """Rows `a` (`name`, `split`, `batch`, `step`, `kept`, `values`, `hist`, `new`: an item per row, `hist` maybe
-    `None`) after the rows `tails` (`{(name, split): {'rows': rows, 'keys': …}}`) holds of the series they continue;
-    and those series"""
+    """Rows `a` (arrays of an item a row, or `None`) after the rows `tails` (`{(name, split): {'rows': …}}`) holds
+    of the series they continue, `new` saying which are `a`'s; and those series"""
     ks = [k for k in dict.fromkeys(zip(a['name'].tolist(), a['split'].tolist())) if k in tails]
-    if not ks: return a,[]
-    return {c: None if v is None else np.concatenate([*(tails[k]['rows'][c] for k in ks), v])
-            for c,v in a.items()},ks
+    old = [tails[k]['rows'] for k in ks]
+    out = {c: None if v is None else np.concatenate([*(r[c] for r in old), v]) for c,v in a.items() if c != 'new'}
+    return {**out, 'new': np.arange(len(out['name'])) >= sum(len(r['name']) for r in old)},ks
 
 # %% ../nbs/02a_stepdb.ipynb #f4e69761
 @patch
@@ -224,16 +223,14 @@ def _chunks(self:StepWriter, t:str, ids:list, key:list, idx, values, hist=None, 
     name,(split,step,batch) = np.asarray(ids, dtype=np.int64)[ni],(np.array(k)[bi] for k in zip(*key))
     kept = np.asarray(keep if keep is not None else [True] * len(key), dtype=bool)[bi]
     a,cont = _after_tails(self.tails[t], {'name': name, 'split': split, 'batch': batch.astype(np.int64),
-        'step': step.astype(np.int64), 'kept': kept, 'values': np.asarray(values), 'hist': hist,
-        'new': np.ones(len(name), dtype=bool)})
+        'step': step.astype(np.int64), 'kept': kept, 'values': np.asarray(values), 'hist': hist})
     tails,groups,gone = {k: v for k,v in self.tails[t].items() if k not in cont},{},[]
     for s in chunk_slices(a['name'], a['split'], a['batch']):
         k = int(a['name'][s[0]]),str(a['split'][s[0]])
         old = self.tails[t][k]['keys'] if not a['new'][s[0]] else []   # the chunks of the rows kept
         if len(s) == CHUNK_ROWS: gone += [(*k, *o) for o in old]       # replaced by a full one
         else:   # a series' last rows, fewer: those kept (`old`) stay as they are, this write's make a chunk
-            rest = {c: None if v is None else v[s] for c,v in a.items()}
-            tails[k] = {'rows': {**rest, 'new': np.zeros(len(s), dtype=bool)}}
+            tails[k] = {'rows': {c: None if v is None else v[s] for c,v in a.items()}}
             s = s[a['new'][s]]
             tails[k]['keys'] = [*old, (int(a['step'][s[0]]), int(a['batch'][s[0]]))]
         groups.setdefault((len(s), int(a['kept'][s].sum()) if hist is not None else 0), []).append(s)
