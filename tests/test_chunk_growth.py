@@ -171,31 +171,52 @@ def test_forgetting_epochs_repacks_a_chunk_that_spans_them(tmp_path):
         if t == 'act': np.testing.assert_array_equal(v['hist'], u['hist'][keep[u['kept']]])
         assert all(after['epoch'][r[5]] <= 10 for r in after[t][0])
 
+def _read_whole(f)->bool:
+    "Read step database `f` in one snapshot, as a reader would while the fit writes: each series must hold the batches `batches` holds, in whole chunks; whether there was a database to read"
+    if not f.exists(): return False
+    con = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
+    try:
+        con.execute('BEGIN')   # one snapshot: the batches and the chunks of the same transactions
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone(): return False
+        held,bins = step_stats(con),hist_bins(con)
+        ids = {s: set(i for i, in con.execute('SELECT id FROM batches WHERE split = ?', (s,))) for s in ('train', 'valid')}
+        for t in ('act', 'grad'):
+            rows = con.execute(f"SELECT {chunk_cols('stats', *(['hist'] if t == 'act' else []))} FROM {t}").fetchall()
+            u = unpack_chunks(rows, table_wide(held, t), bins if t == 'act' else None, con, t)
+            for n,s in set(zip(u['name'].tolist(), u['split'].tolist())):
+                got = u['batch'][(u['name'] == n) & (u['split'] == s)].tolist()
+                assert sorted(got) == sorted(ids[s]) and len(set(got)) == len(got), (t, n, s, sorted(got)[-3:])
+        con.execute('COMMIT')
+        return True
+    finally: con.close()
+
 class _Reader(Callback):
-    "Reads the step database after every batch, in one snapshot, while the writer's thread writes: each series holds the batches `batches` holds, in whole chunks"
+    "Reads the step database after every batch while the writer's thread writes"
     order = 100
     def __init__(self, path): self.path,self.reads = path,0
-    def after_batch(self):
-        f = self.path/'steps.sqlite'
-        if not f.exists(): return
-        con = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
-        try:
-            con.execute('BEGIN')   # one snapshot: the batches and the chunks of the same transactions
-            held,bins = step_stats(con),hist_bins(con)
-            ids = {s: set(i for i, in con.execute('SELECT id FROM batches WHERE split = ?', (s,))) for s in ('train', 'valid')}
-            for t in ('act', 'grad'):
-                rows = con.execute(f"SELECT {chunk_cols('stats', *(['hist'] if t == 'act' else []))} FROM {t}").fetchall()
-                u = unpack_chunks(rows, table_wide(held, t), bins if t == 'act' else None, con, t)
-                for n,s in set(zip(u['name'].tolist(), u['split'].tolist())):
-                    got = u['batch'][(u['name'] == n) & (u['split'] == s)].tolist()
-                    assert sorted(got) == sorted(ids[s]) and len(set(got)) == len(got), (t, n, s)
-            con.execute('COMMIT')
-            self.reads += 1
-        finally: con.close()
+    def after_batch(self): self.reads += _read_whole(self.path/'steps.sqlite')
 
-def test_a_reader_during_the_fit_sees_whole_chunks(tmp_path):
-    "A reader while the fit writes (the page's reads) finds, in every snapshot, each series' chunks whole and holding exactly the batches written with them"
+class _Watched:
+    "The writer's connection, read by another after each of its statements (the transaction not yet committed)"
+    def __init__(self, con, f): self.con,self.f,self.reads = con,f,0
+    def __getattr__(self, k): return getattr(self.con, k)
+    def __enter__(self): return self.con.__enter__()
+    def __exit__(self, *a): return self.con.__exit__(*a)
+    def _then_read(self, r):
+        self.reads += _read_whole(self.f)
+        return r
+    def execute(self, *a): return self._then_read(self.con.execute(*a))
+    def executemany(self, *a): return self._then_read(self.con.executemany(*a))
+
+def test_a_reader_during_the_fit_sees_whole_chunks(tmp_path, monkeypatch):
+    "A reader while the fit writes (the page's reads) finds each series' chunks whole and holding exactly the batches written with them: read after every batch, and between every two statements of the writer's transactions (where a chunk replaced outside the transaction that fills it would show)"
+    cons,connect = [],stepdb.connect_steps
+    def watched(fname, readonly=False):
+        con = connect(fname, readonly)
+        if not readonly: cons.append(con := _Watched(con, tmp_path/'run'/'steps.sqlite'))
+        return con
+    monkeypatch.setattr(stepdb, 'connect_steps', watched)
     r = _Reader(tmp_path/'run')
     _fit(tmp_path/'run', 25, cbs=[r])
-    assert r.reads >= 60
+    assert r.reads >= 60 and sum(c.reads for c in cons) >= 100, (r.reads, [c.reads for c in cons])
     assert max(n for ns in _sizes(_tables(tmp_path/'run')['act'][0]).values() for n in ns) == CHUNK_ROWS
