@@ -197,42 +197,43 @@ class StepWriter:
 
 # %% ../nbs/02a_stepdb.ipynb #2b24a16d
 def _chunk_rows(name, split, batch, step, values, wide, kept=None, hist=None)->list:
-    """Rows of table `act` (given `hist`: the histograms of the rows `kept`, as many in each) or `grad`, packed:
-    chunks of as many rows (`batch`, `step`: chunks × rows; `values`: chunks × rows × statistics) of series `name`
-    and `split`"""
+    """Rows of table `act` (given `hist`: the histograms of the rows `kept`, as many in each) or `grad`, packed: chunks
+    of as many rows (`batch`, `step`: chunks × rows; `values`: × statistics) of series `name` and `split`"""
     rows,stats,hists = pack_rows(batch, step, kept),pack_stats(values, wide),None if hist is None else pack_hist(hist)
     return [(int(name[j]), str(split[j]), int(step[j, 0]), int(batch[j, 0]), int(step[j, -1]), int(batch[j, -1]),
              batch.shape[1], rows[j], stats[j], *(() if hists is None else (hists[j],))) for j in range(len(batch))]
 
-def _after_tails(tails:dict, a:dict)->tuple:
-    """Rows `a` (arrays of an item a row, or `None`) after the rows `tails` (`{(name, split): {'rows': …}}`) holds
-    of the series they continue, `new` saying which are `a`'s; and those series"""
-    ks = [k for k in dict.fromkeys(zip(a['name'].tolist(), a['split'].tolist())) if k in tails]
-    old = [tails[k]['rows'] for k in ks]
-    out = {c: None if v is None else np.concatenate([*(r[c] for r in old), v]) for c,v in a.items() if c != 'new'}
-    return {**out, 'new': np.arange(len(out['name'])) >= sum(len(r['name']) for r in old)},ks
+def _after_tails(tails, a:dict)->tuple:
+    """Rows `a` (arrays of an item a row, or `None`) after the rows of `tails` (arrays alike, or `None`) of the series
+    they continue, `new` saying which are `a`'s; and the rows of `tails` of the other series"""
+    if tails is None: tails = {**{c: None if v is None else v[:0] for c,v in a.items()}, 'new': np.zeros(0, bool)}
+    n,both = len(tails['name']),lambda c: np.concatenate([tails[c], a[c]])
+    u,sp = np.unique(both('split'), return_inverse=True)
+    on = np.isin((s := both('name') * len(u) + sp.reshape(-1))[:n], s[n:])   # `s`: a number per series
+    out = {c: None if v is None else np.concatenate([tails[c][on], v]) for c,v in a.items() if c != 'new'}
+    left = {c: None if v is None else v[~on] for c,v in tails.items()}
+    return {**out, 'new': np.arange(len(out['name'])) >= on.sum()},left
 
 # %% ../nbs/02a_stepdb.ipynb #f4e69761
 @patch
 def _chunks(self:StepWriter, t:str, ids:list, key:list, idx, values, hist=None, keep=None)->dict:
     """Write into table `t` the rows `idx` (batch index into `key`, name index into `ids`) of `values` (and `hist`,
-    kept where the batch's `keep`), packed together in chunks of a series each, of as many rows and histograms. A
-    series fills chunks of `CHUNK_ROWS` rows: until one is full, each write's rows make a chunk, which the write that
-    fills it replaces with it (their rows kept in `self.tails[t]`). Returns what `self.tails[t]` becomes on commit"""
+    kept where the batch's `keep`) in chunks of `CHUNK_ROWS` rows of a series: until one is full, each write's rows
+    make a chunk, which the write that fills it replaces (`self.tails[t]`: their rows and chunks, as on commit)"""
     bi,ni = idx[:, 0].astype(np.int64),idx[:, 1].astype(np.int64)
     name,(split,step,batch) = np.asarray(ids, dtype=np.int64)[ni],(np.array(k)[bi] for k in zip(*key))
     kept = np.asarray(keep if keep is not None else [True] * len(key), dtype=bool)[bi]
-    a,cont = _after_tails(self.tails[t], {'name': name, 'split': split, 'batch': batch.astype(np.int64),
+    a,left = _after_tails(self.tails[t].get('rows'), {'name': name, 'split': split, 'batch': batch.astype(np.int64),
         'step': step.astype(np.int64), 'kept': kept, 'values': np.asarray(values), 'hist': hist})
-    tails,groups,gone = {k: v for k,v in self.tails[t].items() if k not in cont},{},[]
+    keys,groups,gone,short = dict(self.tails[t].get('keys', {})),{},[],[np.zeros(0, dtype=np.int64)]
     for s in chunk_slices(a['name'], a['split'], a['batch']):
         k = int(a['name'][s[0]]),str(a['split'][s[0]])
-        old = self.tails[t][k]['keys'] if not a['new'][s[0]] else []   # the chunks of the rows kept
+        old = [] if a['new'][s[0]] else keys.pop(k)                    # the chunks of the rows kept
         if len(s) == CHUNK_ROWS: gone += [(*k, *o) for o in old]       # replaced by a full one
         else:   # a series' last rows, fewer: those kept (`old`) stay as they are, this write's make a chunk
-            tails[k] = {'rows': {c: None if v is None else v[s] for c,v in a.items()}}
+            short.append(s)
             s = s[a['new'][s]]
-            tails[k]['keys'] = [*old, (int(a['step'][s[0]]), int(a['batch'][s[0]]))]
+            keys[k] = [*old, (int(a['step'][s[0]]), int(a['batch'][s[0]]))]
         groups.setdefault((len(s), int(a['kept'][s].sum()) if hist is not None else 0), []).append(s)
     rows = []
     for (n,m),g in groups.items():
@@ -242,7 +243,8 @@ def _chunks(self:StepWriter, t:str, ids:list, key:list, idx, values, hist=None, 
                             self.wide[t], a['kept'][S], h)
     self.con.executemany(f'DELETE FROM {t} WHERE name = ? AND split = ? AND step = ? AND batch = ?', gone)
     self.con.executemany(f"INSERT INTO {t} VALUES ({', '.join('?' * len(rows[0]))})", sorted(rows, key=lambda r: r[:4]))
-    return tails
+    i = np.concatenate(short)
+    return {'rows': {c: None if v is None else np.concatenate([left[c], v[i]]) for c,v in a.items()}, 'keys': keys}
 
 # %% ../nbs/02a_stepdb.ipynb #b3cc55cb
 @patch
