@@ -1,4 +1,4 @@
-"""How `steps.sqlite` packs a layer's statistics of a flush into a few bytes: arrays byte-shuffled and compressed.
+"""How `steps.sqlite` packs a layer's statistics of consecutive batches into a few bytes: arrays byte-shuffled and compressed.
 
 Docs: https://fastexplorer.github.io/fastexplorer/chunks.html.md"""
 

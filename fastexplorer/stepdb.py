@@ -186,6 +186,7 @@ class StepWriter:
         self.batches = self.con.execute('SELECT coalesce(max(id) + 1, 0) FROM batches').fetchone()[0]
         self.queue,self.error,self.thread = queue.Queue(),None,None
         self.hist_every,self.trained = max(1, int(hist_every)),0   # the training batches written, over appends
+        self.tails = {'act': {}, 'grad': {}}   # each series' last chunk of fewer than `CHUNK_ROWS` rows: its rows
 
     def _name_ids(self, paths:list, kind:str)->list:
         new = [(p, kind) for p in dict.fromkeys(paths) if (p, kind) not in self.ids]
@@ -196,31 +197,54 @@ class StepWriter:
 
 # %% ../nbs/02a_stepdb.ipynb #2b24a16d
 def _chunk_rows(name, split, batch, step, values, wide, kept=None, hist=None)->list:
-    """Rows of table `act` (given `hist`: the histograms of the rows `kept`, as many in each) or `grad`, packed:
-    chunks of as many rows (`batch`, `step`: chunks × rows; `values`: chunks × rows × statistics) of series `name`
-    and `split`"""
+    """Rows of table `act` (given `hist`: the histograms of the rows `kept`, as many in each) or `grad`, packed: chunks
+    of as many rows (`batch`, `step`: chunks × rows; `values`: × statistics) of series `name` and `split`"""
     rows,stats,hists = pack_rows(batch, step, kept),pack_stats(values, wide),None if hist is None else pack_hist(hist)
     return [(int(name[j]), str(split[j]), int(step[j, 0]), int(batch[j, 0]), int(step[j, -1]), int(batch[j, -1]),
              batch.shape[1], rows[j], stats[j], *(() if hists is None else (hists[j],))) for j in range(len(batch))]
 
+def _after_tails(tails, a:dict)->tuple:
+    """Rows `a` (arrays of an item a row, or `None`) after the rows of `tails` (arrays alike, or `None`) of the series
+    they continue, `new` saying which are `a`'s; and the rows of `tails` of the other series"""
+    if tails is None: tails = {**{c: None if v is None else v[:0] for c,v in a.items()}, 'new': np.zeros(0, bool)}
+    n,both = len(tails['name']),lambda c: np.concatenate([tails[c], a[c]])
+    u,sp = np.unique(both('split'), return_inverse=True)
+    on = np.isin((s := both('name') * len(u) + sp.reshape(-1))[:n], s[n:])   # `s`: a number per series
+    out = {c: None if v is None else np.concatenate([tails[c][on], v]) for c,v in a.items() if c != 'new'}
+    left = {c: None if v is None else v[~on] for c,v in tails.items()}
+    return {**out, 'new': np.arange(len(out['name'])) >= on.sum()},left
+
+# %% ../nbs/02a_stepdb.ipynb #f4e69761
 @patch
-def _chunks(self:StepWriter, t:str, ids:list, key:list, idx, values, hist=None, keep=None):
-    """Insert into table `t` the rows `idx` (batch index into `key`, name index into `ids`) of `values` (and `hist`,
-    kept where the batch's `keep`): a chunk per series, cut every `CHUNK_ROWS`, chunks of as many rows and histograms
-    packed together"""
+def _chunks(self:StepWriter, t:str, ids:list, key:list, idx, values, hist=None, keep=None)->dict:
+    """Write into table `t` the rows `idx` (batch index into `key`, name index into `ids`) of `values` (and `hist`,
+    kept where the batch's `keep`) in chunks of `CHUNK_ROWS` rows of a series: until one is full, each write's rows
+    make a chunk, which the write that fills it replaces (`self.tails[t]`: their rows and chunks, as on commit)"""
     bi,ni = idx[:, 0].astype(np.int64),idx[:, 1].astype(np.int64)
     name,(split,step,batch) = np.asarray(ids, dtype=np.int64)[ni],(np.array(k)[bi] for k in zip(*key))
-    step,batch = step.astype(np.int64),batch.astype(np.int64)
     kept = np.asarray(keep if keep is not None else [True] * len(key), dtype=bool)[bi]
-    groups = {}
-    for s in chunk_slices(name, split, batch):
-        groups.setdefault((len(s), int(kept[s].sum()) if hist is not None else 0), []).append(s)
+    a,left = _after_tails(self.tails[t].get('rows'), {'name': name, 'split': split, 'batch': batch.astype(np.int64),
+        'step': step.astype(np.int64), 'kept': kept, 'values': np.asarray(values), 'hist': hist})
+    keys,groups,gone,short = dict(self.tails[t].get('keys', {})),{},[],[np.zeros(0, dtype=np.int64)]
+    for s in chunk_slices(a['name'], a['split'], a['batch']):
+        k = int(a['name'][s[0]]),str(a['split'][s[0]])
+        old = [] if a['new'][s[0]] else keys.pop(k)                    # the chunks of the rows kept
+        if len(s) == CHUNK_ROWS: gone += [(*k, *o) for o in old]       # replaced by a full one
+        else:   # a series' last rows, fewer: those kept (`old`) stay as they are, this write's make a chunk
+            short.append(s)
+            s = s[a['new'][s]]
+            keys[k] = [*old, (int(a['step'][s[0]]), int(a['batch'][s[0]]))]
+        groups.setdefault((len(s), int(a['kept'][s].sum()) if hist is not None else 0), []).append(s)
     rows = []
     for (n,m),g in groups.items():
-        S = np.stack(g)   # chunks × rows: indexes into `idx`
-        h = None if hist is None else hist[S][kept[S]].reshape(len(S), m, hist.shape[1])
-        rows += _chunk_rows(name[S[:, 0]], split[S[:, 0]], batch[S], step[S], values[S], self.wide[t], kept[S], h)
+        S = np.stack(g)   # chunks × rows: indexes into `a`
+        h = None if hist is None else a['hist'][S][a['kept'][S]].reshape(len(S), m, hist.shape[1])
+        rows += _chunk_rows(a['name'][S[:, 0]], a['split'][S[:, 0]], a['batch'][S], a['step'][S], a['values'][S],
+                            self.wide[t], a['kept'][S], h)
+    self.con.executemany(f'DELETE FROM {t} WHERE name = ? AND split = ? AND step = ? AND batch = ?', gone)
     self.con.executemany(f"INSERT INTO {t} VALUES ({', '.join('?' * len(rows[0]))})", sorted(rows, key=lambda r: r[:4]))
+    i = np.concatenate(short)
+    return {'rows': {c: None if v is None else np.concatenate([left[c], v[i]]) for c,v in a.items()}, 'keys': keys}
 
 # %% ../nbs/02a_stepdb.ipynb #b3cc55cb
 @patch
@@ -232,7 +256,7 @@ def append(self:StepWriter,
     grad=None,             # array of rows: batch index, parameter index, the statistics of table `grad`
 ):
     "Write `batches` and their statistics in one transaction"
-    k0,nb,ns = self.batches,len(batches),self.act_n
+    k0,nb,ns,tails = self.batches,len(batches),self.act_n,{}
     bid = list(range(k0, k0 + nb))
     key = [(b.get('split', 'train'), int(b['step']), i) for i,b in zip(bid, batches)]   # each statistics row's start
     nth = self.trained + np.cumsum([k[0] == 'train' for k in key]) - 1   # each training batch's number in the writer
@@ -251,16 +275,17 @@ def append(self:StepWriter,
         if act is not None and len(act):
             act = np.asarray(act, dtype=np.float64)
             ids = self._name_ids(list(layers), 'layer')
-            self._chunks('act', ids, key, act[:, :2], act[:, 2:2 + ns], act[:, 2 + ns:], keep)
+            tails['act'] = self._chunks('act', ids, key, act[:, :2], act[:, 2:2 + ns], act[:, 2 + ns:], keep)
         if grad is not None and len(grad):
             grad = np.asarray(grad, dtype=np.float64)
-            self._chunks('grad', self._name_ids(list(params), 'param'), key, grad[:, :2], grad[:, 2:])
+            tails['grad'] = self._chunks('grad', self._name_ids(list(params), 'param'), key, grad[:, :2], grad[:, 2:])
         # after the rows: a layer's name gets its id in the order the layers run
         # a layer's range fixed on a batch: the first batch's, if two
         if rs := {p: r for b in batches[::-1] for p,r in (b.get('hist_ranges') or {}).items()}:
             self.con.executemany('INSERT OR IGNORE INTO hist_ranges VALUES (?, ?, ?)',
                                  [(i, *map(float, r)) for i,r in zip(self._name_ids(list(rs), 'layer'), rs.values())])
     self.batches,self.trained = self.batches + nb,self.trained + sum(k[0] == 'train' for k in key)
+    self.tails.update(tails)   # once committed: a transaction rolled back leaves the chunks as they were
 
 # %% ../nbs/02a_stepdb.ipynb #5f2b2f72
 @patch

@@ -1,10 +1,11 @@
 -- fastexplorer/steps, version 3: the step database `steps.sqlite` of a run folder.
 -- Written by `fastexplorer.stepdb.StepWriter` (WAL mode, one transaction per flush); read with any SQLite client, and
--- `fastexplorer.chunks` for the statistics, which `act` and `grad` keep packed: a row per *chunk*, the rows of one
--- layer (or parameter) and split that one flush wrote (at most `chunks.CHUNK_ROWS`), zlib-compressed, byte-shuffled
--- arrays. The statistics are declared by the modules that compute them, and listed in `meta` as `stats` (JSON), in
--- the order of a chunk's columns. Chunk tables are clustered on (name, split, step, batch) of their first row: one
--- layer's series is one contiguous range of the file. Pages of 16 KiB hold a chunk without overflow pages.
+-- `fastexplorer.chunks` for the statistics, which `act` and `grad` keep packed: a row per *chunk*, `chunks.CHUNK_ROWS`
+-- consecutive rows of one layer (or parameter) and split (a series' last rows, fewer: those of one flush each), as
+-- zlib-compressed, byte-shuffled arrays. The statistics are declared by the modules that compute them, and listed in
+-- `meta` as `stats` (JSON), in the order of a chunk's columns. Chunk tables are clustered on (name, split, step,
+-- batch) of their first row: one layer's series is one contiguous range of the file. Pages of 16 KiB hold a chunk
+-- without overflow pages.
 PRAGMA page_size = 16384;
 -- A batch's `step` is the number of training steps taken before it in the run; every validation batch of an epoch has
 -- the step at which validation ran. `batch` is `batches.id`, in the order batches were written (steps never decrease).
