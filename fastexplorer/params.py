@@ -60,6 +60,7 @@ def _finite_grad(p)->tuple:
     row[_GRAD_ROW['zeros']] -= g.numel() - nf   # masked values are not zeros of the gradient
     return nan, g.numel() - nf - nan, row, nf
 
+# %% ../nbs/03a_params.ipynb #cb90a67e
 def _weight_rows(W:torch.Tensor)->list:
     "`[norm, mean, std, min, max]` of each row of `W` (weights × values), read in one host copy (two if one cancels)"
     n = W.shape[1]
