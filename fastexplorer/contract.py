@@ -11,10 +11,10 @@ import torch
 from torch import nn
 
 # %% auto #0
-__all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'own_softmax', 'graph_kind', 'check_output_activation',
-           'own_loss_activation', 'ignore_index', 'check_classes', 'check_targets', 'multi_hot', 'softmaxed',
-           'check_multi_hot', 'check_shapes', 'check_loss_contract', 'check_padding', 'module_label', 'name_makers',
-           'InputNorms', 'excuse_normalised', 'input_names', 'scale_words']
+__all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'ops_on_output', 'own_softmax', 'graph_kind',
+           'check_output_activation', 'own_loss_activation', 'ignore_index', 'check_classes', 'check_targets',
+           'multi_hot', 'softmaxed', 'check_multi_hot', 'check_shapes', 'check_loss_contract', 'check_padding',
+           'module_label', 'name_makers', 'InputNorms', 'excuse_normalised', 'input_names', 'scale_words']
 
 # %% ../nbs/03ha_contract.ipynb #b140091b
 def verdict(
@@ -72,22 +72,26 @@ def _probabilities(o:torch.Tensor, axis:int=1)->bool:
 def _unit_range(o:torch.Tensor)->bool: return bool(((o >= 0) & (o <= 1)).all())
 
 # %% ../nbs/03ha_contract.ipynb #9db06380
-def own_softmax(loss, o)->bool:
-    "Whether `loss` takes a softmax or `log_softmax` of the output `o` itself (through reshapes), as a cross-entropy does"
-    if not (isinstance(loss, torch.Tensor) and isinstance(o, torch.Tensor) and o.grad_fn is not None): return False
-    base = lambda f: re.sub(r'Backward\d*$', '', f.name())
-    todo,seen = [loss.grad_fn],set()
+def _base(f)->str: return re.sub(r'Backward\d*$', '', f.name())
+
+def ops_on_output(loss, o)->set:
+    "The operations (autograd names, `Softmax`, `NllLoss`…) of `loss`'s own that take the output `o` (through reshapes)"
+    if not (isinstance(loss, torch.Tensor) and isinstance(o, torch.Tensor) and o.grad_fn is not None): return set()
+    todo,seen,res = [loss.grad_fn],set(),set()
     while todo:
         f = todo.pop()
         if f is None or f in seen or f is o.grad_fn: continue   # the loss's own operations, not the model's
         seen.add(f)
-        if base(f) in ('LogSoftmax', 'Softmax'):
-            g = next((g for g,_ in f.next_functions if g is not None), None)
-            while g is not None and g is not o.grad_fn and base(g) in _SHAPE_OPS:
-                g = next((h for h,_ in g.next_functions if h is not None), None)
-            if g is o.grad_fn: return True
+        g = next((g for g,_ in f.next_functions if g is not None), None)   # its input (the first)
+        while g is not None and g is not o.grad_fn and _base(g) in _SHAPE_OPS:
+            g = next((h for h,_ in g.next_functions if h is not None), None)
+        if g is o.grad_fn and _base(f) not in _SHAPE_OPS: res.add(_base(f))
         todo += [g for g,_ in f.next_functions]
-    return False
+    return res
+
+def own_softmax(loss, o)->bool:
+    "Whether `loss` takes a softmax or `log_softmax` of the output `o` itself (through reshapes), as a cross-entropy does"
+    return bool(ops_on_output(loss, o) & {'LogSoftmax', 'Softmax'})
 
 # %% ../nbs/03ha_contract.ipynb #1d8a639b
 _GRAPH_KINDS = {'NllLoss': 'nll', 'NllLoss2D': 'nll', 'BinaryCrossEntropy': 'bce',
@@ -96,19 +100,7 @@ _GRAPH_KINDS = {'NllLoss': 'nll', 'NllLoss2D': 'nll', 'BinaryCrossEntropy': 'bce
 
 def graph_kind(loss, o)->str|None:
     "The `loss_kind` of a loss of one's own: the loss operation of torch's that takes the output `o` (through reshapes)"
-    if not (isinstance(loss, torch.Tensor) and isinstance(o, torch.Tensor) and o.grad_fn is not None): return None
-    base = lambda f: re.sub(r'Backward\d*$', '', f.name())
-    todo,seen,found = [loss.grad_fn],set(),set()
-    while todo:
-        f = todo.pop()
-        if f is None or f in seen or f is o.grad_fn: continue   # the loss's own operations, not the model's
-        seen.add(f)
-        if (k := _GRAPH_KINDS.get(base(f))) is not None:
-            g = next((g for g,_ in f.next_functions if g is not None), None)   # its input (the first)
-            while g is not None and g is not o.grad_fn and base(g) in _SHAPE_OPS:
-                g = next((h for h,_ in g.next_functions if h is not None), None)
-            if g is o.grad_fn: found.add(k)
-        todo += [g for g,_ in f.next_functions]
+    found = {_GRAPH_KINDS[b] for b in ops_on_output(loss, o) if b in _GRAPH_KINDS}
     return found.pop() if len(found) == 1 else None   # two kinds of loss on the output: none is the contract
 
 # %% ../nbs/03ha_contract.ipynb #69eb94de
