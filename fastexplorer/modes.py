@@ -50,11 +50,13 @@ def _kept(t:torch.Tensor, n:int, whole:bool=False)->torch.Tensor:
 
 class Repeat:
     "Hooks on `model`'s modules keeping what each call took and gave in a forward, to compare the next forward with"
-    def __init__(self, model:nn.Module, n:int):   # `n`: the batch's size
+    def __init__(self, model:nn.Module, n:int, # `n`: the batch's size
+                 every:bool=True):             # every module compared; else the root alone (and BatchNorms' shapes)
         self.model,self.n,self.first,self.found,self.differs,self.shapes,self.runs = model,n,{},None,False,{},0
-        self.hs = [h for p,m in model.named_modules() if not scripted(m)
-                   for h in (m.register_forward_pre_hook(self._pre(p, m), with_kwargs=True),
-                             m.register_forward_hook(self._post(p)))]
+        self.every,ms = every,[(p, m) for p,m in model.named_modules() if not scripted(m)
+                               and (every or not p or isinstance(m, nn.modules.batchnorm._BatchNorm))]
+        self.hs = ([m.register_forward_pre_hook(self._pre(p, m), with_kwargs=True) for p,m in ms] +
+                   [m.register_forward_hook(self._post(p)) for p,m in ms if every or not p])
         self.start()
 
     def start(self):
@@ -70,10 +72,11 @@ class Repeat:
 def _pre(self:Repeat, p:str, m:nn.Module):
     "The hook before a call of module `p`: what it takes (a BatchNorm's input shape, the first time)"
     def f(mod, args, kwargs):
-        c = self.calls[p] = self.calls.get(p, 0) + 1
         ins = _tensors((args, kwargs))
         if isinstance(m, nn.modules.batchnorm._BatchNorm) and ins: self.shapes.setdefault(p, tuple(ins[0].shape))
-        self.stack.append((site_key(p, c), [_kept(t, self.n) for t in ins]))
+        if not (self.every or not p): return   # a BatchNorm hooked for its input's shape alone
+        c = self.calls[p] = self.calls.get(p, 0) + 1
+        self.stack.append((site_key(p, c), [_kept(t, self.n) for t in ins] if self.every else []))
     return f
 
 @patch
@@ -88,7 +91,8 @@ def _post(self:Repeat, p:str):
         a,b = self.first[k]
         other = len(b) != len(outs) or any(map(differ, b, outs))
         if not p: self.differs = other
-        if self.found is None and other and len(a) == len(ins) and not any(map(differ, a, ins)): self.found = k
+        if self.every and self.found is None and other and len(a) == len(ins) and not any(map(differ, a, ins)):
+            self.found = k
     return f
 
 # %% ../nbs/03ie_modes.ipynb #d55f9fbb
@@ -128,29 +132,35 @@ def _again(model:nn.Module, rep:Repeat, xb:tuple, ops:bool=False)->list|None:
     with RandomOps(rep) as r: model(*xb)
     return r.ops
 
+def _first(model:nn.Module, rep:Repeat, xb:tuple, first=None)->list:
+    "`first()`'s verdicts (or `model(*xb)`'s none), its forward kept by `rep`; then the model's state put back"
+    st = ModelState(model)
+    try:
+        res = first() if first is not None else []
+        if not rep.first: model(*xb)
+    finally: st.restore(check_params=False)   # the model's state as before the first: its random state moves on
+    rep.runs = 1
+    return res
+
 def check_eval_repeat(model:nn.Module, # already in eval mode
                       xb:tuple, first=None)->tuple:  # `first()`: a check that runs `model(*xb)`, its verdicts
     "`(verdicts, shapes)`: `first`'s and whether a second forward of `xb` gives the same output; BatchNorms' inputs"
     x = next(iter(_tensors(xb)), None)
-    rep,res,ops = Repeat(model, len(x) if x is not None and x.ndim else 1),[],[]
+    n,found,ops = len(x) if x is not None and x.ndim else 1,None,[]
+    rep = Repeat(model, n, every=False)   # the output alone: all that a model whose two forwards agree costs
     try:
-        st = ModelState(model)
+        res = _first(model, rep, xb, first)
         try:
-            res = first() if first is not None else []
-            if not rep.first: model(*xb)
-        finally: st.restore(check_params=False)   # the model's state as before the first: its random state moves on
-        rep.runs = 1
-        try:
-            _again(model, rep, xb)
-            # outputs that differ: once more to name the random operations (a dispatch mode costs each operation)
-            if rep.differs:
-                differs,found = rep.differs,rep.found
-                ops = _again(model, rep, xb, ops=True); rep.differs,rep.found = differs,found
+            _again(model, rep, xb); rep.remove()
+            if rep.differs:   # two more forwards, every module hooked: the first call to differ, the random operations
+                full = Repeat(model, n)
+                try: _first(model, full, xb); ops,found = _again(model, full, xb, ops=True),full.found
+                finally: full.remove()
         except Exception as e:
             return res + [verdict('eval_nondeterministic', 'skipped', f"a second forward failed: {type(e).__name__}: "
                                   f"{e}")],rep.shapes
     finally: rep.remove()
-    return res + eval_verdict(model, rep.differs, rep.found, ops),rep.shapes
+    return res + eval_verdict(model, rep.differs, found, ops),rep.shapes
 
 # %% ../nbs/03ie_modes.ipynb #58acb45d
 def train_mode_alert(model:nn.Module, epoch:int, step:int)->dict|None:
