@@ -14,7 +14,8 @@ from torch import nn
 __all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'ops_on_output', 'own_softmax', 'graph_kind',
            'check_output_activation', 'own_loss_activation', 'ignore_index', 'check_classes', 'check_targets',
            'multi_hot', 'softmaxed', 'check_multi_hot', 'check_shapes', 'check_loss_contract', 'check_padding',
-           'module_label', 'name_makers', 'InputNorms', 'excuse_normalised', 'input_names', 'scale_words']
+           'plain_steps', 'summed', 'mean_loss', 'check_reduction', 'module_label', 'name_makers', 'InputNorms',
+           'excuse_normalised', 'input_names', 'scale_words']
 
 # %% ../nbs/03ha_contract.ipynb #b140091b
 def verdict(
@@ -298,6 +299,35 @@ def check_padding(xb:tuple, yb:tuple, loss_func, rows:float=0.25, share:float=0.
                     f"the loss counts (its `ignore_index` is {ignore_index(loss_func)})",
                     f"leave the padding out of the loss: `CrossEntropyLossFlat(ignore_index={pad})` (or "
                     f"`nn.CrossEntropyLoss(ignore_index={pad})`)", token=pad, share=f)]
+
+# %% ../nbs/03ha_contract.ipynb #c649ea2a
+_PLAIN = {'weight_decay', 'l2_reg', 'average_grad', 'sgd_step', 'momentum_step'}   # fastai's SGD: steps as the gradient
+
+def plain_steps(learn)->bool:
+    "Whether `learn`'s optimiser steps by the gradient's own size (SGD, with momentum or not), not a normalised one"
+    try: o = learn.opt if getattr(learn, 'opt', None) is not None else learn.opt_func([nn.Parameter(torch.zeros(1))],
+                                                                                        lr=1e-3)
+    except Exception: return False   # an optimiser that cannot be made here: nothing is said of it
+    o = getattr(o, 'opt', o)         # fastai's `OptimWrapper` around a `torch.optim` optimiser
+    if isinstance(o, torch.optim.Optimizer): return isinstance(o, torch.optim.SGD)
+    return bool(cbs := getattr(o, 'cbs', None)) and {getattr(getattr(c, 'func', c), '__name__', '') for c in cbs} <= _PLAIN
+
+def summed(loss_func)->bool:
+    "Whether `loss_func` sums over the batch (`reduction='sum'`), fastai's losses looked into"
+    return getattr(loss_func, 'reduction', getattr(getattr(loss_func, 'func', None), 'reduction', None)) == 'sum'
+
+def mean_loss(loss_func, loss:torch.Tensor, o:torch.Tensor, axis:int=1)->float:
+    "`loss` as a float; per sample (and position) where `loss_func` sums them, as the chance level is"
+    n = o.numel() // (o.shape[axis] if o.ndim >= 2 else 1) if summed(loss_func) and isinstance(o, torch.Tensor) else 1
+    return float(loss.detach().float()) / max(n, 1)
+
+def check_reduction(loss_func, plain:bool, bs:int)->list:
+    "Verdict on a loss that sums over a batch of `bs` samples, under an optimiser that steps as the gradient (`plain`)"
+    if not summed(loss_func) or not plain or bs < 8: return []
+    return [verdict('loss_summed', 'warning', f"the loss sums over the batch (`reduction='sum'`) and the optimiser steps "
+                    f"by the gradient's size (SGD): each step is {bs}× the mean's at the same learning rate, so the "
+                    f"learning rate acts {bs}× larger", "average over the batch (`reduction='mean'`, the default), or "
+                    "divide the learning rate by the batch size")]
 
 # %% ../nbs/03ha_contract.ipynb #833b9844
 _OUTPUT_CHECKS = ('output_activation', 'output_classes', 'output_shape', 'target_range', 'target_classes',

@@ -28,8 +28,8 @@ from .dependence import check_batch_independence
 from .console import Verdicts
 
 # %% auto #0
-__all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'check_first_layers', 'check_gradients', 'find_cut',
-           'explain_cut', 'check_loss_gradient', 'name_loss_op', 'scaled_backward', 'check_overfit']
+__all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'made_by', 'check_first_layers', 'check_gradients',
+           'find_cut', 'explain_cut', 'check_loss_gradient', 'name_loss_op', 'scaled_backward', 'check_overfit']
 
 # %% ../nbs/03i_preflight.ipynb #19db9e9f
 def preflight_alerts(verdicts:list, epoch:int=1)->list:
@@ -72,11 +72,14 @@ def check_inputs(xb:tuple, big:float=10., tiny:float=0.02,
         if m > big or s > big:
             ev,fix = scale_words(i, x, mean, std, names[i])   # channels, or a table's columns by name
             res.append(verdict('input_scale', 'warning', ev, fix, mean=m, std=s, input=i))
-        elif v.numel() and 0 < (a := float(v.abs().max())) <= tiny:   # every value near 0: pixels divided by 255 twice
-            res.append(verdict('input_scale', 'warning', f"input {i}: every value on the first batch lies within "
-                               f"±{a:.2g} (means up to {m:.2g}, spreads up to {s:.2g}): the first layer's outputs are "
-                               "its biases, nearly, whatever the input", "scale the inputs to about unit spread "
-                               "(fastai's `Normalize`; pixels divided by 255 once)", mean=m, std=s, input=i))
+        elif v.numel() and (a := float(v.abs().max())) <= tiny and (a > 0 or i == 0):   # (nearly) 0: no data
+            said = (f"every value on the first batch is 0: the model sees no data, and gives every sample the same "
+                    "output" if a == 0 else f"every value on the first batch lies within ±{a:.2g} (means up to "
+                    f"{m:.2g}, spreads up to {s:.2g}): the first layer's outputs are its biases, nearly, whatever "
+                    "the input")
+            res.append(verdict('input_scale', 'warning', f"input {i}: {said}", "scale the inputs to about unit spread "
+                               "(fastai's `Normalize`; pixels divided by 255 once, as floats: an integer division "
+                               "makes them 0)", mean=m, std=s, input=i))
     return res or [verdict('input_scale', 'ok', "the float inputs are near unit scale")]
 
 # %% ../nbs/03i_preflight.ipynb #c332a6e9
@@ -124,8 +127,14 @@ class FirstActs:
         "Take the hooks off"
         for h in self.hs: h.remove()
 
-def check_first_layers(seen:list, frac:float=0.9)->list:
+def made_by(owners:dict, o)->str|None:
+    "The path of the module whose forward made output `o` (`owners` from `NodeOwners`), through reshapes"
+    return owners.get(next(iter(out_nodes(o, 1)), None)) if isinstance(o, torch.Tensor) else None
+
+def check_first_layers(seen:list, frac:float=0.9,
+                       out:str|None=None)->list:   # the module making the output: the output's checks judge it
     "Verdict on the first activations' outputs `seen` by `FirstActs`: squashed to their limits, or 0 after a ReLU"
+    seen = [(p, cls, f) for p,cls,f in seen if site_of(p)[0] != out]
     for p,cls,f in seen:
         if (cls == 'ReLU' and f == 1.) or (cls != 'ReLU' and f > frac):
             what = 'are 0' if cls == 'ReLU' else 'are within 1e-3 of its limits'
@@ -347,8 +356,8 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
                 return name_makers([v for v in vs if v['severity'] != 'ok'] + [
                     verdict('loss', 'error', msg, "check the output's shape and classes against the targets'")], *named)
         if (stop := untrainable(loss, model)): return stop   # not a scalar, or nothing to train
-        res = check_first_layers(fa.seen) + check_structure(co, model, o) + check_loss_contract(
-            o, y, float(loss.detach().float()), kind, axis, final_op(o), final_op(o, 1), flat, ig)
+        res = check_first_layers(fa.seen, out=made_by(own.nodes, o)) + check_structure(co, model, o) + check_loss_contract(
+            o, y, mean_loss(learn.loss_func, loss, o, axis), kind, axis, final_op(o), final_op(o, 1), flat, ig)
         if kind is None and (act := own_loss_activation(loss, o, axis)):   # a loss of one's own: what it does to `o`
             res = act + [v for v in res if v['check'] != 'loss_contract']
         ps = [p for p in model.parameters() if p.requires_grad]
@@ -399,6 +408,7 @@ def preflight(self:Learner,
     xb,yb,res = _cast(self, xb, yb)
     params = list(model.parameters()); grads = [p.grad for p in params]
     res += check_inputs(xb, names=input_names(self.dls, xb)) + check_padding(xb, yb, self.loss_func)
+    res += check_reduction(self.loss_func, plain_steps(self), len(xb[0]) if xb and getattr(xb[0], 'ndim', 0) else 1)
     state,norms = ModelState(model),InputNorms(model, xb)
     try:
         with preserved_rng(dev):

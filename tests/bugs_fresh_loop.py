@@ -66,7 +66,7 @@ def char_rnn_model_made_twice(fixed):
 
 @case("https://github.com/apache/singa/pull/333",
       "the CIFAR-10 example's softmax cross-entropy gradient is summed over the batch, not averaged: steps 100 times too large, the loss stays at 87",
-      {'lr_too_high', 'loss_diverging', 'exploding_grad'}, epochs=8, lr=0.01)
+      {'lr_too_high', 'loss_diverging', 'exploding_grad', 'loss_summed'}, epochs=8, lr=0.01)
 def cifar_gradients_summed(fixed):
     """'Without replacing gradients with its average over matrix's size, they are going to be too high to maintain a stable
     loss ... The loss stays at around 87 without dropping' (merged). A small AlexNet-like CNN on the digits as images, batches
