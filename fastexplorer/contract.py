@@ -303,14 +303,16 @@ def check_padding(xb:tuple, yb:tuple, loss_func, rows:float=0.25, share:float=0.
 # %% ../nbs/03ha_contract.ipynb #c649ea2a
 _PLAIN = {'weight_decay', 'l2_reg', 'average_grad', 'sgd_step', 'momentum_step'}   # fastai's SGD: steps as the gradient
 
-def plain_steps(learn)->bool:
-    "Whether `learn`'s optimiser steps by the gradient's own size (SGD, with momentum or not), not a normalised one"
+def plain_steps(learn)->tuple:
+    "`(plain, lr)`: whether `learn`'s optimiser steps as the gradient (SGD, momentum or not); its learning rate"
     try: o = learn.opt if getattr(learn, 'opt', None) is not None else learn.opt_func([nn.Parameter(torch.zeros(1))],
-                                                                                        lr=1e-3)
-    except Exception: return False   # an optimiser that cannot be made here: nothing is said of it
-    o = getattr(o, 'opt', o)         # fastai's `OptimWrapper` around a `torch.optim` optimiser
-    if isinstance(o, torch.optim.Optimizer): return isinstance(o, torch.optim.SGD)
-    return bool(cbs := getattr(o, 'cbs', None)) and {getattr(getattr(c, 'func', c), '__name__', '') for c in cbs} <= _PLAIN
+                                                                                        lr=getattr(learn, 'lr', 1e-3))
+    except Exception: return False,None   # an optimiser that cannot be made here: nothing is said of it
+    lr = (getattr(o, 'hypers', None) or [{}])[-1].get('lr')   # the fit's, once `fit` set it
+    o = getattr(o, 'opt', o)              # fastai's `OptimWrapper` around a `torch.optim` optimiser
+    if isinstance(o, torch.optim.Optimizer): return isinstance(o, torch.optim.SGD),lr
+    names = {getattr(getattr(c, 'func', c), '__name__', '') for c in getattr(o, 'cbs', None) or ['?']}
+    return names <= _PLAIN,lr
 
 def summed(loss_func)->bool:
     "Whether `loss_func` sums over the batch (`reduction='sum'`), fastai's losses looked into"
@@ -321,13 +323,14 @@ def mean_loss(loss_func, loss:torch.Tensor, o:torch.Tensor, axis:int=1)->float:
     n = o.numel() // (o.shape[axis] if o.ndim >= 2 else 1) if summed(loss_func) and isinstance(o, torch.Tensor) else 1
     return float(loss.detach().float()) / max(n, 1)
 
-def check_reduction(loss_func, plain:bool, bs:int)->list:
-    "Verdict on a loss that sums over a batch of `bs` samples, under an optimiser that steps as the gradient (`plain`)"
-    if not summed(loss_func) or not plain or bs < 8: return []
-    return [verdict('loss_summed', 'warning', f"the loss sums over the batch (`reduction='sum'`) and the optimiser steps "
-                    f"by the gradient's size (SGD): each step is {bs}× the mean's at the same learning rate, so the "
-                    f"learning rate acts {bs}× larger", "average over the batch (`reduction='mean'`, the default), or "
-                    "divide the learning rate by the batch size")]
+def check_reduction(loss_func, plain:bool, bs:int, lr:float|None=None)->list:
+    "Verdict on a loss summed over a batch of `bs`, under an optimiser stepping as the gradient (`plain`) at `lr`"
+    if not summed(loss_func) or not plain or bs < 8 or (lr is not None and lr * bs <= 0.1): return []   # scaled down
+    at = f" (at {lr:.3g}, as a mean's at {lr * bs:.3g})" if lr is not None else ''
+    return [verdict('loss_summed', 'warning', f"the loss sums over the batch (`reduction='sum'`) and the optimiser "
+                    f"steps by the gradient's size (SGD): each step is {bs}× the mean's at the same learning rate, so "
+                    f"the learning rate acts {bs}× larger{at}", "average over the batch (`reduction='mean'`, the "
+                    "default), or divide the learning rate by the batch size")]
 
 # %% ../nbs/03ha_contract.ipynb #833b9844
 _OUTPUT_CHECKS = ('output_activation', 'output_classes', 'output_shape', 'target_range', 'target_classes',

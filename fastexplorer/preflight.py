@@ -408,7 +408,8 @@ def preflight(self:Learner,
     xb,yb,res = _cast(self, xb, yb)
     params = list(model.parameters()); grads = [p.grad for p in params]
     res += check_inputs(xb, names=input_names(self.dls, xb)) + check_padding(xb, yb, self.loss_func)
-    res += check_reduction(self.loss_func, plain_steps(self), len(xb[0]) if xb and getattr(xb[0], 'ndim', 0) else 1)
+    plain,step_lr = plain_steps(self)   # a loss summed over the batch matters to SGD, which steps as the gradient
+    res += check_reduction(self.loss_func, plain, len(xb[0]) if xb and getattr(xb[0], 'ndim', 0) else 1, step_lr)
     state,norms = ModelState(model),InputNorms(model, xb)
     try:
         with preserved_rng(dev):
