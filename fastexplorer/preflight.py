@@ -28,8 +28,9 @@ from .dependence import check_batch_independence
 from .console import Verdicts
 
 # %% auto #0
-__all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'made_by', 'check_first_layers', 'check_gradients',
-           'find_cut', 'explain_cut', 'check_loss_gradient', 'name_loss_op', 'scaled_backward', 'check_overfit']
+__all__ = ['EVAL_SAMPLES', 'preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'made_by', 'check_first_layers',
+           'check_gradients', 'find_cut', 'explain_cut', 'check_loss_gradient', 'name_loss_op', 'scaled_backward',
+           'check_overfit']
 
 # %% ../nbs/03i_preflight.ipynb #19db9e9f
 def preflight_alerts(verdicts:list, epoch:int=1)->list:
@@ -391,6 +392,25 @@ def _cast(learn, xb:tuple, yb:tuple)->tuple:
     return xb,yb,([] if e is None else [verdict('pipeline', 'skipped', f"the learner's `before_batch` callbacks failed "
                   f"on the batch ({type(e).__name__}: {e}): the checks take it as the DataLoader gives it")])
 
+# %% ../nbs/03i_preflight.ipynb #17fda7ba
+EVAL_SAMPLES = 8   # the samples the eval-mode checks run on
+
+def _rows(t, n:int, bs:int):
+    "The first `n` samples of `t` where it is a tensor of the batch's `bs` samples; else `t` as it is"
+    return t[:n] if isinstance(t, torch.Tensor) and t.ndim and len(t) == bs else t
+
+def _eval_checks(model:nn.Module, # in eval mode
+                 xb:tuple, yb:tuple, dl, n:int=EVAL_SAMPLES)->list:
+    "Batch independence and a second forward (`check_eval_repeat`) on `n` samples of the batch, then the last batch's"
+    x = next((t for t in xb if isinstance(t, torch.Tensor) and t.ndim), None)
+    bs,shapes = (len(x) if x is not None else 0),None
+    if bs > n:   # the first `n`; the whole batch where the model cannot take them
+        sx,sy = tuple(_rows(t, n, bs) for t in xb),tuple(_rows(t, n, bs) for t in yb)
+        try: vs,shapes = check_eval_repeat(model, sx, partial(check_batch_independence, model, sx, sy))
+        except Exception: pass
+    if shapes is None: vs,shapes = check_eval_repeat(model, xb, partial(check_batch_independence, model, xb, yb))
+    return vs + check_last_batch(dl, shapes, model)
+
 # %% ../nbs/03i_preflight.ipynb #3464d70e
 @patch
 def preflight(self:Learner,
@@ -419,8 +439,7 @@ def preflight(self:Learner,
                 trace_outputs(res, model, xb)
                 if (v := next((v for v in res if v.get('params')), None)) is not None: explain_cut(v, model, xb)
                 if not stopped(res[-1]):   # a second forward in eval mode: the same outputs? (`modes`)
-                    model.eval(); vs,shapes = check_eval_repeat(model, xb, partial(check_batch_independence, model, xb, yb))
-                    res += vs + check_last_batch(self.dls.train, shapes, model)
+                    model.eval(); res += _eval_checks(model, xb, yb, self.dls.train)
             _half_overflow(res, model, xb, learner_amp(self)[0])
     finally:
         for p,g in zip(params, grads): p.grad = g
