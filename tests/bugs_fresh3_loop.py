@@ -1,5 +1,5 @@
 """Bug zoo, family 6 (issue 45), its second file: the third fresh set's cases of the model, the training loop, optimisation and
-evaluation modes. See `bugs_fresh3.py`."""
+evaluation modes, and those added in a second pass. See `bugs_fresh3.py`."""
 import math
 from fastai.callback.core import Callback
 from fastai.metrics import accuracy
@@ -196,3 +196,102 @@ def linear_layers_initialised_to_zero(fixed):
     model = nn.Sequential(lin(64, 128), nn.ReLU(), lin(128, 64), nn.ReLU(), lin(64, 10))
     return Learner(tensor_dls(x, y, bs=32), model, loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
                    opt_func=torch_opt(torch.optim.Adam))
+
+
+# ---- added in a second pass (same rules: truths written before any run under the tool) ----
+def _shapes(n_per=100, n_points=128, seed=0):
+    "Point clouds `(n, 3, n_points)` of four shape classes (sphere, cube surface, cylinder, cone), scaled and placed at random; class labels"
+    g, xs, ys = _gen(seed), [], []
+    for k in range(4):
+        u, v = torch.rand(n_per, n_points, generator=g), torch.rand(n_per, n_points, generator=g)
+        if k == 0: p = F.normalize(torch.randn(n_per, 3, n_points, generator=g), dim=1)
+        elif k == 1:
+            p = 2 * torch.rand(n_per, 3, n_points, generator=g) - 1
+            face = torch.randint(0, 3, (n_per, n_points), generator=g)
+            p.scatter_(1, face[:, None], torch.sign(p.gather(1, face[:, None])))
+        else:
+            r = torch.ones_like(u) if k == 2 else 1 - v
+            p = torch.stack([r * torch.cos(6.283 * u), r * torch.sin(6.283 * u), 2 * v - 1], 1)
+        scale = 0.5 + torch.rand(n_per, 1, 1, generator=g)
+        xs.append(p * scale + 3 * torch.randn(n_per, 3, 1, generator=g)); ys.append(torch.full((n_per,), k))
+    return torch.cat(xs), torch.cat(ys)
+
+def _unit_sphere(p):
+    "The dataset's normalisation: zero mean, then divided by the largest distance from the centre (0/0 for a cloud of one point)"
+    p = p - p.mean(-1, keepdim=True)
+    return p / p.norm(dim=1).max(-1).values[:, None, None]
+
+@case("https://github.com/fxia22/pointnet.pytorch/issues/58",
+      "one model of the custom dataset is a single point repeated: the zero-mean, unit-sphere normalisation divides 0 by 0 and its points are NaN",
+      {'nonfinite_input'}, epochs=2, lr=1e-3)
+def point_cloud_normalised_to_nan(fixed):
+    """'after training around 10-20 batches of examples, the loss goes into NAN'; the maintainer: 'Can you also make sure your
+    data doesn't have nan?'; the reporter: 'there were NAN's in the input to the network. These NaN's were generated after the
+    Zero Mean and Normalization step for one model only. For time being I have removed that particular model from the dataset
+    and was able to train.' PointNet's classifier, scaled down (shared 1×1 convolutions with BatchNorm, a max pool, two linear
+    layers), on synthetic point clouds of four shapes, one of them degenerate; Adam. The twin leaves that model out"""
+    x, y = _shapes()
+    x[37] = x[37, :, :1]   # a degenerate model: every point the same
+    if fixed: x, y = torch.cat([x[:37], x[38:]]), torch.cat([y[:37], y[38:]])
+    model = nn.Sequential(nn.Conv1d(3, 32, 1), nn.BatchNorm1d(32), nn.ReLU(), nn.Conv1d(32, 64, 1), nn.BatchNorm1d(64), nn.ReLU(),
+                          nn.AdaptiveMaxPool1d(1), nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 4))
+    return Learner(tensor_dls(_unit_sphere(x), y, bs=16), model, loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
+                   opt_func=torch_opt(torch.optim.Adam))
+
+def _housing(n=4000, seed=0):
+    "California-housing-like districts on their raw scales: income, age, rooms, bedrooms, population, occupancy, latitude, longitude; value in $100,000s"
+    g = _gen(seed)
+    inc = (torch.exp(1.3 + 0.45 * torch.randn(n, generator=g))).clamp(0.5, 15)
+    age, rooms = 1 + 51 * torch.rand(n, generator=g), (4 + 0.6 * inc + torch.randn(n, generator=g)).clamp(1, 12)
+    beds, pop = 1 + 0.1 * torch.randn(n, generator=g), torch.exp(7.2 + 0.7 * torch.randn(n, generator=g))
+    occ, lat = (2 + torch.rand(n, generator=g) * 2), 32 + 10 * torch.rand(n, generator=g)
+    lon = -124 + 10 * torch.rand(n, generator=g)
+    value = 0.45 * inc + 0.01 * age - 0.25 * (lat - 36).abs() - 0.2 * (occ - 3) + 0.1 * torch.randn(n, generator=g)
+    return torch.stack([inc, age, rooms, beds, pop, occ, lat, lon], 1), value.clamp(0.15, 5).unsqueeze(1)
+
+class _WideAndDeep(nn.Module):
+    "The book's wide & deep regressor: features 0-4 go wide, 2-7 deep (two dense layers of 30), both joined before the output; `norm` standardises each input as the fix's `Normalization` layers"
+    def __init__(self, mean=None, std=None):
+        super().__init__()
+        self.register_buffer('mean', torch.zeros(8) if mean is None else mean)
+        self.register_buffer('std', torch.ones(8) if std is None else std)
+        self.deep, self.output = nn.Sequential(nn.Linear(6, 30), nn.ReLU(), nn.Linear(30, 30), nn.ReLU()), nn.Linear(5 + 30, 1)
+    def forward(self, x):
+        x = (x - self.mean) / self.std
+        return self.output(torch.cat([x[:, :5], self.deep(x[:, 2:])], 1))
+
+@case("https://github.com/ageron/handson-ml3/pull/20",
+      "the book's wide & deep regressor feeds the housing features unnormalised (populations in thousands, longitudes near -120)",
+      {'input_scale'}, epochs=10, lr=1e-3)
+def wide_and_deep_unnormalised(fixed):
+    """'I noticed the wide and deep example is using non-normalized inputs which leads to performance degradation'; the author:
+    'Oh great catch, thanks a lot!' (merged: `Normalization` layers adapted to the training set on both inputs). The chapter's
+    wide & deep model on synthetic California-like districts, MSE, Adam at 1e-3 as the book"""
+    x, y = _housing()
+    mean, std = (x[:3200].mean(0), x[:3200].std(0)) if fixed else (None, None)
+    return Learner(tensor_dls(x, y, bs=32), _WideAndDeep(mean, std), loss_func=nn.MSELoss(), opt_func=torch_opt(torch.optim.Adam))
+
+class _TemporalConv(nn.Module):
+    "A long-sequence classifier, scaled down (ViS4mer's S4 blocks replaced by dilated temporal convolutions): frame features in, a class out"
+    def __init__(self, n_in=8, hid=32, n_out=10):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv1d(n_in, hid, 3, padding=1), nn.GELU(), nn.Conv1d(hid, hid, 3, padding=2, dilation=2), nn.GELU(),
+                                 nn.Conv1d(hid, hid, 3, padding=4, dilation=4), nn.GELU(), nn.AdaptiveMaxPool1d(1), nn.Flatten(), nn.Linear(hid, n_out))
+    def forward(self, x): return self.net(x.transpose(1, 2))
+
+@case("https://github.com/md-mohaiminul/ViS4mer/issues/4",
+      "`ReduceLROnPlateau` keeps its default mode `min` while it is stepped with the validation accuracy: the rate is cut whenever accuracy rises",
+      {'lr_too_low'}, epochs=8, lr=1e-3)
+def plateau_scheduler_wrong_mode(fixed):
+    """'ReduceLROnPlateau by default assumes a min metric ... In LVU tasks it used for accuracy metric, but the mode is not
+    changed. Is this expected?'; the author: 'That's a very good observation. I guess it was not intended. You can try changing
+    the mode of ReduceLROnPlateau to max.' A temporal classifier of frame features (the digits read as sequences of eight rows),
+    fastai's Adam (decoupled weight decay, as AdamW), fastai's `ReduceLROnPlateau` on the validation accuracy with patience 1 and
+    factor 5; `comp=np.less` is PyTorch's mode `min`. No layer misbehaves: the steps shrink while the model is still learning"""
+    import numpy as np
+    from fastai.callback.tracker import ReduceLROnPlateau
+    from bugs_data import _digit_vectors
+    x, y = _digit_vectors()
+    x = x.view(-1, 8, 8)   # each digit read as a sequence of 8 rows
+    sched = ReduceLROnPlateau(monitor='accuracy', comp=np.greater if fixed else np.less, patience=1, factor=5.)
+    return Learner(tensor_dls(x, y, bs=32), _TemporalConv(), loss_func=nn.CrossEntropyLoss(), metrics=accuracy, cbs=[sched])
