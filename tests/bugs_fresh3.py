@@ -182,7 +182,7 @@ def _titanic(n=891, seed=0):
 def titanic_rows_with_missing_ages(fixed):
     """'When training on the titanic task ..., the loss is NaN at every epoch. The output of model.predict is only composed of
     NaN values'; 'This commit refactored the data preprocessing structure and dropped support for tabular data preprocessing'
-    (closed when it came back). An MLP on synthetic Titanic rows (a fifth of the ages missing), a softmax over two classes with
+    (closed). An MLP on synthetic Titanic rows (a fifth of the ages missing), a softmax over two classes with
     categorical cross-entropy, SGD; the twin restores a preprocessing: missing ages filled with the median, columns standardised"""
     x, y = _titanic()
     if fixed:

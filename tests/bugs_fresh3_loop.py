@@ -90,8 +90,8 @@ class _ZeroGradPerEpoch(Callback):
       {'grads_not_zeroed', 'loss_diverging', 'exploding_grad'}, epochs=4, lr=1e-3)
 def cnn_zero_grad_once_per_epoch(fixed):
     """'You use zero_grad() once per epoch! Shouldn't zero_grad() come before every loss.backward()?' (in Korean); the author:
-    he had made that mistake, and fixed 'the same error in several labs' code'. The lab's kind of CNN (three convolutions with
-    max pooling, two linear layers) on the digits as images, Adam"""
+    he had made that mistake, and fixed the same error in the code of several labs. A small CNN (three convolutions with max
+    pooling, two linear layers) on the digits as images stands in for the lab's CIFAR-10 CNN; Adam"""
     x, y = _digit_images()
     model = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                           nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 2 * 2, 64),
@@ -111,7 +111,8 @@ def _basic_conv(i, o, momentum):
 def batchnorm_momentum_zero(fixed):
     """'Both Inception models initialize BatchNorm with ... momentum=0. Setting momentum to 0 prevents the running mean and var
     from being updated during training. When training one of these models on a different dataset, this causes a significant
-    discrepancy between train and eval modes'; the fix removed the setting (PyTorch's default, 0.1). Three of Inception's
+    discrepancy between train and eval modes'; the reporter: 'I removed all the extra parameters and used the Pytorch defaults.
+    Worked fine' (PyTorch's default momentum is 0.1; the issue is closed). Three of Inception's
     `BasicConv2d` blocks and a linear head on the digits as images (0..1), Adam. In training every BatchNorm uses the batch's
     statistics and no layer misbehaves: only evaluation does"""
     x, y = _digit_images()
@@ -265,7 +266,7 @@ class _WideAndDeep(nn.Module):
       {'input_scale'}, epochs=4, lr=1e-3)
 def wide_and_deep_unnormalised(fixed):
     """'I noticed the wide and deep example is using non-normalized inputs which leads to performance degradation'; the author:
-    'Oh great catch, thanks a lot!' (merged: `Normalization` layers adapted to the training set on both inputs). The chapter's
+    'Oh great catch, thanks a lot!' (merged; the twin standardises both inputs with the training set's statistics). The chapter's
     wide & deep model on synthetic California-like districts, MSE, Adam at 1e-3 as the book, batches of 64"""
     x, y = _housing()
     mean, std = (x[:3200].mean(0), x[:3200].std(0)) if fixed else (None, None)
