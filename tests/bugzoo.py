@@ -27,7 +27,8 @@ from fastai.callback.schedule import *   # noqa: F403  (Learner.fit_one_cycle)
 from fastexplorer.all import *
 
 CASES = {}
-FAMILIES = ('bugs_contract', 'bugs_training', 'bugs_data', 'bugs_optim', 'bugs_fresh', 'bugs_fresh_loop', 'bugs_fresh3', 'bugs_fresh3_loop', 'healthy', 'healthy_more')   # the modules holding cases
+FAMILIES = ('bugs_contract', 'bugs_training', 'bugs_data', 'bugs_optim', 'bugs_fresh', 'bugs_fresh_loop', 'bugs_fresh3',
+            'bugs_fresh3_loop', 'bugs_fresh4', 'healthy', 'healthy_more')   # the modules holding cases
 
 @dataclass
 class Case:
