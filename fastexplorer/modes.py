@@ -10,6 +10,7 @@ import math, traceback
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
+from torch.utils.data import RandomSampler, SequentialSampler
 from torch.utils._python_dispatch import TorchDispatchMode
 from fastcore.basics import patch
 from .core import is_int
@@ -20,7 +21,7 @@ from .losswatch import EVAL_MODE
 
 # %% auto #0
 __all__ = ['differ', 'Repeat', 'RandomOps', 'eval_verdict', 'check_eval_repeat', 'train_mode_alert', 'loader_sizes',
-           'check_last_batch', 'batch_of_one', 'crash_alert']
+           'check_last_batch', 'batch_of_one', 'crash_alert', 'check_running_stats', 'shuffles', 'check_order']
 
 # %% ../nbs/03ie_modes.ipynb #5a271755
 def _tensors(o)->list:
@@ -224,3 +225,40 @@ def crash_alert(e:BaseException, model:nn.Module, dl, epoch:int, step:int)->dict
     return {'kind': 'last_batch_one', 'layer': p, 'severity': 'error', 'step': step, 'epoch': epoch,
             'message': f"the fit stopped at step {step}: `{p or 'a BatchNorm'}` got a batch of one sample in training "
                        f"mode, 1 value per channel, which it cannot normalise{why}", 'hint': _FIX}
+
+# %% ../nbs/03ie_modes.ipynb #a3dfaa3d
+_NORMS = nn.modules.batchnorm._BatchNorm
+
+def _initial(m:nn.Module)->bool:
+    "Whether norm `m`'s running statistics hold their initial values (mean 0, variance 1)"
+    return not bool(m.running_mean.any()) and bool((m.running_var == 1).all())
+
+def check_running_stats(model:nn.Module)->list:
+    "Verdict on BatchNorms whose running statistics never move (`momentum=0`) and still hold their initial values"
+    stale = [p for p,m in model.named_modules() if isinstance(m, _NORMS) and m.momentum == 0 and m.track_running_stats
+             and m.running_mean is not None and _initial(m)]
+    if not stale: return []
+    shown = ', '.join(module_label(model, p) for p in stale[:2]) + (', …' if len(stale) > 2 else '')
+    return [verdict('eval_stats_stale', 'warning', f"{len(stale)} BatchNorm{'s' if len(stale) > 1 else ''} ({shown}) "
+                    "have `momentum=0`: their running mean and variance never move from 0 and 1, and evaluation "
+                    "normalises with those, not with the data's statistics", "leave `momentum` at PyTorch's 0.1 (or "
+                    "`None`, a running average of every batch); 0 freezes statistics already learnt", layer=stale[0])]
+
+# %% ../nbs/03ie_modes.ipynb #451a8cda
+def shuffles(dl)->bool|None:
+    "Whether DataLoader `dl` (fastai's or PyTorch's) draws its samples in a random order; `None` where it cannot tell"
+    if isinstance(s := getattr(dl, 'shuffle', None), bool): return s   # fastai's
+    s = getattr(dl, 'sampler', None)
+    if isinstance(s, RandomSampler): return True
+    return False if isinstance(s, SequentialSampler) else None
+
+def check_order(dl, yb:tuple, n:int=8)->list:
+    "Verdict on a training DataLoader `dl` that keeps the data's order while its first batch `yb` holds one class"
+    y = yb[0] if yb else None
+    if shuffles(dl) is not False or not isinstance(y, torch.Tensor) or y.is_floating_point() or y.numel() < n: return []
+    if not (y.ndim == 1 or (y.ndim == 2 and y.shape[1] == 1)) or bool((y != y.flatten()[0]).any()): return []
+    return [verdict('unshuffled_batches', 'warning', f"the training DataLoader keeps the data's order (no shuffle), and "
+                    f"its first batch holds one class: its {y.numel()} targets are all {int(y.flatten()[0])}; over data "
+                    "stored class by class each step pulls the model towards one class, and the loss jumps as each "
+                    "class arrives", "shuffle the training data: `shuffle=True` (fastai's training DataLoader does by "
+                    "default)")]

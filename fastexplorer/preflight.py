@@ -23,7 +23,7 @@ from .lint import CallOrder, check_structure
 from .failures import backward_failed, check_frozen, stopped, no_output, untrainable
 from .batch import model_device, to_model_device, split_batch, dl_batch
 from .pipeline import LearnerPass, learner_batch
-from .modes import check_eval_repeat, check_last_batch
+from .modes import check_eval_repeat, check_last_batch, check_running_stats, check_order
 from .dependence import check_batch_independence
 from .console import Verdicts
 
@@ -409,7 +409,7 @@ def _eval_checks(model:nn.Module, # in eval mode
         try: vs,shapes = check_eval_repeat(model, sx, partial(check_batch_independence, model, sx, sy))
         except Exception: pass
     if shapes is None: vs,shapes = check_eval_repeat(model, xb, partial(check_batch_independence, model, xb, yb))
-    return vs + check_last_batch(dl, shapes, model)
+    return vs + check_last_batch(dl, shapes, model) + check_running_stats(model)
 
 # %% ../nbs/03i_preflight.ipynb #3464d70e
 @patch
@@ -428,6 +428,7 @@ def preflight(self:Learner,
     xb,yb,res = _cast(self, xb, yb)
     params = list(model.parameters()); grads = [p.grad for p in params]
     res += check_inputs(xb, names=input_names(self.dls, xb)) + check_padding(xb, yb, self.loss_func)
+    res += check_order(self.dls.train, yb)   # batches of one class each, in the data's order
     plain,step_lr = plain_steps(self)   # a loss summed over the batch matters to SGD, which steps as the gradient
     res += check_reduction(self.loss_func, plain, len(xb[0]) if xb and getattr(xb[0], 'ndim', 0) else 1, step_lr)
     state,norms = ModelState(model),InputNorms(model, xb)

@@ -30,10 +30,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     # bugs_fresh3 (issue 45's third unseen set; the dev half run once to report, not studied; the held-out half is measured by the merger)
     'labels_read_as_first_character': "`labels_misaligned` (assumed): the parser folds classes 10-13 onto class 1; no alert, no statistic "
                                       "sees it, and 14 outputs against targets that use only 0..9 raise no `output_classes`",
-    'train_batches_sorted_by_class': "`unshuffled_batches` (assumed): every batch holds one class; the alerts are `loss_diverging` and "
-                                     "`lr_too_high` (the loss jumps as each new class arrives), which blame the steps, not the order",
-    'batchnorm_momentum_zero': "`eval_stats_stale` (assumed): BatchNorms with momentum 0 keep running statistics 0 and 1 (validation "
-                               "loss 2.2 against training 0.42); no alert",
 }
 ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench
     'linear_regression_lr_nan': "true of the twin: the accepted fix lowers the learning rate to 1e-5 and leaves x from 0 to 199 "
