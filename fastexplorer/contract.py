@@ -11,11 +11,11 @@ import torch
 from torch import nn
 
 # %% auto #0
-__all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'ops_on_output', 'own_softmax', 'graph_kind',
-           'check_output_activation', 'own_loss_activation', 'ignore_index', 'check_classes', 'check_targets',
-           'multi_hot', 'softmaxed', 'check_multi_hot', 'check_shapes', 'check_loss_contract', 'check_padding',
-           'plain_steps', 'summed', 'mean_loss', 'check_reduction', 'module_label', 'name_makers', 'InputNorms',
-           'excuse_normalised', 'input_names', 'scale_words']
+__all__ = ['SCALE_BIG', 'verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'ops_on_output', 'own_softmax',
+           'graph_kind', 'check_output_activation', 'own_loss_activation', 'ignore_index', 'check_classes',
+           'check_targets', 'multi_hot', 'softmaxed', 'check_multi_hot', 'check_shapes', 'check_loss_contract',
+           'check_padding', 'plain_steps', 'summed', 'mean_loss', 'check_reduction', 'module_label', 'name_makers',
+           'channel_scale', 'InputNorms', 'excuse_normalised', 'input_names', 'scale_words']
 
 # %% ../nbs/03ha_contract.ipynb #b140091b
 def verdict(
@@ -364,34 +364,61 @@ def name_makers(verdicts:list, # changed in place
 
 # %% ../nbs/03ha_contract.ipynb #8e27788f
 _CHANNEL_NORMS = (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm)   # per channel
+_WEIGHTED = (nn.Linear, nn.modules.conv._ConvNd)
+SCALE_BIG = 10.   # an input's channel means or spreads past this are far from unit scale (`check_inputs`)
 
+def channel_scale(x:torch.Tensor)->tuple:
+    "`(largest |mean|, largest spread)` of `x`'s channels (dimension 1), over its finite values"
+    v = x.detach().float().movedim(1, 0).reshape(x.shape[1], -1)
+    v = v[:, torch.isfinite(v).all(0)] if v.shape[1] else v
+    return float(v.mean(1).abs().max()),(float(v.std(1).max()) if v.shape[1] > 1 else 0.)
+
+# %% ../nbs/03ha_contract.ipynb #4ae90538
 class InputNorms:
-    "Forward pre-hooks on `model`'s channel normalisations, keeping which of the inputs `xb` one takes as it is"
+    "Pre-hooks on `model`'s channel norms (an input of `xb` taken as it is) and first weighted layer (what it sees)"
     def __init__(self, model:nn.Module, xb:tuple):
-        self.keys = {(x.data_ptr(), tuple(x.shape)): i for i,x in enumerate(xb) if isinstance(x, torch.Tensor)}
-        self.found = {}   # `{input index: (path, class)}`
+        ts = [(i, x) for i,x in enumerate(xb) if isinstance(x, torch.Tensor)]
+        self.keys = {(x.data_ptr(), tuple(x.shape)): i for i,x in ts}
+        self.found,self.first = {},None   # `{input index: (path, class, how)}`; the first weighted layer's path
         self.hs = [m.register_forward_pre_hook(self._hook(p, type(m).__name__)) for p,m in model.named_modules()
                    if isinstance(m, _CHANNEL_NORMS)]
+        if len(ts) == 1 and ts[0][1].is_floating_point() and ts[0][1].ndim >= 2:   # one input: all the model sees
+            self.hs += [m.register_forward_pre_hook(self._first(p, type(m).__name__, *ts[0]))
+                        for p,m in model.named_modules() if isinstance(m, _WEIGHTED)]
 
     def _hook(self, p:str, cls:str):
         def f(m, args):
             x = args[0] if args else None
             if isinstance(x, torch.Tensor) and (i := self.keys.get((x.data_ptr(), tuple(x.shape)))) is not None:
-                self.found.setdefault(i, (p, cls))
+                self.found.setdefault(i, (p, cls, "takes it as it is and normalises it"))
+        return f
+
+    def _first(self, p:str, cls:str, i:int, x0:torch.Tensor):
+        "The first weighted layer to run notes the scale of what it takes, where that is input `i` (`x0`) rescaled"
+        def f(m, args):
+            x = args[0] if args else None
+            if self.first is not None or not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.ndim >= 2
+                                              and len(x) == len(x0) and x.numel()): return
+            self.first = p
+            if (x.data_ptr(), tuple(x.shape)) in self.keys: return   # the input itself
+            a,s = channel_scale(x)
+            if a <= SCALE_BIG and 0.02 < s <= SCALE_BIG:   # at unit scale: the model standardised the input first
+                self.found.setdefault(i, (p, cls, "is the first layer to run, and takes it rescaled by the model "
+                                                  f"(means up to {a:.2g}, spreads up to {s:.2g})"))
         return f
 
     def remove(self):
         "Take the hooks off"
         for h in self.hs: h.remove()
 
+# %% ../nbs/03ha_contract.ipynb #941259a3
 def excuse_normalised(res:list, found:dict)->list:
-    "`res` (changed in place) with the `input_scale` warning of an input that a normalisation takes as it is as `ok`"
+    "`res` (changed in place) with the `input_scale` warning of an input the model normalises (`found`) as `ok`"
     for v in res:
         i = v.get('input') if v['check'] == 'input_scale' else None   # the input the warning is about
         if i not in found or v['severity'] != 'warning': continue
-        p,cls = found[i]
-        v.update(severity='ok', fix='', evidence=v['evidence'] + f"; `{p}`, a {cls}, takes it as it is and "
-                                                                  "normalises it: its scale does not matter")
+        p,cls,how = found[i]
+        v.update(severity='ok', fix='', evidence=v['evidence'] + f"; `{p}`, a {cls}, {how}: its scale does not matter")
     return res
 
 # %% ../nbs/03ha_contract.ipynb #53e392b5

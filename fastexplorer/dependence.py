@@ -7,15 +7,18 @@ Docs: https://fastexplorer.github.io/fastexplorer/dependence.html.md"""
 
 # %% ../nbs/03ih_dependence.ipynb #a2859506
 from __future__ import annotations
+from functools import partial
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from .hooks import first_tensor
 from .state import scripted
 from .contract import verdict, module_label
+from .modes import check_eval_repeat, check_last_batch, check_running_stats
 
 # %% auto #0
-__all__ = ['next_token_axis', 'ends', 'check_future', 'batch_stats_in_eval', 'check_batch_independence']
+__all__ = ['EVAL_SAMPLES', 'next_token_axis', 'ends', 'check_future', 'batch_stats_in_eval', 'check_batch_independence',
+           'eval_checks']
 
 # %% ../nbs/03ih_dependence.ipynb #63928efa
 def next_token_axis(x, y, o)->int|None:
@@ -119,3 +122,22 @@ def check_batch_independence(model:nn.Module, # already in eval mode
                         "(`x.view(x.shape[0], -1)`)")]
     ok = verdict('batch_independence', 'ok', "each sample's output depends on its own input alone")
     return [ok] + check_future(g, axis)
+
+# %% ../nbs/03ih_dependence.ipynb #17fda7ba
+EVAL_SAMPLES = 8   # the samples the eval-mode checks run on
+
+def _rows(t, n:int, bs:int):
+    "The first `n` samples of `t` where it is a tensor of the batch's `bs` samples; else `t` as it is"
+    return t[:n] if isinstance(t, torch.Tensor) and t.ndim and len(t) == bs else t
+
+def eval_checks(model:nn.Module, # in eval mode
+                 xb:tuple, yb:tuple, dl, n:int=EVAL_SAMPLES)->list:
+    "Batch independence and a second forward (`check_eval_repeat`) on `n` samples of the batch, then the last batch's"
+    x = next((t for t in xb if isinstance(t, torch.Tensor) and t.ndim), None)
+    bs,shapes = (len(x) if x is not None else 0),None
+    if bs > n:   # the first `n`; the whole batch where the model cannot take them
+        sx,sy = tuple(_rows(t, n, bs) for t in xb),tuple(_rows(t, n, bs) for t in yb)
+        try: vs,shapes = check_eval_repeat(model, sx, partial(check_batch_independence, model, sx, sy))
+        except Exception: pass
+    if shapes is None: vs,shapes = check_eval_repeat(model, xb, partial(check_batch_independence, model, xb, yb))
+    return vs + check_last_batch(dl, shapes, model) + check_running_stats(model)

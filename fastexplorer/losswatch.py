@@ -283,6 +283,10 @@ def stalled_hint(stats:dict, chance:float|None, last:float, r:float|None, facts:
     if (t := facts.get('target_rms')) is not None and t > 10:
         return (f"the targets are of the order of {t:.3g}: an output near unit scale needs weights that large to "
                 "reach them; scale the targets (divide by their spread), or give the output a `y_range`")
+    if chance is not None and last > 1.1 * chance and r is not None:   # above chance: not a model that ignores x
+        return (f"the steps are of a normal size ({r:.2g} of the weights) yet the loss stays {last / chance:.2g}× "
+                "the chance level: the predictions are farther from the targets than a constant one, so the outputs "
+                "are far from the targets' values; compare their scales (`learn.preflight()` measures both)")
     if chance is not None and last >= 0.95 * chance and r is not None:
         return (f"the steps are of a normal size ({r:.2g} of the weights) yet the loss stays at the chance level: "
                 "the model ignores its inputs. `learn.preflight(overfit=True)` tells the two causes apart: a model "

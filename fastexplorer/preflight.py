@@ -23,14 +23,13 @@ from .lint import CallOrder, check_structure
 from .failures import backward_failed, check_frozen, stopped, no_output, untrainable
 from .batch import model_device, to_model_device, split_batch, dl_batch
 from .pipeline import LearnerPass, learner_batch
-from .modes import check_eval_repeat, check_last_batch, check_running_stats, check_order
-from .dependence import check_batch_independence
+from .modes import check_order
+from .dependence import eval_checks
 from .console import Verdicts
 
 # %% auto #0
-__all__ = ['EVAL_SAMPLES', 'preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'made_by', 'check_first_layers',
-           'check_gradients', 'find_cut', 'explain_cut', 'check_loss_gradient', 'name_loss_op', 'scaled_backward',
-           'check_overfit']
+__all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'made_by', 'check_first_layers', 'check_gradients',
+           'find_cut', 'explain_cut', 'check_loss_gradient', 'name_loss_op', 'scaled_backward', 'check_overfit']
 
 # %% ../nbs/03i_preflight.ipynb #19db9e9f
 def preflight_alerts(verdicts:list, epoch:int=1)->list:
@@ -54,7 +53,7 @@ def _groups(learn, model)->list:
     return [list(g) for g in ps] if ps and not isinstance(ps[0], torch.Tensor) else [ps]
 
 # %% ../nbs/03i_preflight.ipynb #203c7424
-def check_inputs(xb:tuple, big:float=10., tiny:float=0.02,
+def check_inputs(xb:tuple, big:float=SCALE_BIG, tiny:float=0.02,
                  names:list|None=None)->list:   # what fastai calls each input (`input_names`): a table's columns
     "Verdicts on the float inputs of one batch: NaN or Inf, their mean and spread per channel (features, in 2-d)"
     res,names = [],names or [None] * len(xb)
@@ -392,25 +391,6 @@ def _cast(learn, xb:tuple, yb:tuple)->tuple:
     return xb,yb,([] if e is None else [verdict('pipeline', 'skipped', f"the learner's `before_batch` callbacks failed "
                   f"on the batch ({type(e).__name__}: {e}): the checks take it as the DataLoader gives it")])
 
-# %% ../nbs/03i_preflight.ipynb #17fda7ba
-EVAL_SAMPLES = 8   # the samples the eval-mode checks run on
-
-def _rows(t, n:int, bs:int):
-    "The first `n` samples of `t` where it is a tensor of the batch's `bs` samples; else `t` as it is"
-    return t[:n] if isinstance(t, torch.Tensor) and t.ndim and len(t) == bs else t
-
-def _eval_checks(model:nn.Module, # in eval mode
-                 xb:tuple, yb:tuple, dl, n:int=EVAL_SAMPLES)->list:
-    "Batch independence and a second forward (`check_eval_repeat`) on `n` samples of the batch, then the last batch's"
-    x = next((t for t in xb if isinstance(t, torch.Tensor) and t.ndim), None)
-    bs,shapes = (len(x) if x is not None else 0),None
-    if bs > n:   # the first `n`; the whole batch where the model cannot take them
-        sx,sy = tuple(_rows(t, n, bs) for t in xb),tuple(_rows(t, n, bs) for t in yb)
-        try: vs,shapes = check_eval_repeat(model, sx, partial(check_batch_independence, model, sx, sy))
-        except Exception: pass
-    if shapes is None: vs,shapes = check_eval_repeat(model, xb, partial(check_batch_independence, model, xb, yb))
-    return vs + check_last_batch(dl, shapes, model) + check_running_stats(model)
-
 # %% ../nbs/03i_preflight.ipynb #3464d70e
 @patch
 def preflight(self:Learner,
@@ -440,7 +420,7 @@ def preflight(self:Learner,
                 trace_outputs(res, model, xb)
                 if (v := next((v for v in res if v.get('params')), None)) is not None: explain_cut(v, model, xb)
                 if not stopped(res[-1]):   # a second forward in eval mode: the same outputs? (`modes`)
-                    model.eval(); res += _eval_checks(model, xb, yb, self.dls.train)
+                    model.eval(); res += eval_checks(model, xb, yb, self.dls.train)
             _half_overflow(res, model, xb, learner_amp(self)[0])
     finally:
         for p,g in zip(params, grads): p.grad = g

@@ -43,9 +43,6 @@ ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, a
     'ccs_regressor_relu_output': "likely true of the twin in its budget: from an output bias of -2 its loss falls from 9.3 to 0.062, "
                                  "the chance level 0.063 (the targets' variance): it has learnt the mean, not yet the peptides; "
                                  "`loss_stalled` at step 199 (one at step 99 resolved)",
-    'wide_and_deep_unnormalised': "a false alarm (bugs_fresh3, dev): the twin standardises inside the model, as the fix's Keras "
-                                  "`Normalization` layers do, so its batches stay raw and `input_scale` (feature means up to 1.56e3) "
-                                  "judges the batch, not what the first layer sees (issue 45's point 3)",
     # bugs_fresh4 (dev half, run once to report)
     'quartic_regression_unscaled': "true of the twin in its budget: with x and y scaled its loss falls from 0.65 to 0.072, the chance "
                                    "level 0.074 (the variance of x**4 for x in [-1, 1]): it has learnt the mean, not yet the quartic; "
