@@ -364,7 +364,6 @@ def name_makers(verdicts:list, # changed in place
 
 # %% ../nbs/03ha_contract.ipynb #8e27788f
 _CHANNEL_NORMS = (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm)   # per channel
-_WEIGHTED = (nn.Linear, nn.modules.conv._ConvNd)
 SCALE_BIG = 10.   # an input's channel means or spreads past this are far from unit scale (`check_inputs`)
 
 def channel_scale(x:torch.Tensor)->tuple:
@@ -375,7 +374,7 @@ def channel_scale(x:torch.Tensor)->tuple:
 
 # %% ../nbs/03ha_contract.ipynb #4ae90538
 class InputNorms:
-    "Pre-hooks on `model`'s channel norms (an input of `xb` taken as it is) and first weighted layer (what it sees)"
+    "Pre-hooks on `model`'s channel norms (an input of `xb` taken as it is) and first layer with weights (what it sees)"
     def __init__(self, model:nn.Module, xb:tuple):
         ts = [(i, x) for i,x in enumerate(xb) if isinstance(x, torch.Tensor)]
         self.keys = {(x.data_ptr(), tuple(x.shape)): i for i,x in ts}
@@ -384,7 +383,7 @@ class InputNorms:
                    if isinstance(m, _CHANNEL_NORMS)]
         if len(ts) == 1 and ts[0][1].is_floating_point() and ts[0][1].ndim >= 2:   # one input: all the model sees
             self.hs += [m.register_forward_pre_hook(self._first(p, type(m).__name__, *ts[0]))
-                        for p,m in model.named_modules() if isinstance(m, _WEIGHTED)]
+                        for p,m in model.named_modules() if next(m.parameters(recurse=False), None) is not None]
 
     def _hook(self, p:str, cls:str):
         def f(m, args):
@@ -394,7 +393,7 @@ class InputNorms:
         return f
 
     def _first(self, p:str, cls:str, i:int, x0:torch.Tensor):
-        "The first weighted layer to run notes the scale of what it takes, where that is input `i` (`x0`) rescaled"
+        "The first layer with weights to run notes the scale of what it takes, where that is input `i` (`x0`) rescaled"
         def f(m, args):
             x = args[0] if args else None
             if self.first is not None or not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.ndim >= 2
