@@ -30,6 +30,19 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     # bugs_fresh3 (issue 45's third unseen set; the dev half run once to report, not studied; the held-out half is measured by the merger)
     'labels_read_as_first_character': "`labels_misaligned` (assumed): the parser folds classes 10-13 onto class 1; no alert, no statistic "
                                       "sees it, and 14 outputs against targets that use only 0..9 raise no `output_classes`",
+    # bugs_fresh3 and bugs_fresh4, held-out half: measured once, at the final code of this stop, not studied
+    'tagger_ignores_tag_zero': "`ignored_class` (assumed; no check raises it): no alert",
+    'masked_bce_counts_pads': "`padding_in_loss` is not said of this loss and its targets: no alert",
+    'split_by_row_not_by_cluster': "`valid_leak` (assumed; no check raises it): no alert",
+    'masks_resized_bilinear': "`labels_misaligned` (assumed; no check raises it): no alert",
+    'validation_images_augmented': "`valid_augmented` (assumed) or `eval_nondeterministic`: no alert",
+    'imputation_valid_targets_nan': "`nonfinite_target` (assumed; no check raises it): no alert",
+    'bert_classifier_lr_too_high': "the first alert is `loss_stalled`, not `lr_too_high` or `constant_output`",
+    'dropout_rate_from_keep_prob': "`dropout_rate` (assumed; no check raises it): no alert",
+    'linear_layers_initialised_to_zero': "the first alert is `input_saturation`; no `gradient_flow` or `constant_output`",
+    'point_cloud_normalised_to_nan': "the NaN is named at the output (`nonfinite`), not in the inputs (`nonfinite_input`)",
+    'plateau_scheduler_wrong_mode': "no alert: no `lr_too_low`",
+    'lstm_categorical_ce_on_one_unit': "the alert is `gradient_flow` at `act`, not `output_classes` or `output_activation`",
 }
 ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench
     'linear_regression_lr_nan': "true of the twin: the accepted fix lowers the learning rate to 1e-5 and leaves x from 0 to 199 "
@@ -47,6 +60,8 @@ ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, a
     'quartic_regression_unscaled': "true of the twin in its budget: with x and y scaled its loss falls from 0.65 to 0.072, the chance "
                                    "level 0.074 (the variance of x**4 for x in [-1, 1]): it has learnt the mean, not yet the quartic; "
                                    "`loss_stalled` at the end of each of its 5 epochs",
+    'linear_stack_unscaled_target': "measured once (bugs_fresh4, held-out, not studied): the twin keeps the report's Linear "
+                                    "layers with no activation between them, which `linear_stack` names in both runs",
 }
 UNSTEADY = {  # runs whose outcome differs with the thread count: a non-strict xfail, reported by the bench as it falls
 }
@@ -77,8 +92,8 @@ def test_the_fixed_twin_or_healthy_run_trains_and_raises_nothing(name, tmp_path)
     assert trains(run.losses), f"it does not learn: its last losses are {loss_ratio(run.losses):.2f} of its first"
     assert list(zip(al.kind, al.layer, al.message)) == []   # a slow start's stall, if raised, is resolved: not active
 
-@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 36 of 47 "
-                                       "bugs, and the first alert names it in 35 (bench/diagnosis.py, seed 0)")
+@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 39 of 62 "
+                                       "bugs, and the first alert names it in 36 (bench/diagnosis.py, seed 0)")
 def test_the_zoo_meets_its_targets():
     """At least 24 reported bugs and 30 healthy set-ups; on the held-out half, alerts name the cause of 90% of the bugs, the
     first alert names it in 80%, and at most 1 fixed twin in 16 raises a warning"""
