@@ -409,7 +409,7 @@ def preflight(self:Learner,
     params = list(model.parameters()); grads = [p.grad for p in params]
     res += check_inputs(xb, names=input_names(self.dls, xb)) + check_padding(xb, yb, self.loss_func)
     res += check_order(self.dls.train, yb)   # batches of one class each, in the data's order
-    plain,step_lr = plain_steps(self)   # a loss summed over the batch matters to SGD, which steps as the gradient
+    plain,step_lr = plain_steps(self) if summed(self.loss_func) else (False, None)   # SGD's steps grow with a sum
     res += check_reduction(self.loss_func, plain, len(xb[0]) if xb and getattr(xb[0], 'ndim', 0) else 1, step_lr)
     state,norms = ModelState(model),InputNorms(model, xb)
     try:
