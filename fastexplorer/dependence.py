@@ -131,7 +131,7 @@ def _rows(t, n:int, bs:int):
     return t[:n] if isinstance(t, torch.Tensor) and t.ndim and len(t) == bs else t
 
 def eval_checks(model:nn.Module, # in eval mode
-                 xb:tuple, yb:tuple, dl, n:int=EVAL_SAMPLES)->list:
+                xb:tuple, yb:tuple, dl, n:int=EVAL_SAMPLES)->list:
     "Batch independence and a second forward (`check_eval_repeat`) on `n` samples of the batch, then the last batch's"
     x = next((t for t in xb if isinstance(t, torch.Tensor) and t.ndim), None)
     bs,shapes = (len(x) if x is not None else 0),None
