@@ -15,7 +15,7 @@ __all__ = ['SCALE_BIG', 'verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final
            'graph_kind', 'check_output_activation', 'own_loss_activation', 'ignore_index', 'check_classes',
            'check_targets', 'multi_hot', 'softmaxed', 'check_multi_hot', 'check_shapes', 'check_loss_contract',
            'check_padding', 'plain_steps', 'summed', 'mean_loss', 'check_reduction', 'module_label', 'name_makers',
-           'channel_scale', 'InputNorms', 'excuse_normalised', 'input_names', 'scale_words']
+           'channel_values', 'channel_scale', 'InputNorms', 'excuse_normalised', 'input_names', 'scale_words']
 
 # %% ../nbs/03ha_contract.ipynb #b140091b
 def verdict(
@@ -366,10 +366,14 @@ def name_makers(verdicts:list, # changed in place
 _CHANNEL_NORMS = (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm)   # per channel
 SCALE_BIG = 10.   # an input's channel means or spreads past this are far from unit scale (`check_inputs`)
 
+def channel_values(x:torch.Tensor)->torch.Tensor:
+    "`x`'s values as a row per channel (dimension 1), the positions holding NaN or Inf in any channel left out"
+    v = x.detach().float().movedim(1, 0).reshape(x.shape[1], -1)
+    return v[:, torch.isfinite(v).all(0)] if v.shape[1] else v
+
 def channel_scale(x:torch.Tensor)->tuple:
     "`(largest |mean|, largest spread)` of `x`'s channels (dimension 1), over its finite values"
-    v = x.detach().float().movedim(1, 0).reshape(x.shape[1], -1)
-    v = v[:, torch.isfinite(v).all(0)] if v.shape[1] else v
+    v = channel_values(x)
     return float(v.mean(1).abs().max()),(float(v.std(1).max()) if v.shape[1] > 1 else 0.)
 
 # %% ../nbs/03ha_contract.ipynb #4ae90538

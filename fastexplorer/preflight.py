@@ -65,8 +65,7 @@ def check_inputs(xb:tuple, big:float=SCALE_BIG, tiny:float=0.02,
                                f"on the first batch, in {k} of its {len(x)} samples: the data holds them, before the "
                                "model computes anything", "fill or drop the missing values (fastai's `FillMissing` for "
                                "tables), or find the samples that are corrupt", count=n, samples=k))
-        v = x.detach().float().movedim(1, 0).reshape(x.shape[1], -1)
-        v = v[:, torch.isfinite(v).all(0)] if v.shape[1] else v   # the scale of the values that are finite
+        v = channel_values(x)   # the scale of the values that are finite
         mean,std = v.mean(1),(v.std(1) if v.shape[1] > 1 else None)   # one value per channel: no spread to measure
         m,s = float(mean.abs().max()),(0. if std is None else float(std.max()))
         if m > big or s > big:
