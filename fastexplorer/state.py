@@ -14,7 +14,8 @@ from fastcore.basics import patch, ifnone
 from .core import *
 
 # %% auto #0
-__all__ = ['modules_of', 'scripted', 'ModelState', 'preserved_rng', 'gc_paused', 'learner_amp', 'learner_autocast']
+__all__ = ['modules_of', 'scripted', 'ModelState', 'preserved_rng', 'gc_paused', 'mixed_precision', 'learner_amp',
+           'learner_autocast']
 
 # %% ../nbs/00b_state.ipynb #a563284d
 def _same(a, b)->bool:
@@ -169,11 +170,18 @@ def gc_paused():
         if on: gc.enable()
 
 # %% ../nbs/00b_state.ipynb #1677d418
+def mixed_precision(learn):
+    """fastai's `MixedPrecision` callback on `learn` (`learn.mixed_precision`, or a subclass under its own name), or
+    `None`"""
+    mp = getattr(learn, 'mixed_precision', None)
+    if mp is not None: return mp
+    F = sys.modules.get('fastai.callback.fp16')   # imported by whoever made the callback
+    return None if F is None else next((c for c in getattr(learn, 'cbs', ()) if isinstance(c, F.MixedPrecision)), None)
+
 def learner_amp(learn)->tuple:
     """`(dtype, loss_scale)` of fastai's `MixedPrecision` on `learn`: `(None, None)` without it; the scale (the
     scaler's, or the one it starts from) for float16 only"""
-    mp = getattr(learn, 'mixed_precision', None)
-    F = sys.modules.get('fastai.callback.fp16')   # imported by whoever made the callback
+    mp,F = mixed_precision(learn),sys.modules.get('fastai.callback.fp16')
     if mp is None or F is None or not isinstance(mp, F.MixedPrecision): return None,None
     if mp.amp_mode == F.AMPMode.BF16: return torch.bfloat16,None
     scaler = getattr(learn, 'scaler', None)

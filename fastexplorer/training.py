@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from .core import *
 from .batch import model_device
-from .state import learner_amp
+from .state import learner_amp, mixed_precision
 
 # %% auto #0
 __all__ = ['recorder_row', 'grad_scale', 'loss_scale', 'amp_skipped', 'amp_info', 'rng_states', 'Eager']
@@ -29,13 +29,13 @@ def recorder_row(learn)->dict:
 # %% ../nbs/03ea_training.ipynb #2958a49c
 def grad_scale(learn)->float:
     "The mixed-precision loss scale the gradients carry (1 without a scaler)"
-    mp = getattr(learn, 'mixed_precision', None)
+    mp = mixed_precision(learn)
     scaler = getattr(mp, 'scaler', None)
     return float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else 1.
 
 def loss_scale(learn)->torch.Tensor|None:
     "The loss scale the gradients carry, a tensor on the device: no read, no synchronisation (`None` without a scaler)"
-    scaler = getattr(getattr(learn, 'mixed_precision', None), 'scaler', None)
+    scaler = getattr(mixed_precision(learn), 'scaler', None)
     if scaler is None or not scaler.is_enabled(): return None
     get = getattr(scaler, '_get_scale_async', None)   # PyTorch's own, the scale before `get_scale` reads it
     sc = get() if get is not None else None
@@ -43,12 +43,12 @@ def loss_scale(learn)->torch.Tensor|None:
 
 def amp_skipped(learn)->bool:
     "Whether fastai's `MixedPrecision` cancelled this step because the scaled gradients overflowed"
-    mp = getattr(learn, 'mixed_precision', None)
+    mp = mixed_precision(learn)
     return mp is not None and getattr(mp, 'skipped', False) is True
 
 def amp_info(learn, skipped_steps:int)->dict|None:
     "What mixed precision did this epoch (its dtype, the steps its scaler skipped, the loss scale); `None` without"
-    mp = getattr(learn, 'mixed_precision', None)
+    mp = mixed_precision(learn)
     if mp is None: return None
     sc,(dt,_) = grad_scale(learn),learner_amp(learn)
     return {'dtype': None if dt is None else str(dt).removeprefix('torch.'), 'skipped_steps': skipped_steps,

@@ -137,10 +137,13 @@ def digits_cnn_sgd(fixed):
 
 @healthy(epochs=2, lr=1e-2, fit='fit_one_cycle', every=10)
 def digits_resnet18_bf16(fixed):
-    "`tests/zoo.py`'s torchvision resnet18 (random weights) in bfloat16 mixed precision (`to_bf16`), one-cycle"
+    """`tests/zoo.py`'s torchvision resnet18 (random weights) in bfloat16 mixed precision (`to_bf16`), one-cycle, on digits at
+    20 pixels. At 16, `layer4.0.conv1` (stride 2) gets a 1×1 input, where PyTorch 2.14's CPU bfloat16 weight gradient
+    reads uninitialised memory: NaN or 1e35 in the taps that see only padding, from one call to the next (the same tensors
+    replayed through `aten.convolution_backward`; float32 gives 0). fastexplorer's `nonfinite` was true there, on CI's CPU"""
     import torchvision
-    return mixed(Learner(digits_image_dls(), torchvision.models.resnet18(num_classes=10), loss_func=CrossEntropyLossFlat(),
-                         metrics=accuracy))
+    return mixed(Learner(digits_image_dls(size=20), torchvision.models.resnet18(num_classes=10),
+                         loss_func=CrossEntropyLossFlat(), metrics=accuracy))
 
 @healthy(epochs=3, lr=1e-2, fit='fit_one_cycle')
 def digits_cnn_fp16(fixed):
