@@ -205,6 +205,9 @@ HINTS.update({   # findings on the training targets (`LossWatch.facts`)
     'labels_one_class': "the labels were lost on the way: a label function or column that gives one value "
                         "(`dls.vocab` lists the classes found), or targets overwritten; look at the targets of "
                         "`dls.train.one_batch()`",
+    'output_classes': "count the classes the labels hold (`dls.vocab`, or the training targets' distinct values) "
+                      "against the model's outputs: set the head's size to that count, or, if the labels should reach "
+                      "its last output, look at how they are parsed",
     'multi_hot_softmax': "several labels per sample need a sigmoid per class, not a softmax over them: "
                          "`BCEWithLogitsLossFlat` (fastai's `MultiCategoryBlock` chooses it) and `accuracy_multi`",
 })

@@ -30,6 +30,7 @@ from .alerts import *
 from .contract import *
 from .failures import *
 from .preflight import *
+from .targets import *
 from .losswatch import *
 from .callback import *
 from .explore import *

@@ -13,12 +13,13 @@ from fastcore.basics import patch
 from .core import StatRecorder
 from .alerts import HINTS, SEVERITY
 from .contract import loss_kind, loss_name, multi_hot, softmaxed
+from .targets import target_alerts
 
 # %% auto #0
 __all__ = ['MIN_STEPS', 'RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'EVAL_MODE', 'LOSS_KINDS', 'SETTLED', 'chance_loss',
            'target_sums', 'LossWatch', 'valid_accuracy', 'chance_accuracy', 'loss_course', 'update_ratio',
-           'group_ratios', 'warm_up', 'course_wait', 'falling', 'target_alerts', 'stalled_hint', 'eval_layers',
-           'eval_hint', 'judged_kinds', 'loss_alerts', 'learns', 'settle', 'explain']
+           'group_ratios', 'warm_up', 'course_wait', 'falling', 'stalled_hint', 'eval_layers', 'eval_hint',
+           'judged_kinds', 'loss_alerts', 'learns', 'settle', 'explain']
 
 # %% ../nbs/03hb_losswatch.ipynb #a3087fa5
 def _entropy(p:torch.Tensor)->float:
@@ -47,7 +48,8 @@ def target_sums(kind:str, axis:int, pred:torch.Tensor, y:torch.Tensor)->dict|Non
         c = pred.shape[axis]
         v = y.reshape(-1).long()
         ok = ((v >= 0) & (v < c)).float()
-        return {'n': ok.sum(), 'counts': torch.zeros(c, device=v.device).scatter_add_(0, v.clamp(0, c - 1), ok)}
+        return {'n': ok.sum(), 'counts': torch.zeros(c, device=v.device).scatter_add_(0, v.clamp(0, c - 1), ok),
+                'seqs': ok.new_tensor(float(y.ndim != 1))}   # batches whose targets are not one per sample
     if kind in ('bce', 'bce_logits', 'mse') and y.is_floating_point() and y.shape == pred.shape and y.ndim:
         f = y.float().reshape(len(y), -1)
         return {'n': f.new_full((), float(len(y))), 'sum': f.sum(0), 'sq': (f * f).sum(0)}
@@ -114,6 +116,7 @@ def facts(self:LossWatch, rec:dict|None=None)->dict:
     rms = float((s['sq'].double() / float(s['n'])).max().sqrt()) if 'sq' in s and float(s['n']) else None
     return {'counts': s['counts'].tolist() if 'counts' in s else None, 'target_rms': rms,
             'multi': None if self.multi is None else self.multi.tolist(),
+            'per_sample': 'seqs' in s and not float(s['seqs']),   # class targets, one per sample: `_unused_outputs`
             'acc': valid_accuracy(rec or {}), 'chance_acc': chance_accuracy(s)}
 
 # %% ../nbs/03hb_losswatch.ipynb #59d9ef31
@@ -252,22 +255,6 @@ def _nan_loss_alert(losses:list, stats:dict)->dict|None:
                 message=f"the training loss was NaN or Inf at {len(bad)} of the run's {len(losses)} steps (the first "
                         f"at step {bad[0]}), while the activations and gradients recorded stayed finite: the loss "
                         "function made it (fastai's smoothed loss stays NaN from then on)")
-
-def target_alerts(facts:dict)->list:
-    "Alerts on the training targets counted so far (`LossWatch.facts`): collapsed to one class, multi-hot"
-    res,c,m = [],facts.get('counts'),facts.get('multi')
-    # enough targets that a class of 1% (of 0.1% for two, as imbalanced binary tasks have) would have shown
-    if c and len(c) > 1 and sum(c) >= (3000 if len(c) == 2 else 300) and sum(x > 0 for x in c) == 1:
-        k = next(i for i,x in enumerate(c) if x)
-        res.append(dict(kind='labels_one_class', value=k,
-                        message=f"all {int(sum(c))} training targets sampled are class {k} of the model's {len(c)} "
-                                "outputs: the labels collapsed to one class, which the model learns to predict"))
-    if m and m[0] >= 1 and m[0] >= 0.01 * m[1]:
-        res.append(dict(kind='multi_hot_softmax', value=m[0] / m[1],
-                        message=f"{int(m[0])} of the {int(m[1])} training targets sampled set several classes at "
-                                "once, under a softmax cross-entropy: its probabilities sum to 1, so it cannot fit "
-                                "targets that sum to 2 or more"))
-    return res
 
 # %% ../nbs/03hb_losswatch.ipynb #6a142b05
 def stalled_hint(stats:dict, chance:float|None, last:float, r:float|None, facts:dict)->str:

@@ -79,6 +79,7 @@ const ALERT_HELP = {
   valid_at_chance: 'a validation loss at chance while the training loss falls', grads_not_zeroed: 'gradients that are never zeroed',
   replica_drift: 'DDP replicas whose weights differ', labels_one_class: 'training labels that are all one class',
   multi_hot_softmax: 'several labels per sample under a softmax cross-entropy',
+  output_classes: 'model outputs that no training target reaches',
   wd_too_high: 'weight decay that shrinks the weights towards zero',
   train_mode_in_eval: 'layers in training mode while the model is validated',
   last_batch_one: 'a training batch of one sample, which a BatchNorm cannot normalise',
@@ -89,7 +90,7 @@ const GLOBAL_CAUSE = {   // what an alert without a layer is about
   lr_too_high: 'learning rate', lr_too_low: 'learning rate', valid_at_chance: 'the data', input_scale: 'the input',
   target_range: 'the targets', target_scale: 'the targets', target_classes: 'the targets', grads_not_zeroed: 'the optimiser',
   optimizer_groups: 'the optimiser', labels_one_class: 'the targets', multi_hot_softmax: 'the loss',
-  wd_too_high: 'weight decay',
+  output_classes: 'the targets', wd_too_high: 'weight decay',
   eval_nondeterministic: "the model's forward", last_batch_one: 'the data',
 };
 
