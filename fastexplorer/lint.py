@@ -1,4 +1,4 @@
-"""The model's structure, as one forward runs it: Linear layers with nothing non-linear between, a norm after a dropout.
+"""The model's structure, as one forward runs it: Linear layers with nothing non-linear between, a norm after a dropout, a dropout that drops most of its inputs.
 
 Docs: https://fastexplorer.github.io/fastexplorer/lint.html.md"""
 
@@ -13,8 +13,8 @@ from fastcore.basics import patch
 from .contract import verdict, module_label, _SHAPE_OPS
 
 # %% auto #0
-__all__ = ['affine_only', 'variance_shift', 'CallOrder', 'check_linear_stack', 'check_norm_placement', 'check_registered',
-           'check_structure']
+__all__ = ['affine_only', 'variance_shift', 'CallOrder', 'check_linear_stack', 'check_norm_placement', 'check_dropout_rate',
+           'check_registered', 'check_structure']
 
 # %% ../nbs/03if_lint.ipynb #900cfeb5
 _NORMS = ('NativeBatchNorm', 'CudnnBatchNorm', 'MiopenBatchNorm')   # affine per sample, given the batch's statistics
@@ -70,12 +70,11 @@ class CallOrder:
     "Forward hooks on `model`'s `Linear`, `Dropout`, `BatchNorm` and embedding modules, noting what took what"
     def __init__(self, model:nn.Module):
         self.lin,self.drop,self.seen = {},{},[]   # `{output node: (path, input node)}`, the dropouts', the norms'
-        self.lookups,self.hs = [],[]                # the embeddings that ran
-        norms = any(isinstance(m, _BN) for m in model.modules())   # dropouts matter only to a BatchNorm
+        self.lookups,self.hs,self.rates = [],[],{}  # the embeddings that ran; `{path: p}` of the dropouts that did
+        self.norms = any(isinstance(m, _BN) for m in model.modules())   # dropouts' outputs matter to a BatchNorm
         for p,m in model.named_modules():
             if isinstance(m, nn.Linear): self.hs.append(m.register_forward_hook(self._lin(p)))
-            elif isinstance(m, nn.modules.dropout._DropoutNd) and norms:
-                self.hs.append(m.register_forward_hook(self._drop(p)))
+            elif isinstance(m, nn.modules.dropout._DropoutNd): self.hs.append(m.register_forward_hook(self._drop(p)))
             elif isinstance(m, _BN): self.hs.append(m.register_forward_pre_hook(self._norm(p)))
             elif isinstance(m, (nn.Embedding, nn.EmbeddingBag)):
                 self.hs.append(m.register_forward_hook(lambda m, a, o, p=p: self.lookups.append(p)))
@@ -94,9 +93,11 @@ class CallOrder:
 # %% ../nbs/03if_lint.ipynb #d2f95b85
 @patch
 def _drop(self:CallOrder, p:str):
-    "The hook of `Dropout` `p`: its output's node, its rate, its input's variance per channel"
+    "The hook of `Dropout` `p`: its rate; with a norm in the model, its output's node and its input's variance"
     def f(m, a, o):
         x = a[0] if a and isinstance(a[0], torch.Tensor) else None
+        if m.training and m.p > 0: self.rates.setdefault(p, float(m.p))
+        if not self.norms: return
         if m.training and m.p > 0 and isinstance(o, torch.Tensor) and o.grad_fn is not None and x is not None:
             self.drop.setdefault(o.grad_fn, (p, m.p, None if x is o else _channel_var(x)))   # in place: gone
     return f
@@ -161,6 +162,20 @@ def check_norm_placement(model:nn.Module, seen:list, least:float=1.1)->list:
                     "Li et al., 2019)", "put the norm before the dropout: `Linear → BatchNorm → activation → Dropout`, "
                     "as fastai's `LinBnDrop` does", layer=p, dropout=d, shift=shift, layers=[b[0] for b in bad])]
 
+# %% ../nbs/03if_lint.ipynb #a0e8c83d
+def check_dropout_rate(model:nn.Module, rates:dict, most:float=0.5)->list:
+    "Verdict on the dropouts that ran in training with a rate above `most` (`CallOrder.rates`): most inputs zeroed"
+    bad = {p: q for p,q in rates.items() if q > most}
+    if not bad: return []
+    p,q = next(iter(bad.items()))
+    rest = "and keeps none" if q >= 1 else f"and multiplies the rest by {1 / (1 - q):.3g}"
+    more = f" (and so do {', '.join(f'`{b}`' for b in list(bad)[1:])})" if len(bad) > 1 else ''
+    return [verdict('dropout_rate', 'warning', f"{module_label(model, p)} drops {q:.0%} of its inputs in training "
+                    f"(p={q:g}) {rest}{more}: a rate above {most:g} is rarely meant, and a keep probability "
+                    "(TensorFlow's `keep_prob`) passed as `p` gives one", "`nn.Dropout(p)` takes the probability of "
+                    "dropping: for a keep probability k, pass `1 - k`; rates of 0.1 to 0.5 are usual",
+                    layer=p, p=q, layers=list(bad))]
+
 # %% ../nbs/03if_lint.ipynb #d3dd16df
 def check_registered(model:nn.Module, o)->list:
     "Verdict on the tensors output `o` depends on that require gradients but are not parameters of `model`"
@@ -187,4 +202,4 @@ def check_structure(co:CallOrder, model:nn.Module, o)->list:
     "Verdicts on the structure one forward ran (`co`, its hooks already off; `o`, the output it made, graph intact)"
     # word vectors averaged into linear layers (fastText, CBOW) are a linear model by design: not judged
     return (check_linear_stack(model, o, {} if co.lookups else co.lin) + check_norm_placement(model, co.seen)
-            + check_registered(model, o))
+            + check_dropout_rate(model, co.rates) + check_registered(model, o))

@@ -35,7 +35,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'validation_images_augmented': "`valid_augmented` (assumed) or `eval_nondeterministic`: no alert",
     'imputation_valid_targets_nan': "`nonfinite_target` (assumed; no check raises it): no alert",
     'bert_classifier_lr_too_high': "the first alert is `loss_stalled`, not `lr_too_high` or `constant_output`",
-    'dropout_rate_from_keep_prob': "`dropout_rate` (assumed; no check raises it): no alert",
     'linear_layers_initialised_to_zero': "the first alert is `input_saturation`; no `gradient_flow` or `constant_output`",
     'point_cloud_normalised_to_nan': "the NaN is named at the output (`nonfinite`), not in the inputs (`nonfinite_input`)",
     'plateau_scheduler_wrong_mode': "no alert: no `lr_too_low`",
