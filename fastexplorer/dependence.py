@@ -17,8 +17,8 @@ from .contract import verdict, module_label
 from .modes import check_eval_repeat, check_last_batch, check_running_stats
 
 # %% auto #0
-__all__ = ['EVAL_SAMPLES', 'next_token_axis', 'ends', 'check_future', 'batch_stats_in_eval', 'check_batch_independence',
-           'eval_checks']
+__all__ = ['EVAL_SAMPLES', 'next_token_axis', 'ends', 'check_future', 'batch_stats_in_eval', 'mixing_module',
+           'check_batch_independence', 'eval_checks']
 
 # %% ../nbs/03ih_dependence.ipynb #63928efa
 def next_token_axis(x, y, o)->int|None:
@@ -88,6 +88,53 @@ def batch_stats_in_eval(model:nn.Module, # in eval mode
         for h in hs: h.remove()
     return b.found[0] if b.found else None
 
+# %% ../nbs/03ih_dependence.ipynb #83614150
+def _mixed(t, x:torch.Tensor)->bool:
+    "Whether `t`'s end samples depend on the inputs `x` of the other samples (`t` and `x` share the batch dimension)"
+    if not (isinstance(t, torch.Tensor) and t.requires_grad and t.ndim and len(t) == len(x) > 1): return False
+    g, = torch.autograd.grad(ends(t, None), x, retain_graph=True, allow_unused=True)
+    return g is not None and bool((g[1:-1] if len(t) > 2 else g[1:]).any())
+
+def mixing_module(model:nn.Module, # in eval mode
+                  xb:tuple, most:int=64)->str|None:
+    "The path of the module that mixes the batch dimension (`''`: the model's own `forward`), or `None` if none does"
+    calls,stack,hs,n = [],[],[],len(xb[0])
+    x = xb[0].detach().clone().requires_grad_(True) if xb[0].is_floating_point() else None
+    leaf = [x] if x is not None else []
+    def enter(p): return lambda m, a: stack.append(p)
+    def leave(p):
+        def f(m, a, o):
+            stack.pop(); o1 = first_tensor(o); new = None
+            if not leaf and isinstance(o1, torch.Tensor) and o1.is_floating_point() and o1.ndim >= 2 and len(o1) == n:
+                leaf.append(o1.detach().clone().requires_grad_(True)); new = o1 = leaf[0] + 0   # token ids' floats
+            calls.append((p, stack[-1] if stack else '', first_tensor(a), o1))
+            return new if isinstance(o, torch.Tensor) else None
+        return f
+    try:
+        for p,m in model.named_modules():
+            if m is model or scripted(m): continue
+            hs += [m.register_forward_pre_hook(enter(p)), m.register_forward_hook(leave(p))]
+        with torch.enable_grad(): model(*([x] if x is not None else [xb[0]]), *xb[1:])
+    finally:
+        for h in hs: h.remove()
+    if not leaf: return None
+    for p,parent,i,o in calls[:most]:
+        if _mixed(o, leaf[0]): return parent if _mixed(i, leaf[0]) else p
+    return None
+
+# %% ../nbs/03ih_dependence.ipynb #a7bc5470
+def _mixing_verdict(model:nn.Module, p:str|None)->dict:
+    "The `batch_independence` error, naming the module `p` that mixes the batch (`mixing_module`) where one was found"
+    said,fix = "in eval mode, the first or last sample's output depends on other samples' inputs",None
+    m = model.get_submodule(p) if p else None
+    if p: said += f": {module_label(model, p)} is the first module whose output does while its input does not"
+    elif p == '': said += ": the model's own `forward` mixes them, between the modules it calls"
+    if getattr(m, 'dim', None) == 0: fix = f"`{p}` works along dimension 0, the batch: give it the classes' (`dim=-1`)"
+    elif isinstance(m, nn.RNNBase) and not m.batch_first:
+        fix = f"`{p}` takes `(seq, batch, features)`: feed it so, or build it with `batch_first=True`"
+    return verdict('batch_independence', 'error', said, fix or "a `view`/`reshape` or a reduction mixes the batch "
+                   "dimension: keep dimension 0 apart (`x.view(x.shape[0], -1)`)", layer=p or '')
+
 # %% ../nbs/03ih_dependence.ipynb #597daae1
 def check_batch_independence(model:nn.Module, # already in eval mode
                              xb:tuple,        # the inputs
@@ -116,10 +163,7 @@ def check_batch_independence(model:nn.Module, # already in eval mode
                             "the batch's own statistics: each sample's output depends on the others', and validation "
                             "scores on how its batches are made", "let it follow `model.eval()`: `F.batch_norm(..., "
                             "training=self.training)`, or an `nn.BatchNorm` module (not one forced to train)", layer=p)]
-        return [verdict('batch_independence', 'error',
-                        "in eval mode, the first or last sample's output depends on other samples' inputs",
-                        "a `view`/`reshape` or a reduction mixes the batch dimension: keep dimension 0 apart "
-                        "(`x.view(x.shape[0], -1)`)")]
+        return [_mixing_verdict(model, mixing_module(model, xb))]
     ok = verdict('batch_independence', 'ok', "each sample's output depends on its own input alone")
     return [ok] + check_future(g, axis)
 
