@@ -38,11 +38,12 @@ def loss_name(loss_func)->str:
 def loss_kind(loss_func)->str|None:
     "`ce`, `bce_logits`, `nll`, `bce`, `regression` or `None`: what `loss_func` expects"
     name = loss_name(loss_func)
+    # the binary ones first: `binary_cross_entropy` holds `cross_entropy`; a Gaussian or Poisson NLL is no class loss
     for k,names in (('bce_logits', ('BCEWithLogits', 'binary_cross_entropy_with_logits')),
-                    ('ce', ('CrossEntropy', 'cross_entropy')),
-                    ('nll', ('NLLLoss', 'nll_loss')), ('bce', ('BCELoss', 'binary_cross_entropy')),
+                    ('bce', ('BCELoss', 'binary_cross_entropy')), ('ce', ('CrossEntropy', 'cross_entropy')),
+                    ('nll', ('NLLLoss', 'nll_loss')),
                     ('regression', ('MSELoss', 'L1Loss', 'SmoothL1', 'Huber', 'mse_loss', 'l1_loss'))):
-        if any(n in name for n in names): return k
+        if any(n in name for n in names): return None if k == 'nll' and re.match('(gaussian|poisson)', name, re.I) else k
     return None
 
 # %% ../nbs/03ha_contract.ipynb #8527a36e
