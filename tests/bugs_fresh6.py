@@ -3,9 +3,10 @@ Stack Overflow), with GitHub issues where no forum thread of the same bug could 
 its thread; its truth (`kinds`, `layer`) was written and committed before the case was ever run, under the tool or not.
 Cases were chosen for how common the bug is (regression targets in their raw units, a learning rate too high for unscaled
 inputs, a tanh output under a log loss, a weight decay of 0.5, dropout left on in validation, BatchNorm at a batch of one, a
-learning rate too high for a classifier that first learns), never for whether the tool catches it. Some leave every
-per-layer statistic of training healthy (dropout at validation, BatchNorm statistics at a batch of one): their docstrings
-say so. `wd_too_high` is a kind no check raises (assumed)."""
+learning rate too high for a classifier that first learns, evaluation mode left on after a validation inside the epoch,
+test pixels left unnormalised), never for whether the tool catches it. Some leave every per-layer statistic of training
+healthy (dropout at validation, BatchNorm statistics at a batch of one, unnormalised test pixels, training in evaluation
+mode): their docstrings say so. `wd_too_high` and `eval_mode_in_training` are kinds no check raises (assumed)."""
 from fastai.metrics import accuracy
 from bugzoo import *
 from bugs_data import _digit_images, _blobs
@@ -231,3 +232,67 @@ def batchnorm_batch_of_one(fixed):
     norm = (lambda c: nn.GroupNorm(4, c)) if fixed else nn.BatchNorm2d
     return Learner(tensor_dls(x, m, bs=1), _NormSegmenter(norm), loss_func=nn.CrossEntropyLoss(), metrics=_pixel_accuracy,
                    opt_func=torch_opt(torch.optim.Adam))
+
+class _ValidateEvery(Callback):
+    """VSE++'s `train.py`: every `every` batches `validate()` calls `model.val_start()` (evaluation mode) and, in the bug,
+    never `model.train_start()`: training goes on in evaluation mode until the next epoch's `train_start`"""
+    order = 60
+    def __init__(self, xb, every=10, restore=False):
+        self.xb, self.every, self.restore, self.n, self.in_eval = xb, every, restore, 0, 0
+    def after_batch(self):
+        if not self.training: return
+        self.n += 1
+        if self.n % self.every == 0:
+            self.model.eval()
+            with torch.no_grad(): self.model(self.xb)
+            if self.restore: self.model.train()
+    def before_batch(self):
+        if self.training and not self.model.training: self.in_eval += 1   # training batches run in evaluation mode
+
+class _DropBNNet(nn.Module):
+    "An encoder as VSE++'s heads have them: linear layers with BatchNorm and dropout, ten classes"
+    def __init__(self, n_in=64):
+        super().__init__()
+        self.fc1, self.bn1, self.fc2 = nn.Linear(n_in, 256), nn.BatchNorm1d(256), nn.Linear(256, 256)
+        self.bn2, self.drop, self.out = nn.BatchNorm1d(256), nn.Dropout(0.5), nn.Linear(256, 10)
+    def forward(self, x):
+        return self.out(self.drop(F.relu(self.bn2(self.fc2(self.drop(F.relu(self.bn1(self.fc1(x)))))))))
+
+@case("https://github.com/fartashf/vsepp/issues/4",
+      "a validation inside the epoch puts the model in evaluation mode and never back: dropout and BatchNorm off for the rest",
+      {'eval_mode_in_training'}, epochs=4, lr=1e-3)
+def validation_leaves_eval_mode(fixed):
+    """'Finish validation without running model.train()': `if model.Eiters % opt.val_step == 0: validate(opt, val_loader,
+    model)` calls `model.val_start()` 'to stop the batch_norm and dropout layers ... However, it will not call
+    model.train_start() until next epoch, that may cause the dropout and batch_norm layers will only activate in the first
+    val_step steps for each epoch'; the maintainer: 'I'm observing non-negligible changes in the results' (the fix adds the
+    `train_start` after validation, behind a flag). An MLP with BatchNorm and dropout 0.5 on the digits, Adam at 1e-3; a
+    callback validates every 10 batches in evaluation mode and (the twin) restores training mode. `eval_mode_in_training`
+    is assumed (no check raises it); the layers' statistics look like those of a healthy network in evaluation mode"""
+    x, y = digits_raw()
+    x = x / 16
+    learn = Learner(tensor_dls(x, y, bs=32), _DropBNNet(), loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
+                    opt_func=torch_opt(torch.optim.Adam))
+    learn.add_cb(_ValidateEvery(x[:64], every=10, restore=fixed))
+    return learn
+
+@case("https://github.com/mlpack/examples/pull/213",
+      "the MNIST example normalises its training pixels but feeds the test pixels raw: test accuracy 9%, training looks fine",
+      {'valid_input_shift', 'valid_at_chance'}, epochs=3, lr=1e-3)
+def test_pixels_not_normalised(fixed):
+    """'the test accuracy on mnist_batch_norm and mnist_simple was atrocious (9%!) even though the training and validation
+    accuracies seemed fine ... for mnist_simple we weren't normalizing the test data. Easy fix, and now the test accuracies
+    ... are what is expected (95%+)' (merged). The example's MLP (two hidden layers of 200 and 100 ReLU units, ten outputs)
+    on the digits; the training pixels are standardised, the validation pixels are left at 0..16 (the twin standardises
+    both with the training statistics); cross-entropy, Adam at 1e-3. Training is untouched: no statistic of training sees it"""
+    x, y = digits_raw()
+    idx = torch.randperm(len(x), generator=_gen(0))
+    tr, va = idx[360:], idx[:360]
+    mu, sd = x[tr].mean(), x[tr].std()
+    xv = (x[va] - mu) / sd if fixed else x[va]
+    def items(xs, ys): return list(zip(xs, ys))
+    train = DataLoader(items((x[tr] - mu) / sd, y[tr]), bs=32, shuffle=True, drop_last=True)
+    train.rng = random.Random(0)
+    dls = DataLoaders(train, DataLoader(items(xv, y[va]), bs=32))
+    model = nn.Sequential(nn.Linear(64, 200), nn.ReLU(), nn.Linear(200, 100), nn.ReLU(), nn.Linear(100, 10))
+    return Learner(dls, model, loss_func=nn.CrossEntropyLoss(), metrics=accuracy, opt_func=torch_opt(torch.optim.Adam))
