@@ -3,10 +3,11 @@ Stack Overflow), with GitHub issues where no forum thread of the same bug could 
 its thread; its truth (`kinds`, `layer`) was written and committed before the case was ever run, under the tool or not.
 Cases were chosen for how common the bug is (regression targets in their raw units, a learning rate too high for unscaled
 inputs, a tanh output under a log loss, a weight decay of 0.5, dropout left on in validation, BatchNorm at a batch of one, a
-learning rate too high for a classifier that first learns, evaluation mode left on after a validation inside the epoch,
-test pixels left unnormalised), never for whether the tool catches it. Some leave every per-layer statistic of training
-healthy (dropout at validation, BatchNorm statistics at a batch of one, unnormalised test pixels, training in evaluation
-mode): their docstrings say so. `wd_too_high` and `eval_mode_in_training` are kinds no check raises (assumed)."""
+learning rate too high for a classifier that first learns, evaluation mode left on after a validation inside the epoch),
+never for whether the tool catches it. Some leave every per-layer statistic of training healthy (dropout at validation,
+BatchNorm statistics at a batch of one, training in evaluation mode): their docstrings say so. `wd_too_high` and
+`eval_mode_in_training` are kinds no check raises (assumed). A tenth case (mlpack/examples#213, test pixels left raw) was
+dropped: its port could not reproduce the reported chance-level test accuracy."""
 from fastai.metrics import accuracy
 from bugzoo import *
 from bugs_data import _digit_images, _blobs
@@ -30,7 +31,8 @@ def house_prices_in_dollars(fixed):
     near $250,000, a small ReLU network with one linear output; without setting the output bias to the mean 'after 2,000
     epochs, the network was still working the outputs slowly up from zero towards the mean 250,000 value, and the training
     errors were still stupidly high. I was using ADAM'; the answers: scale the target (and unscale the predictions). Eight
-    standardised synthetic features here, Adam at 1e-3 (Keras's default), MSE; the twin standardises the price"""
+    standardised synthetic features here, Adam at 1e-3 (Keras's default), MSE; the twin standardises the price. Measured:
+    the loss stays at 6.2-6.4e10 for 4 epochs (outputs near 210 dollars); the twin's falls to 0.02"""
     x, y = _houses()
     return Learner(tensor_dls(x, (y - y.mean()) / y.std() if fixed else y, bs=32),
                    nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1)),
@@ -51,7 +53,8 @@ def line_fit_lr_too_high_for_x(fixed):
     16]`, `hypo = x_data * one + two`, the mean squared error, `GradientDescentOptimizer(0.01)`: the weights print
     -1.06e12, -5.4e22, -2.7e33, then `nan`; 'if i choose learning rate as 0.001 then i am getting correct output'. With
     x up to 40 the squared error's curvature is about 2·E[x²] ≈ 1,000, so a step of 0.01 overshoots ten-fold. 400 points of
-    x uniform in [5, 40] (y = 0.4 x), batches of 8 (the report: 8 points, full batch); the twin steps at 0.001"""
+    x uniform in [5, 40] (y = 0.4 x), batches of 8 (the report: 8 points, full batch); the twin steps at 0.001. Measured:
+    the loss passes 1e26 and is NaN from the 19th batch; the twin's falls"""
     g = _gen(0)
     x = 5 + 35 * torch.rand(400, 1, generator=g)
     return Learner(tensor_dls(x, 0.4 * x, bs=8), _Line(), loss_func=nn.MSELoss(),
@@ -80,7 +83,8 @@ def tanh_output_under_log_loss(fixed):
     error function has log ... if one of the output values is a negative number, an invalid operation ... occurs'; the
     answer: a single logistic unit for binary classification ('tanh is just the logistic scaled and translated ... just
     replace a_output with 0.5*(a_output + 1)'). A tanh network on scikit-learn's breast-cancer data (standardised), the
-    loss coded as in the question, SGD at 0.05; the twin's output unit is the logistic"""
+    loss coded as in the question, SGD at 0.05; the twin's output unit is the logistic. Measured: the loss is NaN from the
+    first batch; the twin's falls from 0.73 to 0.25"""
     from sklearn.datasets import load_breast_cancer
     d = load_breast_cancer()
     x = torch.tensor(d.data, dtype=torch.float32)
@@ -108,7 +112,8 @@ def weight_decay_half_same_output(fixed):
     every image; a user's fix, confirmed in the thread: 'I change the weight_decay to a small number (0.0005), then it is
     normal. I think the if the weight_decay is large (like 0.5), all the weight will eventually becomes zero'. A small CNN
     regressing the centre of a bright square, MSE, SGD at 0.01 with momentum 0.9 (Caffe's usual solver) and `weight_decay`
-    0.5; the twin's is 0.0005. `wd_too_high` is assumed (no check raises it)"""
+    0.5; the twin's is 0.0005. Measured: by the end every image gets the same output (the validation loss 0.071, the
+    variance of the centres; the twin's 0.005). `wd_too_high` is assumed (no check raises it)"""
     x, t = _boxes()
     model = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
                           nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 16, 64), nn.ReLU(), nn.Linear(64, 2))
@@ -227,7 +232,8 @@ def batchnorm_batch_of_one(fixed):
     normalised by its own statistics in training, while evaluation uses running averages over images that differ; the
     repository's configurations use GroupNorm, which the twin uses. A small fully convolutional segmenter of noisy
     rectangles whose images each have their own gain and offset, cross-entropy, Adam at 1e-3, batches of 1. The training
-    losses look healthy; only the evaluation differs. Every BatchNorm is at fault (no single layer: `layer` is left unset)"""
+    losses look healthy (0.27 to 0.008); the validation loss climbs from 1.7 to 3.8 at a pixel accuracy of 0.48 (the twin:
+    0.018 and 0.994). Every BatchNorm is at fault (no single layer: `layer` is left unset)"""
     x, m = _scans()
     norm = (lambda c: nn.GroupNorm(4, c)) if fixed else nn.BatchNorm2d
     return Learner(tensor_dls(x, m, bs=1), _NormSegmenter(norm), loss_func=nn.CrossEntropyLoss(), metrics=_pixel_accuracy,
@@ -267,32 +273,12 @@ def validation_leaves_eval_mode(fixed):
     model.train_start() until next epoch, that may cause the dropout and batch_norm layers will only activate in the first
     val_step steps for each epoch'; the maintainer: 'I'm observing non-negligible changes in the results' (the fix adds the
     `train_start` after validation, behind a flag). An MLP with BatchNorm and dropout 0.5 on the digits, Adam at 1e-3; a
-    callback validates every 10 batches in evaluation mode and (the twin) restores training mode. `eval_mode_in_training`
-    is assumed (no check raises it); the layers' statistics look like those of a healthy network in evaluation mode"""
+    callback validates every 10 batches in evaluation mode and (the twin) restores training mode: 150 of the 176 training
+    batches run in evaluation mode (training loss 0.07 against the twin's 0.19, dropout off). `eval_mode_in_training` is
+    assumed (no check raises it); the layers' statistics look like those of a healthy network in evaluation mode"""
     x, y = digits_raw()
     x = x / 16
     learn = Learner(tensor_dls(x, y, bs=32), _DropBNNet(), loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
                     opt_func=torch_opt(torch.optim.Adam))
     learn.add_cb(_ValidateEvery(x[:64], every=10, restore=fixed))
     return learn
-
-@case("https://github.com/mlpack/examples/pull/213",
-      "the MNIST example normalises its training pixels but feeds the test pixels raw: test accuracy 9%, training looks fine",
-      {'valid_input_shift', 'valid_at_chance'}, epochs=3, lr=1e-3)
-def test_pixels_not_normalised(fixed):
-    """'the test accuracy on mnist_batch_norm and mnist_simple was atrocious (9%!) even though the training and validation
-    accuracies seemed fine ... for mnist_simple we weren't normalizing the test data. Easy fix, and now the test accuracies
-    ... are what is expected (95%+)' (merged). The example's MLP (two hidden layers of 200 and 100 ReLU units, ten outputs)
-    on the digits; the training pixels are standardised, the validation pixels are left at 0..16 (the twin standardises
-    both with the training statistics); cross-entropy, Adam at 1e-3. Training is untouched: no statistic of training sees it"""
-    x, y = digits_raw()
-    idx = torch.randperm(len(x), generator=_gen(0))
-    tr, va = idx[360:], idx[:360]
-    mu, sd = x[tr].mean(), x[tr].std()
-    xv = (x[va] - mu) / sd if fixed else x[va]
-    def items(xs, ys): return list(zip(xs, ys))
-    train = DataLoader(items((x[tr] - mu) / sd, y[tr]), bs=32, shuffle=True, drop_last=True)
-    train.rng = random.Random(0)
-    dls = DataLoaders(train, DataLoader(items(xv, y[va]), bs=32))
-    model = nn.Sequential(nn.Linear(64, 200), nn.ReLU(), nn.Linear(200, 100), nn.ReLU(), nn.Linear(100, 10))
-    return Learner(dls, model, loss_func=nn.CrossEntropyLoss(), metrics=accuracy, opt_func=torch_opt(torch.optim.Adam))
