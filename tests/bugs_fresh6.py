@@ -2,8 +2,9 @@
 Stack Overflow), with GitHub issues where no forum thread of the same bug could be found. See `bugzoo.py`. Each case cites
 its thread; its truth (`kinds`, `layer`) was written and committed before the case was ever run, under the tool or not.
 Cases were chosen for how common the bug is (regression targets in their raw units, a learning rate too high for unscaled
-inputs, a tanh output under a log loss, a weight decay of 0.5, dropout left on in validation, BatchNorm at a batch of one, a
-learning rate too high for a classifier that first learns, evaluation mode left on after a validation inside the epoch),
+inputs (twice), a tanh output under a log loss, a weight decay of 0.5, dropout left on in validation, BatchNorm at a batch
+of one, a learning rate too high for a classifier that first learns, evaluation mode left on after a validation inside the
+epoch),
 never for whether the tool catches it. Some leave every per-layer statistic of training healthy (dropout at validation,
 BatchNorm statistics at a batch of one, training in evaluation mode): their docstrings say so. `wd_too_high` and
 `eval_mode_in_training` are kinds no check raises (assumed). A tenth case (mlpack/examples#213, test pixels left raw) was
@@ -60,6 +61,30 @@ def line_fit_lr_too_high_for_x(fixed):
     return Learner(tensor_dls(x, 0.4 * x, bs=8), _Line(), loss_func=nn.MSELoss(),
                    opt_func=torch_opt(torch.optim.SGD), lr=0.001 if fixed else 0.01)
 
+
+class _Slope(nn.Module):
+    "`forward(X, W) = W * X`: one weight, started at 0, no bias"
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(1))
+    def forward(self, x): return self.w * x
+
+@case("https://datascience.stackexchange.com/questions/117008",
+      "y = 2x is fitted by gradient descent at 0.01 where a few x are 100 or 200 among values 1..5: the slope never converges",
+      {'lr_too_high', 'loss_diverging', 'input_scale'}, epochs=3)
+def slope_fit_uneven_large_x(fixed):
+    """'Normalising data for simple linear regression': `X = [1,2,3,4,5,100,200]`, `Y = 2X`, a weight started at 0, the mean
+    squared error's gradient, `lr = 0.01`: 'it never converges and gives a W ... too different from the actual value of 2 ...
+    the solution does not work for large values of X ... or unevenly spaced X'; the answer: 'Gradient descent works
+    perfectly fine when your features have large values, but you might have to use a smaller learning rate ... simply
+    decreasing the learning rate to 0.00001 allows the model to converge ... Generally input features are normalized', and
+    the asker: 'the trick is to standardise data'. Both the step and the inputs' scale are named, so the truth holds both.
+    700 points, most x in 1..5 and one in seven 100 or 200, batches of 7 (the report's full batch); the twin steps at 1e-5"""
+    g = _gen(0)
+    x = torch.where(torch.rand(700, 1, generator=g) < 1 / 7, 100. * torch.randint(1, 3, (700, 1), generator=g),
+                    torch.randint(1, 6, (700, 1), generator=g).float())
+    return Learner(tensor_dls(x, 2 * x, bs=7), _Slope(), loss_func=nn.MSELoss(), opt_func=torch_opt(torch.optim.SGD),
+                   lr=1e-5 if fixed else 0.01)
 
 # ---- the output and the loss ----
 class _TanhNet(nn.Module):
