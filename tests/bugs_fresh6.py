@@ -87,6 +87,7 @@ def slope_fit_uneven_large_x(fixed):
     return Learner(tensor_dls(x, 2 * x, bs=7), _Slope(), loss_func=nn.MSELoss(), opt_func=torch_opt(torch.optim.SGD),
                    lr=1e-5 if fixed else 0.01)
 
+
 # ---- the output and the loss ----
 class _TanhNet(nn.Module):
     "A one-hidden-layer classifier whose output unit goes through `out_act` (tanh in the report, the logistic in the answer)"
