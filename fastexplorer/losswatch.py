@@ -341,6 +341,8 @@ def loss_alerts(
     v = [x for x in losses if math.isfinite(x)]
 
     judged = judged_kinds(v, wait)
+    if not judged and losses and not math.isfinite(losses[-1]) and len(v) >= RISE_STEPS:
+        judged = set(LOSS_KINDS[:2])   # the losses ended in NaN or Inf: no more evidence comes, the rise is judged now
     if judged and (c := loss_course(v, min_steps=RISE_STEPS)) is not None:
         r,stall = update_ratio(stats),'loss_stalled' in judged
         a = _course_alert(v, c, chance, r, group_ratios(stats, groups), stall)

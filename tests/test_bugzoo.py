@@ -43,9 +43,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'unet_masks_of_255_under_bce': "no alert: targets of 0 and 255 under a BCE of the user's own (the sigmoid inside "
                                    "the loss) are not judged against the loss's range",
     # bugs_fresh6 (dev half, run once to report, not studied)
-    'line_fit_lr_too_high_for_x': "the first alert is `input_scale` (x from 5 to 40), then `nonfinite_loss` blaming the loss "
-                                  "function and `nonfinite` at `one`; no `lr_too_high` or `loss_diverging` for weights that "
-                                  "grow to 1e26 before the NaN",
     'batchnorm_batch_of_one': "the alert is `valid_at_chance`, whose hint does name the three BatchNorms and tiny batches as "
                               "one cause among labels and memorising; no `eval_stats_stale`",
     'validation_leaves_eval_mode': "`eval_mode_in_training` (assumed; no check raises it): no alert for 150 of 176 training "
