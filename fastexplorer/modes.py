@@ -177,6 +177,20 @@ def train_mode_alert(model:nn.Module, epoch:int, step:int)->dict|None:
             'hint': "call `model.eval()` before validating: fastai's `TrainEvalCallback` does in `before_validate`, "
                     "so a callback or a loop of yours puts the model back with `model.train()`"}
 
+# %% ../nbs/03ie_modes.ipynb #965a5fee
+def _batches_of_one(shapes:dict, model:nn.Module)->list:
+    "`eval_stats_stale` for BatchNorms (input `shapes`) that train on batches of 1 sample each"
+    per = {p: math.prod(s[2:]) for p,s in shapes.items() if len(s) >= 3}
+    if not per: return []   # one value per channel: PyTorch stops the fit at its first batch, and says why
+    p = min(per, key=per.get)
+    return [verdict('eval_stats_stale', 'warning', f"the training DataLoader's batches hold 1 sample each: in "
+                    f"training {module_label(model, p)} normalises each sample by its own {per[p]} values per "
+                    "channel, while validation normalises with its running statistics, averages of those per-sample "
+                    "ones, which miss how much the samples differ from each other: validation computes otherwise",
+                    "train on batches of several samples (8 or more), keep the BatchNorms' statistics fixed (fastai's "
+                    "`BnFreeze`, on a pretrained body), or use a norm that ignores the batch (`nn.GroupNorm`)",
+                    layer=p, layers=list(per))]
+
 # %% ../nbs/03ie_modes.ipynb #1b36961a
 def loader_sizes(dl)->tuple:
     "`(n, bs, drop_last)` of a DataLoader, fastai's or PyTorch's: samples, batch size, whether it drops the rest"
@@ -190,8 +204,9 @@ _FIX = ("drop the last, partial batch: `drop_last=True` on the training DataLoad
         "batch size that does not leave one sample over")
 
 def check_last_batch(dl, shapes:dict, model:nn.Module)->list:
-    "Verdict on the training loader `dl`'s last batch if it holds 1 sample, for `model`'s BatchNorms' input `shapes`"
+    "Verdict on the training loader `dl`'s batches of 1 sample (its last, or all), for `model`'s BatchNorms' `shapes`"
     n,bs,drop = loader_sizes(dl)
+    if shapes and bs == 1: return _batches_of_one(shapes, model)
     if not (shapes and is_int(n) and is_int(bs) and bs > 1 and drop is False and n % bs == 1): return []
     per = {p: math.prod(s[2:]) for p,s in shapes.items() if len(s) >= 2}
     if not per: return []

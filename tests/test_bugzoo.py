@@ -43,8 +43,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'unet_masks_of_255_under_bce': "no alert: targets of 0 and 255 under a BCE of the user's own (the sigmoid inside "
                                    "the loss) are not judged against the loss's range",
     # bugs_fresh6 (dev half, run once to report, not studied)
-    'batchnorm_batch_of_one': "the alert is `valid_at_chance`, whose hint does name the three BatchNorms and tiny batches as "
-                              "one cause among labels and memorising; no `eval_stats_stale`",
     'validation_leaves_eval_mode': "`eval_mode_in_training` (assumed; no check raises it): no alert for 150 of 176 training "
                                    "batches run in evaluation mode",
 }
