@@ -122,8 +122,8 @@ def _hook(st:ActStats, i:int, m, inp, out): st.add(i, m, out, inp)
 @patch
 def after_pred(self:ExplorerCallback):
     "Remove the hooks and gather the batch's activation rows; trace a first non-finite activation; watch the output"
-    if self.active and not (self.training or self.learn.iter):   # the first validation batch: is the model in eval?
-        self.findings.train_mode(unwrap_model(self.learn.model), self.n_epochs + 1, self.n_steps)
+    if self.active and (self.training or not self.learn.iter):   # training, and the first validation batch: which mode?
+        self.findings.check_mode(unwrap_model(self.learn.model), self.training, self.n_epochs + 1, self.n_steps)
     if not self.sampled: return
     self.hooks.remove(self)
     st,w = self.act if self.training else self.valid_act,self.step

@@ -19,14 +19,15 @@ from .losswatch import loss_alerts, settle, explain, eval_layers, judged_kinds, 
 from .pipeline import LearnerPass
 from .formats import life_key
 from .updates import WeightCourse, frozen_alerts, wd_alert
-from .modes import train_mode_alert, crash_alert
+from .modes import train_mode_alert, eval_mode_alert, crash_alert
 
 
 # %% auto #0
 __all__ = ['LASTING', 'rejudged', 'track', 'Findings']
 
 # %% ../nbs/03ia_findings.ipynb #61568737
-LASTING = ('nonfinite_loss', 'grads_not_zeroed', 'train_mode_in_eval', 'last_batch_one')   # events: once seen, they stand
+# events: once seen, they stand
+LASTING = ('nonfinite_loss', 'grads_not_zeroed', 'train_mode_in_eval', 'eval_mode_in_training', 'last_batch_one')
 
 def rejudged(a:dict, judged:set)->bool:
     "Whether a completed epoch judges finding `a` again: its statistics' kinds, and the loss's kinds `judged` now"
@@ -171,6 +172,18 @@ def trace(self:Findings, learn, rng:tuple, step:int, epoch:int, backward:bool=Fa
 def train_mode(self:Findings, model, epoch:int, step:int):
     "In validation: the layers of `model` that compute otherwise in evaluation but are in training mode, an alert"
     if (a := train_mode_alert(model, epoch, step)) is not None: self.add(('train_mode_in_eval',), a)
+
+@patch
+def eval_mode(self:Findings, model, epoch:int, step:int):
+    "In training: the layers of `model` that compute otherwise in training but are in evaluation mode, an alert"
+    if self.live is None or ('eval_mode_in_training',) in self.live.seen: return   # said this epoch already
+    if (a := eval_mode_alert(model, epoch, step)) is not None: self.add(('eval_mode_in_training',), a)
+
+@patch
+def check_mode(self:Findings, model, training:bool, epoch:int, step:int):
+    "The model's mode against the loop's: at a training batch (`training`), or at the first validation batch"
+    if not training: self.train_mode(model, epoch, step)
+    elif not model.training: self.eval_mode(model, epoch, step)
 
 @patch
 def crashed(self:Findings, e:BaseException, learn, epoch:int, step:int):

@@ -20,8 +20,9 @@ from .contract import verdict, module_label
 from .losswatch import EVAL_MODE
 
 # %% auto #0
-__all__ = ['differ', 'Repeat', 'RandomOps', 'eval_verdict', 'check_eval_repeat', 'train_mode_alert', 'loader_sizes',
-           'check_last_batch', 'batch_of_one', 'crash_alert', 'check_running_stats', 'shuffles', 'check_order']
+__all__ = ['differ', 'Repeat', 'RandomOps', 'eval_verdict', 'check_eval_repeat', 'train_mode_alert', 'eval_mode_alert',
+           'loader_sizes', 'check_last_batch', 'batch_of_one', 'crash_alert', 'check_running_stats', 'shuffles',
+           'check_order']
 
 # %% ../nbs/03ie_modes.ipynb #5a271755
 def _tensors(o)->list:
@@ -176,6 +177,22 @@ def train_mode_alert(model:nn.Module, epoch:int, step:int)->dict|None:
                        "scores measure the model with batch statistics and dropout on",
             'hint': "call `model.eval()` before validating: fastai's `TrainEvalCallback` does in `before_validate`, "
                     "so a callback or a loop of yours puts the model back with `model.train()`"}
+
+# %% ../nbs/03ie_modes.ipynb #34a141ec
+def eval_mode_alert(model:nn.Module, epoch:int, step:int)->dict|None:
+    "The `eval_mode_in_training` alert if `model` trains in evaluation mode with layers that compute otherwise in training"
+    if model.training: return None
+    on = [(p, type(m).__name__) for p,m in model.named_modules() if not m.training and getattr(m, 'p', 1) != 0
+          and any(k in type(m).__name__ for k in EVAL_MODE)]
+    if not on: return None
+    shown = ', '.join(f"`{p}` ({c})" for p,c in on[:3]) + (', …' if len(on) > 3 else '')
+    return {'kind': 'eval_mode_in_training', 'layer': on[0][0], 'severity': 'warning', 'step': step, 'epoch': epoch,
+            'message': f"at step {step}, a training batch ran with the model in evaluation mode: its {len(on)} "
+                       f"layer{'s' if len(on) > 1 else ''} that compute otherwise in training ({shown}) trained "
+                       "without dropout, or normalised with running statistics that no longer move",
+            'hint': "something calls `model.eval()` during the epoch and not `model.train()` after it, such as a "
+                    "validation loop of yours in a callback: fastai's `TrainEvalCallback` calls `model.train()` at "
+                    "each epoch's start only"}
 
 # %% ../nbs/03ie_modes.ipynb #965a5fee
 def _batches_of_one(shapes:dict, model:nn.Module)->list:

@@ -6,6 +6,7 @@ from fastai.callback.core import Callback
 from fastai.data.core import DataLoaders
 from fastai.data.load import DataLoader
 from fastai.learner import Learner
+import fastai.callback.progress   # noqa: F401  (`Learner.no_bar`, when this file runs alone)
 from fastexplorer.all import *
 from fastexplorer.preflight import *   # `Learner.preflight`
 from fastexplorer.export import load_run
@@ -103,6 +104,27 @@ def test_validation_in_training_mode_is_named(buggy, tmp_path):
     with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-2, cbs=ExplorerCallback(tmp_path/'r', preflight=False))
     found = [a for a in _active(tmp_path/'r') if a[0] == 'train_mode_in_eval']
     assert found == ([('train_mode_in_eval', '1', 'warning')] if buggy else []), found
+
+class _ValidateMidEpoch(Callback):
+    "A validation loop run from inside the epoch, every 5 batches, that puts the model in evaluation mode (and back, if fixed)"
+    def __init__(self, x, restore:bool): self.x,self.restore = x,restore
+    def after_batch(self):
+        if not self.training or self.iter % 5: return
+        self.learn.model.eval()
+        with torch.no_grad(): self.learn.model(self.x)
+        if self.restore: self.learn.model.train()
+
+@pytest.mark.parametrize('buggy', [True, False])
+def test_training_in_evaluation_mode_is_named(buggy, tmp_path):
+    "vsepp's validation inside the epoch never calls `model.train()` after it (github.com/fartashf/vsepp/issues/4)"
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, 10))
+    x,_ = _digits()
+    learn = Learner(_dls(1400, drop_last=True), model, loss_func=nn.CrossEntropyLoss(),
+                    cbs=_ValidateMidEpoch(x[:16], restore=not buggy))
+    with learn.no_bar(), learn.no_logging(): learn.fit(2, 1e-2, cbs=ExplorerCallback(tmp_path/'r', preflight=False))
+    found = [a for a in _active(tmp_path/'r') if a[0] == 'eval_mode_in_training']
+    assert found == ([('eval_mode_in_training', '1', 'warning')] * 2 if buggy else []), found   # said in each epoch
 
 def _bn_head():
     return nn.Sequential(nn.Linear(64, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 10))

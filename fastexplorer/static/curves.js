@@ -82,6 +82,7 @@ const ALERT_HELP = {
   output_classes: 'model outputs that no training target reaches',
   wd_too_high: 'weight decay that shrinks the weights towards zero',
   train_mode_in_eval: 'layers in training mode while the model is validated',
+  eval_mode_in_training: 'a model trained in evaluation mode',
   last_batch_one: 'a training batch of one sample, which a BatchNorm cannot normalise',
   eval_nondeterministic: 'a model whose output in evaluation changes from one forward to the next',
 };
