@@ -200,18 +200,6 @@ HINTS = {   # why an alert usually happens, and what to try
 SEVERITY = {'nonfinite': 'error', 'nonfinite_loss': 'error', 'loss_diverging': 'error', 'lr_too_high': 'error',
             'replica_drift': 'error', 'grads_not_zeroed': 'error'}
 
-# %% ../nbs/03h_alerts.ipynb #c8be6821
-HINTS.update({   # findings on the training targets (`LossWatch.facts`)
-    'labels_one_class': "the labels were lost on the way: a label function or column that gives one value "
-                        "(`dls.vocab` lists the classes found), or targets overwritten; look at the targets of "
-                        "`dls.train.one_batch()`",
-    'output_classes': "count the classes the labels hold (`dls.vocab`, or the training targets' distinct values) "
-                      "against the model's outputs: set the head's size to that count, or, if the labels should reach "
-                      "its last output, look at how they are parsed",
-    'multi_hot_softmax': "several labels per sample need a sigmoid per class, not a softmax over them: "
-                         "`BCEWithLogitsLossFlat` (fastai's `MultiCategoryBlock` chooses it) and `accuracy_multi`",
-})
-
 # %% ../nbs/03h_alerts.ipynb #bd0a868b
 def group_alerts(alerts:list)->list:
     "One alert per kind and statistic, naming the first of its layers (in execution order) and listing all in `layers`"

@@ -337,8 +337,8 @@ def loss_alerts(
 )->list:
     "Alerts on the run's training `losses` so far, the `chance` level, an epoch's `stats`, its `valid_loss` and `facts`"
     facts = facts or {}
-    res = [a for a in (_nan_loss_alert(losses, stats), *target_alerts(facts)) if a is not None]
     v = [x for x in losses if math.isfinite(x)]
+    res = [a for a in (_nan_loss_alert(losses, stats), *target_alerts(facts, v)) if a is not None]
 
     judged = judged_kinds(v, wait)
     if not judged and losses and not math.isfinite(losses[-1]) and len(v) >= RISE_STEPS:

@@ -6,6 +6,8 @@ Docs: https://fastexplorer.github.io/fastexplorer/targets.html.md"""
 
 # %% ../nbs/03hc_targets.ipynb #ad9fa58c
 from __future__ import annotations
+import statistics
+from .alerts import HINTS
 
 # %% auto #0
 __all__ = ['target_alerts']
@@ -24,10 +26,21 @@ def _unused_outputs(c:list)->dict|None:
                         f"the model's {outs} ({m} of its {len(c)}) never get a target. The head has more outputs than "
                         "the labels have classes, or the labels are read wrong and some classes folded into others")
 
+# %% ../nbs/03hc_targets.ipynb #a0b8e818
+def _unbounded_loss(v:list)->dict|None:
+    "`target_range` if the finite training losses `v` fell far below zero: below -10 and -10 times the first one's size"
+    if len(v) < 6: return None
+    first,last = v[0],statistics.median(v[-3:])   # the first batch's: the loss before any step
+    if not (last < -10 and last < -10 * abs(first)): return None
+    return dict(kind='target_range', value=last,
+                message=f"the training loss fell to {last:.4g} (median of the last 3 batches) from {first:.4g} at the first: a loss "
+                        "that is lowest at the right answer does not fall below zero without end, so its targets lie "
+                        "outside the range it expects (a binary cross-entropy's beyond [0, 1]), or it has no minimum")
+
 # %% ../nbs/03hc_targets.ipynb #5613bb99
-def target_alerts(facts:dict)->list:
-    "Alerts on the training targets counted so far (`LossWatch.facts`): one class, outputs never a target, multi-hot"
-    res,c,m = [],facts.get('counts'),facts.get('multi')
+def target_alerts(facts:dict, losses:list=())->list:
+    "Alerts on the training targets counted so far (`LossWatch.facts`), and the finite `losses` they gave"
+    res,c,m = [a for a in [_unbounded_loss(losses)] if a is not None],facts.get('counts'),facts.get('multi')
     # enough targets that a class of 1% (of 0.1% for two, as imbalanced binary tasks have) would have shown
     if c and len(c) > 1 and sum(c) >= (3000 if len(c) == 2 else 300) and sum(x > 0 for x in c) == 1:
         k = next(i for i,x in enumerate(c) if x)
@@ -41,3 +54,17 @@ def target_alerts(facts:dict)->list:
                                 "once, under a softmax cross-entropy: its probabilities sum to 1, so it cannot fit "
                                 "targets that sum to 2 or more"))
     return res
+
+# %% ../nbs/03hc_targets.ipynb #c8be6821
+HINTS.update({   # findings on the training targets (`LossWatch.facts`)
+    'labels_one_class': "the labels were lost on the way: a label function or column that gives one value "
+                        "(`dls.vocab` lists the classes found), or targets overwritten; look at the targets of "
+                        "`dls.train.one_batch()`",
+    'output_classes': "count the classes the labels hold (`dls.vocab`, or the training targets' distinct values) "
+                      "against the model's outputs: set the head's size to that count, or, if the labels should reach "
+                      "its last output, look at how they are parsed",
+    'target_range': "look at the targets' range against what the loss expects (`dls.one_batch()[1].min()`, `.max()`): "
+                    "masks of 0 and 255 divided by 255, or classes coded (fastai's `MaskBlock` does)",
+    'multi_hot_softmax': "several labels per sample need a sigmoid per class, not a softmax over them: "
+                         "`BCEWithLogitsLossFlat` (fastai's `MultiCategoryBlock` chooses it) and `accuracy_multi`",
+})

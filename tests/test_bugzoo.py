@@ -40,8 +40,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'plateau_scheduler_wrong_mode': "no alert: no `lr_too_low`",
     'lstm_categorical_ce_on_one_unit': "the alert is `gradient_flow` at `act`, not `output_classes` or `output_activation`",
     # bugs_fresh5 (dev half, run once to report, not studied)
-    'unet_masks_of_255_under_bce': "no alert: targets of 0 and 255 under a BCE of the user's own (the sigmoid inside "
-                                   "the loss) are not judged against the loss's range",
     # bugs_fresh6 (dev half, run once to report, not studied)
 }
 ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench

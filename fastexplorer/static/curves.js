@@ -80,6 +80,7 @@ const ALERT_HELP = {
   replica_drift: 'DDP replicas whose weights differ', labels_one_class: 'training labels that are all one class',
   multi_hot_softmax: 'several labels per sample under a softmax cross-entropy',
   output_classes: 'model outputs that no training target reaches',
+  target_range: 'targets outside the range the loss expects',
   wd_too_high: 'weight decay that shrinks the weights towards zero',
   train_mode_in_eval: 'layers in training mode while the model is validated',
   eval_mode_in_training: 'a model trained in evaluation mode',
