@@ -10,8 +10,6 @@ from bugzoo import cases, run_case, judge, trains, loss_ratio
 
 CASES = cases()
 MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint names none), and why
-    'sigmoid_unit_for_ten_classes': "class indices 0..9 go straight into a loss of the user's own (Keras's binary cross-entropy) on one "
-                                    "sigmoid unit; a loss of one's own may map indices to what it wants (`y > 4`), so their range is not judged",
     'regression_output_squeezed': "`target_shape` (assumed): no check compares a regression's shapes after fastai's flat loss",
     'reshape_not_permute': "`input_layout` (assumed): a reshape of the image axes leaves every statistic healthy",
     'pick_labels_one_sample_early': "`labels_misaligned` (assumed): labels shifted by one sample; no statistic sees it",
@@ -39,8 +37,12 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'point_cloud_normalised_to_nan': "the NaN is named at the output (`nonfinite`), not in the inputs (`nonfinite_input`)",
     'plateau_scheduler_wrong_mode': "no alert: no `lr_too_low`",
     'lstm_categorical_ce_on_one_unit': "the alert is `gradient_flow` at `act`, not `output_classes` or `output_activation`",
-    # bugs_fresh5 (dev half, run once to report, not studied)
-    # bugs_fresh6 (dev half, run once to report, not studied)
+    # bugs_fresh5 and bugs_fresh6, held-out half: measured once, at this stop's code, not studied
+    'attention_dropout_left_on_in_eval': "`eval_nondeterministic` at `afm` (the AFM's `F.dropout` runs in eval): not raised; "
+                                         "the alerts are `gradient_flow` at `afm.projection` and `loss_stalled`",
+    'tanh_output_under_log_loss': "the first alert is `nonfinite_loss`, which names no layer (the truth: `out_act`, a Tanh "
+                                  "under a log loss)",
+    'rnn_classifier_loss_climbs': "the alert is `loss_stalled`, not `lr_too_high` or `loss_diverging`",
 }
 ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench
     'linear_regression_lr_nan': "true of the twin: the accepted fix lowers the learning rate to 1e-5 and leaves x from 0 to 199 "
@@ -63,6 +65,11 @@ ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, a
     # bugs_fresh6 (dev half, run once to report)
     'line_fit_lr_too_high_for_x': "true of the twin: the accepted fix lowers the learning rate to 0.001 and leaves x from 5 "
                                   "to 40 unscaled: `input_scale` says so",
+    # bugs_fresh5 and bugs_fresh6, held-out half: measured once, at this stop's code, not studied
+    'property_targets_unscaled': "measured once: the twin raises `target_scale` too",
+    'attention_dropout_left_on_in_eval': "measured once: the twin raises `gradient_flow` at `afm.projection` and `loss_stalled` "
+                                         "(its loss falls only from 1.15 to 0.99)",
+    'slope_fit_uneven_large_x': "measured once: the twin raises `input_scale` (its truth names the inputs' scale as a cause)",
 }
 UNSTEADY = {  # runs whose outcome differs with the thread count: a non-strict xfail, reported by the bench as it falls
 }
@@ -93,8 +100,8 @@ def test_the_fixed_twin_or_healthy_run_trains_and_raises_nothing(name, tmp_path)
     assert trains(run.losses), f"it does not learn: its last losses are {loss_ratio(run.losses):.2f} of its first"
     assert list(zip(al.kind, al.layer, al.message)) == []   # a slow start's stall, if raised, is resolved: not active
 
-@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 39 of 62 "
-                                       "bugs, and the first alert names it in 36 (bench/diagnosis.py, seed 0)")
+@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 54 of 78 "
+                                       "bugs, and the first alert names it in 51 (bench/diagnosis.py, seed 0)")
 def test_the_zoo_meets_its_targets():
     """At least 24 reported bugs and 30 healthy set-ups; on the held-out half, alerts name the cause of 90% of the bugs, the
     first alert names it in 80%, and at most 1 fixed twin in 16 raises a warning"""
