@@ -162,6 +162,15 @@ def alerts(self:Run)->pd.DataFrame:
         d['layer'] = d.layer.where(~whole, np.where(d.kind.isin(LAYER_KINDS), root_label(paths), None))
     return d
 
+# %% ../nbs/02b_run.ipynb #3103def6
+@patch(as_prop=True)
+def findings(self:Run)->pd.DataFrame:
+    "`alerts`, a row a finding: its last record (its `state` now), in the order raised, and how many `records` it has"
+    d,life = self.alerts,['kind', 'layer', 'stat', 'raised_step']   # one life of one finding
+    n = d.groupby(life, dropna=False, sort=False).kind.transform('size')
+    last = d.assign(records=n)[~d.duplicated(life, keep='last')]
+    return last.sort_values('raised_step', kind='stable').reset_index(drop=True)
+
 # %% ../nbs/02b_run.ipynb #cb1cd237
 @patch
 def stats(self:Run, layer:str, kind:str='act')->list:
