@@ -37,7 +37,8 @@ def relu_mlp_pixels_unscaled(fixed):
     increase the number of nodes in the hidden layers I often get a network that doesn't learn at all'; the asker's edit:
     'I figured out it has something to do with me not normalizing the input to values between 0 and 1'; the answer (the
     Neural Network FAQ): rescale the inputs. The digits' pixels at 0..240, the same network at 64 inputs, Keras's
-    initialisation and clipped cross-entropy, Adam at 1e-3 (Keras's default), batches of 32; the twin divides by 255"""
+    initialisation and clipped cross-entropy, Adam at 1e-3 (Keras's default), batches of 32; the twin divides by 255. Measured: validation
+    accuracy 0.34 to 0.47 over 5 epochs at a validation loss of 8.5 (the twin: 0.96 and 0.16)"""
     x, y = _byte_pixels()
     return Learner(tensor_dls(x / 255 if fixed else x, y, bs=32), _ReluMLP(), loss_func=keras_ce, metrics=accuracy,
                    opt_func=torch_opt(torch.optim.Adam, eps=1e-7), lr=1e-3)
@@ -57,13 +58,14 @@ def _per_class_ce(p, y):
 
 @case("https://forums.fast.ai/t/cross-entropy-error-log-1-1-inf/1441",
       "a softmax classifier on raw pixels outputs probabilities of exactly 1 and 0: the cross-entropy's log(1 - 1) is infinite",
-      {'input_scale', 'nonfinite_loss'}, epochs=3, lr=0.1)
+      {'input_scale', 'nonfinite_loss'}, epochs=4, lr=1.0)
 def softmax_on_raw_pixels_log_inf(fixed):
     """'Cross entropy error: -log(1-1): INF': 'My network is outputting a very confident guess of 1.0 when the target is 0.
     This leads to a numerical problem. This happens 40% of the time'; MNIST's flattened pixels, no hidden layer, weights
     `randn / sqrt(784)`, a softmax, a cross-entropy summing `-log(output)` and `-log(1 - output)` per class; the logits
     printed run from -70 to 142. The poster's edit: 'Normalizing the input solved my problem.' The digits' pixels at
-    0..240, the same network and loss, SGD at 0.1; the twin divides the pixels by 255"""
+    0..240, the same network and loss, SGD at 1.0; the twin divides the pixels by 255. Measured: the loss is
+    NaN from the first batch (a probability of exactly 0 or 1 under the log); the twin's falls from 0.31 to 0.12"""
     x, y = _byte_pixels()
     return Learner(tensor_dls(x / 255 if fixed else x, y, bs=32), _SoftmaxRegression(), loss_func=_per_class_ce,
                    metrics=accuracy, opt_func=torch_opt(torch.optim.SGD))
@@ -82,7 +84,7 @@ class _OneReluUnit(nn.Module):
 
 @case("https://stats.stackexchange.com/questions/450100",
       "a hidden ReLU unit whose weights all start negative meets features that are all positive: it is dead from the first batch",
-      {'dead', 'constant_output'}, layer='act', epochs=5, lr=1e-3)
+      {'dead', 'constant_output'}, layer='act', epochs=8, lr=1e-2)
 def relu_unit_dead_on_positive_features(fixed):
     """'Understanding ReLU: does this unlucky initialized network assign all instances to one class?': two features that
     are always positive, one hidden ReLU unit and a sigmoid output, weights drawn uniform in (-0.05, 0.05): 'If the two
@@ -90,7 +92,9 @@ def relu_unit_dead_on_positive_features(fixed):
     all instances are assigned to class 1'; the answer: 'it can't recover. This is dying ReLU problem ... A better way to
     tackle this case can be standardising your data so that it consist of both positive and negative values'. The
     breast-cancer features (all positive) unscaled, the same two layers with the hidden weights drawn negative, Keras's
-    binary cross-entropy, Adam at 1e-3; the twin standardises the features (same unlucky weights)"""
+    binary cross-entropy, Adam at 1e-2; the twin standardises the features (same unlucky weights).
+    Measured: every prediction is 0.619 at the end (the share of class 1 in training), the loss falls only from 0.69 to
+    0.65; the twin's falls from 0.67 to 0.21"""
     from sklearn.datasets import load_breast_cancer
     d = load_breast_cancer()
     x = torch.tensor(d.data, dtype=torch.float32)
@@ -121,7 +125,8 @@ def sigmoid_units_under_categorical_ce(fixed):
     do not sum to 1; the answer: 'To get the summation in the last layer to be one, you need to use Softmax activation not
     Sigmoid'. Keras's categorical cross-entropy divides the outputs by their sum, so the network still gets a gradient: no
     statistic of training need look wrong. An LSTM of 64 on four synthetic kinds of waves, the loss as Keras computes it,
-    Adam at 1e-3; the twin's last activation is a softmax"""
+    Adam at 1e-3; the twin's last activation is a softmax. Measured: the rows of outputs sum to
+    1.96 ± 0.08 and the loss falls as the twin's does (1.39 to 1.24; the twin: 1.39 to 1.20)"""
     x, y = _four_kinds()
     act = nn.Softmax(dim=1) if fixed else nn.Sigmoid()
     return Learner(tensor_dls(x, y, bs=64), _LSTMHead(act), loss_func=_keras_categorical_ce, metrics=accuracy,
@@ -131,15 +136,17 @@ def sigmoid_units_under_categorical_ce(fixed):
 # ---- the schedule ----
 @case("https://forums.fast.ai/t/stability-of-lstm-training-in-lesson-4/10961",
       "an LSTM classifier trained with warm restarts fits, then a restart's learning rate sends the loss up for good",
-      {'lr_too_high', 'loss_diverging'}, epochs=3, fit='fit_sgdr', fit_kw={'cycle_len': 1})
+      {'lr_too_high', 'loss_diverging'}, epochs=2, fit='fit_sgdr', fit_kw={'cycle_len': 2})
 def lstm_restarts_lr_too_high(fixed):
     """'Stability of LSTM training in lesson 4': the sentiment LSTM trained with SGDR (`m3.fit(lrs, 7, cycle_len=2)`):
     epochs 0 to 9 reach 0.925 accuracy, then 'Both training and validation loss suddenly increase twice on epoch 10 and
     never recover' (accuracy 0.41 at epoch 12); Jeremy Howard: 'It means your LR is too high at that part of the training.
     You could try more gradient clipping, or a lower learning rate'; the poster: 'Learning rate was the reason ... Looks
     like 1e-2 is too large'. An LSTM of 64 on four synthetic kinds of waves, cross-entropy, Adam, fastai's `fit_sgdr`
-    (3 cycles of 1, 2 and 4 epochs, each restarting at the top rate) at 0.03; the twin's top rate is 3e-3"""
+    (2 cycles, of 2 and 4 epochs, each starting at the top rate) at 0.08; the twin's top rate is 3e-3. Measured: validation accuracy 0.47, 0.79 in the first
+    cycle, then 0.34 at the restart and 0.45 to 0.53 for the rest (validation loss 0.66, then 1.36 and 1.12 to 1.20); the
+    twin's loss falls to 0.47 of its first"""
     from bugs_fresh6 import _LSTMClassifier
     x, y = _four_kinds()
     return Learner(tensor_dls(x, y, bs=64), _LSTMClassifier(), loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
-                   opt_func=torch_opt(torch.optim.Adam), lr=3e-3 if fixed else 0.03)
+                   opt_func=torch_opt(torch.optim.Adam), lr=3e-3 if fixed else 0.08)
