@@ -37,8 +37,8 @@ def relu_mlp_pixels_unscaled(fixed):
     increase the number of nodes in the hidden layers I often get a network that doesn't learn at all'; the asker's edit:
     'I figured out it has something to do with me not normalizing the input to values between 0 and 1'; the answer (the
     Neural Network FAQ): rescale the inputs. The digits' pixels at 0..240, the same network at 64 inputs, Keras's
-    initialisation and clipped cross-entropy, Adam at 1e-3 (Keras's default), batches of 32; the twin divides by 255. Measured: validation
-    accuracy 0.34 to 0.47 over 5 epochs at a validation loss of 8.5 (the twin: 0.96 and 0.16)"""
+    initialisation and clipped cross-entropy, Adam at 1e-3 (Keras's default), batches of 32; the twin divides by 255.
+    Measured: validation accuracy 0.34 to 0.47 over 5 epochs at a validation loss of 8.5 (the twin: 0.96 and 0.16)"""
     x, y = _byte_pixels()
     return Learner(tensor_dls(x / 255 if fixed else x, y, bs=32), _ReluMLP(), loss_func=keras_ce, metrics=accuracy,
                    opt_func=torch_opt(torch.optim.Adam, eps=1e-7), lr=1e-3)
@@ -143,9 +143,9 @@ def lstm_restarts_lr_too_high(fixed):
     never recover' (accuracy 0.41 at epoch 12); Jeremy Howard: 'It means your LR is too high at that part of the training.
     You could try more gradient clipping, or a lower learning rate'; the poster: 'Learning rate was the reason ... Looks
     like 1e-2 is too large'. An LSTM of 64 on four synthetic kinds of waves, cross-entropy, Adam, fastai's `fit_sgdr`
-    (2 cycles, of 2 and 4 epochs, each starting at the top rate) at 0.08; the twin's top rate is 3e-3. Measured: validation accuracy 0.47, 0.79 in the first
-    cycle, then 0.34 at the restart and 0.45 to 0.53 for the rest (validation loss 0.66, then 1.36 and 1.12 to 1.20); the
-    twin's loss falls to 0.47 of its first"""
+    (2 cycles, of 2 and 4 epochs, each starting at the top rate) at 0.08; the twin's top rate is 3e-3. Measured:
+    validation accuracy 0.47, 0.79 in the first cycle, then 0.34 at the restart and 0.45 to 0.53 for the rest (validation
+    loss 0.66, then 1.36 and 1.12 to 1.20); the twin's loss falls to 0.47 of its first"""
     from bugs_fresh6 import _LSTMClassifier
     x, y = _four_kinds()
     return Learner(tensor_dls(x, y, bs=64), _LSTMClassifier(), loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
