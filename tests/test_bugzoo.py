@@ -43,6 +43,10 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'tanh_output_under_log_loss': "the first alert is `nonfinite_loss`, which names no layer (the truth: `out_act`, a Tanh "
                                   "under a log loss)",
     'rnn_classifier_loss_climbs': "the alert is `loss_stalled`, not `lr_too_high` or `loss_diverging`",
+    # bugs_fresh7, held-out half: measured once, at this stop's final code, not studied
+    'sigmoid_units_under_categorical_ce': "`output_activation` (sigmoid units under Keras's categorical cross-entropy, which "
+                                          "renormalises them): no alert",
+    'lstm_restarts_lr_too_high': "no alert: no `lr_too_high` for a loss that climbs at each restart of SGDR",
 }
 ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench
     'linear_regression_lr_nan': "true of the twin: the accepted fix lowers the learning rate to 1e-5 and leaves x from 0 to 199 "
@@ -100,8 +104,8 @@ def test_the_fixed_twin_or_healthy_run_trains_and_raises_nothing(name, tmp_path)
     assert trains(run.losses), f"it does not learn: its last losses are {loss_ratio(run.losses):.2f} of its first"
     assert list(zip(al.kind, al.layer, al.message)) == []   # a slow start's stall, if raised, is resolved: not active
 
-@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 54 of 78 "
-                                       "bugs, and the first alert names it in 51 (bench/diagnosis.py, seed 0)")
+@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 55 of 81 "
+                                       "bugs, and the first alert names it in 52 (bench/diagnosis.py, seed 0)")
 def test_the_zoo_meets_its_targets():
     """At least 24 reported bugs and 30 healthy set-ups; on the held-out half, alerts name the cause of 90% of the bugs, the
     first alert names it in 80%, and at most 1 fixed twin in 16 raises a warning"""
