@@ -76,6 +76,8 @@ ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, a
     'slope_fit_uneven_large_x': "measured once: the twin raises `input_scale` (its truth names the inputs' scale as a cause)",
 }
 UNSTEADY = {  # runs whose outcome differs with the thread count: a non-strict xfail, reported by the bench as it falls
+    'binary_cnn_collapses_to_half': "held-out, measured once: at one thread `lr_too_high` is named first; at two (CI's "
+                                    "`.ci/run`) the SGD-at-1.0 run that collapses raised nothing",
 }
 IDLE = {      # fixed twins that do not train in their budget (last losses above 0.9× the first): the bench does not count them
 }
