@@ -165,13 +165,17 @@ def check_eval_repeat(model:nn.Module, # already in eval mode
     return res + eval_verdict(model, rep.differs, found, ops),rep.shapes
 
 # %% ../nbs/03ie_modes.ipynb #58acb45d
+def _in_mode(model:nn.Module, training:bool)->tuple:
+    "`(paths, shown)` of `model`'s layers that compute otherwise in evaluation and are in mode `training`"
+    on = [(p, type(m).__name__) for p,m in model.named_modules() if m.training == training and getattr(m, 'p', 1) != 0
+          and any(k in type(m).__name__ for k in EVAL_MODE)]
+    return [p for p,_ in on],', '.join(f"`{p}` ({c})" for p,c in on[:3]) + (', …' if len(on) > 3 else '')
+
 def train_mode_alert(model:nn.Module, epoch:int, step:int)->dict|None:
     "The `train_mode_in_eval` alert if, while `model` is validated, layers that compute otherwise in eval are training"
-    on = [(p, type(m).__name__) for p,m in model.named_modules() if m.training and getattr(m, 'p', 1) != 0
-          and any(k in type(m).__name__ for k in EVAL_MODE)]
+    on,shown = _in_mode(model, True)
     if not on: return None
-    shown = ', '.join(f"`{p}` ({c})" for p,c in on[:3]) + (', …' if len(on) > 3 else '')
-    return {'kind': 'train_mode_in_eval', 'layer': on[0][0], 'severity': 'warning', 'step': step, 'epoch': epoch,
+    return {'kind': 'train_mode_in_eval', 'layer': on[0], 'severity': 'warning', 'step': step, 'epoch': epoch,
             'message': f"in validation, {len(on)} layer{'s' if len(on) > 1 else ''} that compute otherwise in "
                        f"evaluation {'are' if len(on) > 1 else 'is'} in training mode: {shown}; the validation "
                        "scores measure the model with batch statistics and dropout on",
@@ -182,11 +186,9 @@ def train_mode_alert(model:nn.Module, epoch:int, step:int)->dict|None:
 def eval_mode_alert(model:nn.Module, epoch:int, step:int)->dict|None:
     "The `eval_mode_in_training` alert if `model` trains in evaluation mode with layers that compute otherwise in training"
     if model.training: return None
-    on = [(p, type(m).__name__) for p,m in model.named_modules() if not m.training and getattr(m, 'p', 1) != 0
-          and any(k in type(m).__name__ for k in EVAL_MODE)]
+    on,shown = _in_mode(model, False)
     if not on: return None
-    shown = ', '.join(f"`{p}` ({c})" for p,c in on[:3]) + (', …' if len(on) > 3 else '')
-    return {'kind': 'eval_mode_in_training', 'layer': on[0][0], 'severity': 'warning', 'step': step, 'epoch': epoch,
+    return {'kind': 'eval_mode_in_training', 'layer': on[0], 'severity': 'warning', 'step': step, 'epoch': epoch,
             'message': f"at step {step}, a training batch ran with the model in evaluation mode: its {len(on)} "
                        f"layer{'s' if len(on) > 1 else ''} that compute otherwise in training ({shown}) trained "
                        "without dropout, or normalised with running statistics that no longer move",
