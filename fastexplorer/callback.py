@@ -250,20 +250,19 @@ def after_batch(self:ExplorerCallback):
     "Count the step, and queue a sampled batch's statistics for the step database"
     if not self.active: return
     if self.step.unread: self._read_flags()   # a sampled training batch whose backward never ran
-    step = self.n_steps
-    if self.training:
+    step,yb,loss = self.n_steps,getattr(self.learn, 'yb', ()),getattr(self.learn, 'loss', None)
+    if not self.training: self.watch.valid(loss, getattr(self.learn, 'xb', ()), yb)   # NaN the validation data brings
+    else:
         self.n_steps += 1
-        yb = getattr(self.learn, 'yb', ())   # on a sampled batch, its output and targets too (the chance level)
-        out = (first_tensor(self.learn.pred), yb[0]) if self.sampled and yb else ()
-        self.watch.end(getattr(self.learn, 'loss', None), *out)
+        out = (first_tensor(self.learn.pred), yb[0]) if self.sampled and yb else ()   # the chance level's targets
+        self.watch.end(loss, *out)
     if not (self.sampled and self.record_steps): return
     w = self.step
     meta = batch_meta(self.learn, step, self.n_fits - 1, self.n_epochs + 1)
     if w.new_ranges: meta['hist_ranges'],w.new_ranges = w.new_ranges,{}
     smooth = getattr(getattr(self.learn, 'recorder', None), 'smooth_loss', None) if self.training else None
     act,w.rows = w.rows,None
-    self.queue.add(meta, act, self.pstats.end() if self.training else None, getattr(self.learn, 'loss', None),
-                   getattr(smooth, 'value', None))
+    self.queue.add(meta, act, self.pstats.end() if self.training else None, loss, getattr(smooth, 'value', None))
 
 # %% ../nbs/03f_callback.ipynb #61236f02
 @patch

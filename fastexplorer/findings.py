@@ -161,7 +161,7 @@ def trace(self:Findings, learn, rng:tuple, step:int, epoch:int, backward:bool=Fa
         # the learner's pipeline: the model's output through the `after_pred` callbacks to the loss (`pl`), as training
         with LearnerPass(learn, learn.xb, getattr(learn, 'yb', ()), learn.training) as pl, learner_autocast(learn):
             after = (learn.loss.detach(), pl, out_grad_ok, learn.pred, pl.loss) if backward else ()
-            self.origin = trace_origin(unwrap_model(learn.model), learn.xb, rng, step, epoch, *after)
+            self.origin = trace_origin(unwrap_model(learn.model), learn.xb, rng, step, epoch, *after, yb=pl.yb)
     except Exception as e:
         warnings.warn(f"fastexplorer could not trace the first non-finite value: {type(e).__name__}: {e}")
         return

@@ -277,9 +277,9 @@ def life_key(a:dict)->tuple:
 
 # the likeliest cause first: NaN in the data, what the loss made, a NaN's origin, the learning rate; other kinds at
 # 5; a stall last. A NaN a batch brings makes the outputs and the loss NaN too: the data is named before what follows
-RANK = {'nonfinite_input': 0, 'nonfinite_loss': 1, 'nonfinite': 2, 'lr_too_high': 3, 'loss_diverging': 3,
-        'grads_not_zeroed': 3, 'replica_drift': 3, 'wd_too_high': 4, 'valid_at_chance': 8, 'loss_stalled': 9,
-        'lr_too_low': 9}
+RANK = {'nonfinite_input': 0, 'nonfinite_target': 0, 'nonfinite_loss': 1, 'nonfinite': 2, 'lr_too_high': 3,
+        'loss_diverging': 3, 'grads_not_zeroed': 3, 'replica_drift': 3, 'wd_too_high': 4, 'valid_at_chance': 8,
+        'loss_stalled': 9, 'lr_too_low': 9}
 
 def alert_rank(kind:str)->int:
     "Where a finding of `kind` is read among those of its step (`RANK`): the likeliest cause first"

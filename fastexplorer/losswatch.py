@@ -13,7 +13,7 @@ from fastcore.basics import patch
 from .core import StatRecorder
 from .alerts import HINTS, SEVERITY
 from .contract import loss_kind, loss_name, multi_hot, softmaxed
-from .targets import target_alerts
+from .targets import target_alerts, nonfinite_counts
 
 # %% auto #0
 __all__ = ['MIN_STEPS', 'RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'EVAL_MODE', 'LOSS_KINDS', 'SETTLED', 'chance_loss',
@@ -63,7 +63,7 @@ class LossWatch(StatRecorder):
         self.kind = 'mse' if k == 'regression' and 'mse' in loss_name(loss_func).lower() else k
         if getattr(getattr(loss_func, 'func', loss_func), 'reduction', 'mean') != 'mean': self.kind = None
         self.axis,self.losses,self.pending,self.sums = getattr(loss_func, 'axis', 1),[],[],None
-        self.wait = None   # when the course is judged: `LossWatch.plan` sets it for each fit
+        self.wait,self.vsums = None,None   # when the course is judged (`LossWatch.plan`); `valid`'s sums
         self.multi = None   # `[multi-hot rows, rows]` of float targets under a cross-entropy (`multi_hot`)
 
     def end(self, loss, pred=None, y=None):
@@ -114,10 +114,20 @@ def facts(self:LossWatch, rec:dict|None=None)->dict:
     "What the targets counted so far and an epoch's `Recorder` row `rec` say: classes, scale, multi-hot rows, accuracy"
     s = self.sums or {}
     rms = float((s['sq'].double() / float(s['n'])).max().sqrt()) if 'sq' in s and float(s['n']) else None
+    vs,self.vsums = self.vsums,None   # the epoch's validation batches: counted again from the next one
     return {'counts': s['counts'].tolist() if 'counts' in s else None, 'target_rms': rms,
             'multi': None if self.multi is None else self.multi.tolist(),
             'per_sample': 'seqs' in s and not float(s['seqs']),   # class targets, one per sample: `_unused_outputs`
-            'acc': valid_accuracy(rec or {}), 'chance_acc': chance_accuracy(s)}
+            'acc': valid_accuracy(rec or {}), 'chance_acc': chance_accuracy(s),
+            'valid_nonfinite': None if vs is None else vs.tolist()}   # `nonfinite_counts` of the epoch's validation
+
+# %% ../nbs/03hb_losswatch.ipynb #f58cdcd6
+@patch
+def valid(self:LossWatch, loss, xb:tuple=(), yb:tuple=()):
+    "A validation batch's `loss`, with its inputs `xb` and targets `yb`: their `nonfinite_counts`, summed on the device"
+    if not isinstance(loss, torch.Tensor): return
+    c = nonfinite_counts(loss, xb, yb)
+    self.vsums = c if self.vsums is None else self.vsums + c
 
 # %% ../nbs/03hb_losswatch.ipynb #59d9ef31
 MIN_STEPS = 40   # training batches seen before the loss's course is judged (a slow start is no stall)

@@ -7,10 +7,11 @@ Docs: https://fastexplorer.github.io/fastexplorer/targets.html.md"""
 # %% ../nbs/03hc_targets.ipynb #ad9fa58c
 from __future__ import annotations
 import statistics
+import torch
 from .alerts import HINTS
 
 # %% auto #0
-__all__ = ['target_alerts']
+__all__ = ['nonfinite_counts', 'target_alerts']
 
 # %% ../nbs/03hc_targets.ipynb #303dd245
 def _unused_outputs(c:list)->dict|None:
@@ -37,10 +38,34 @@ def _unbounded_loss(v:list)->dict|None:
                         "that is lowest at the right answer does not fall below zero without end, so its targets lie "
                         "outside the range it expects (a binary cross-entropy's beyond [0, 1]), or it has no minimum")
 
+# %% ../nbs/03hc_targets.ipynb #de112270
+def _bad(ts:tuple, dev)->torch.Tensor:
+    "The NaN or Inf values of the float tensors among `ts`, counted as a float on device `dev`"
+    n = torch.zeros((), device=dev)
+    for t in ts:
+        if isinstance(t, torch.Tensor) and t.is_floating_point(): n = n + (~torch.isfinite(t)).sum().to(dev)
+    return n
+
+def nonfinite_counts(loss:torch.Tensor, xb:tuple=(), yb:tuple=())->torch.Tensor:
+    "`[1, whether the loss is NaN or Inf, NaN or Inf values in the targets yb, in the inputs xb]` of a batch, on its device"
+    loss = loss.detach()
+    return torch.stack([torch.ones((), device=loss.device), (~torch.isfinite(loss).all()).float(),
+                        _bad(tuple(yb), loss.device), _bad(tuple(xb), loss.device)])
+
+def _valid_nonfinite(c:list|None)->dict|None:
+    "`nonfinite_target` or `nonfinite_input` if validation losses were NaN or Inf at batches with such data (`c`)"
+    if not c or not c[1] or not (c[2] or c[3]): return None
+    kind,what,n = ('nonfinite_target', 'targets', c[2]) if c[2] else ('nonfinite_input', 'inputs', c[3])
+    return dict(kind=kind, value=int(n),
+                message=f"the validation loss was NaN or Inf at {int(c[1])} of the epoch's {int(c[0])} validation "
+                        f"batches, and the validation {what} held {int(n)} NaN or Inf values: the validation data's, "
+                        "not the model's")
+
 # %% ../nbs/03hc_targets.ipynb #5613bb99
 def target_alerts(facts:dict, losses:list=())->list:
     "Alerts on the training targets counted so far (`LossWatch.facts`), and the finite `losses` they gave"
-    res,c,m = [a for a in [_unbounded_loss(losses)] if a is not None],facts.get('counts'),facts.get('multi')
+    res = [a for a in [_unbounded_loss(losses), _valid_nonfinite(facts.get('valid_nonfinite'))] if a is not None]
+    c,m = facts.get('counts'),facts.get('multi')
     # enough targets that a class of 1% (of 0.1% for two, as imbalanced binary tasks have) would have shown
     if c and len(c) > 1 and sum(c) >= (3000 if len(c) == 2 else 300) and sum(x > 0 for x in c) == 1:
         k = next(i for i,x in enumerate(c) if x)

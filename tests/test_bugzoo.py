@@ -31,10 +31,8 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'split_by_row_not_by_cluster': "`valid_leak` (assumed; no check raises it): no alert",
     'masks_resized_bilinear': "`labels_misaligned` (assumed; no check raises it): no alert",
     'validation_images_augmented': "`valid_augmented` (assumed) or `eval_nondeterministic`: no alert",
-    'imputation_valid_targets_nan': "`nonfinite_target` (assumed; no check raises it): no alert",
     'bert_classifier_lr_too_high': "the first alert is `loss_stalled`, not `lr_too_high` or `constant_output`",
     'linear_layers_initialised_to_zero': "the first alert is `input_saturation`; no `gradient_flow` or `constant_output`",
-    'point_cloud_normalised_to_nan': "the NaN is named at the output (`nonfinite`), not in the inputs (`nonfinite_input`)",
     'plateau_scheduler_wrong_mode': "no alert: no `lr_too_low`",
     'lstm_categorical_ce_on_one_unit': "the alert is `gradient_flow` at `act`, not `output_classes` or `output_activation`",
     # bugs_fresh5 and bugs_fresh6, held-out half: measured once, at this stop's code, not studied

@@ -100,6 +100,31 @@ def test_nan_in_the_data_is_named_before_what_it_makes_nan(tmp_path):
     assert al.kind.iloc[0] == 'nonfinite_input' and 'nonfinite' in set(al.kind), al[['kind', 'step', 'message']]
     _valid_files(tmp_path)
 
+def test_nan_in_a_later_batch_is_the_datas(tmp_path):
+    """One sample normalised to NaN (fxia22/pointnet.pytorch#58: a degenerate point cloud divided by 0): the batches that
+    hold it make every activation NaN, but the data is named, at the step it came, not the first layer"""
+    x,y = _digits()
+    x[[5, 300, 900]] = float('nan')
+    torch.manual_seed(0)
+    al = _asks(_fit(Learner(tensor_dls(x, y, bs=16), _mlp(), loss_func=CrossEntropyLossFlat()), tmp_path, every=1))
+    assert al.kind.iloc[0] == 'nonfinite_input', al[['kind', 'step', 'message']]
+    assert "the data's, not a layer's" in al.message.iloc[0]
+    _valid_files(tmp_path)
+
+def test_nan_in_the_validation_targets_is_named(tmp_path):
+    """PyPOTS#232: the validation targets keep their missing values as NaN: training is finite, the validation loss is
+    NaN at every epoch; the targets are named (`nonfinite_target`). Masked out of the loss, they are no finding"""
+    x,y = _digits()
+    t,valid = F.one_hot(y, 10).float(),torch.randperm(len(x), generator=torch.Generator().manual_seed(0))[:len(x) // 5]
+    t[valid[::7], 3] = float('nan')   # `tensor_dls`' validation split (seed 0, 20%): a missing value in 1 sample of 7
+    dls = tensor_dls(x, t, bs=32)
+    def masked(o, t): m = torch.isfinite(t); return F.mse_loss(o[m], t[m])
+    for loss,want in ((MSELossFlat(), {'nonfinite_target'}), (masked, set())):
+        torch.manual_seed(0)
+        al = _asks(_fit(Learner(dls, _mlp(), loss_func=loss), tmp_path / str(bool(want))))
+        assert set(al.kind) == want, al[['kind', 'step', 'message']]
+    _valid_files(tmp_path / 'True')
+
 def test_labels_collapsed_to_one_class(tmp_path):
     "Targets all 0 (a label function that maps every file to one class): the loss falls to 0, nothing is learnt"
     x,y = _digits()

@@ -74,7 +74,7 @@ def test_nan_in_the_inputs_is_blamed_on_the_data(tmp_path):
     learn.add_cb(ExplorerCallback(tmp_path/'run', every=1, preflight=False))   # the live trace alone
     with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3)
     al = load_run(tmp_path/'run').alerts
-    first = al[al.kind == 'nonfinite'].iloc[0]
+    first = al[al.kind == 'nonfinite_input'].iloc[0]   # the data's finding, by its kind too
     assert "the data's" in first.message and 'FillMissing' in first.hint, first.to_dict()
 
 def test_a_constant_output_is_not_excused_without_a_zero_layer():
