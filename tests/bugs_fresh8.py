@@ -9,21 +9,12 @@ statistic of training plausible: its docstring says so.
 Where the stored copy of a thread stops before its replies, the docstring says so and names the fix the posted code makes
 necessary by construction; the Stack Overflow case was read in a mirror (whosebug.com) that keeps the question and the
 accepted answer but not Stack Overflow's question number, and is cited at the mirror."""
-import warnings
 from fastai.metrics import accuracy
 from bugzoo import *
 from bugs_fresh import _gen
 
 
 # ---- an output of shape (n, 1) against targets of shape (n,) ----
-def _no_broadcast_warning(f):
-    "Run the loss with PyTorch's 'Using a target size ... broadcasting' warning silenced (the bug's own warning, seen once)"
-    def loss(out, y):
-        with warnings.catch_warnings():
-            warnings.simplefilter('ignore', UserWarning)
-            return f(out, y)
-    return loss
-
 @case("https://discuss.pytorch.org/t/output-of-the-model-depends-on-the-shape-of-the-weights-tensor/148155",
       "a linear model's (n, 1) outputs meet (n,) targets in `MSELoss`: broadcast to (n, n), the loss is met by the batch mean",
       {'target_shape'}, epochs=5, lr=0.1)
@@ -43,7 +34,7 @@ def sum_of_inputs_target_broadcast(fixed):
     model = nn.Sequential(nn.Linear(3, 1, bias=False))
     with torch.no_grad(): model[0].weight.zero_()
     return Learner(tensor_dls(x, y.unsqueeze(1) if fixed else y, bs=64), model,
-                   loss_func=_no_broadcast_warning(nn.MSELoss()), opt_func=torch_opt(torch.optim.SGD))
+                   loss_func=nn.MSELoss(), opt_func=torch_opt(torch.optim.SGD))
 
 class _SqueezeDropped(nn.Module):
     "The thread's `Net`: one `Linear(2, 1, bias=False)`; `x.squeeze()` is called and its result dropped (the twin keeps it)"
@@ -75,7 +66,7 @@ def linear_regression_squeeze_result_dropped(fixed):
     d = torch.randn(10000, 3, generator=g)
     x = d[:, :2] * 100
     y = 5 * x[:, 0] + 3 * x[:, 1] + d[:, 2]
-    return Learner(tensor_dls(x, y, bs=100), _SqueezeDropped(fixed), loss_func=_no_broadcast_warning(nn.MSELoss()),
+    return Learner(tensor_dls(x, y, bs=100), _SqueezeDropped(fixed), loss_func=nn.MSELoss(),
                    opt_func=torch_opt(torch.optim.RMSprop))
 
 
