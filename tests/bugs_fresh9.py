@@ -1,0 +1,283 @@
+"""Bug zoo, family 12 (issue 45): a ninth fresh set, from GitHub issues of libraries no other family cites (keras-tcn,
+maskrcnn-benchmark, chemprop, SciCo, pytorch-DANN, DeepLearningZeroToAll, finetune_alexnet_with_tensorflow, a course's
+lab repository) and from Data Science Stack Exchange. See `bugzoo.py`. Each case cites its thread; its truth (`kinds`,
+`layer`) was written and committed before the case was ever run, under the tool or not. Cases were chosen for how common
+the bug is (pixels fed raw, a learning rate kept when the batch shrank, BatchNorm's running statistics behind the
+weights, a softmax before a loss that applies its own (twice, once in validation only), a dropout rate given a keep
+probability, labels outside the classes a one-hot encoding knows, labels all of one class from a threshold on the wrong
+scale, a learning rate too high for plain gradient descent), never for whether the tool catches it. Two leave every
+statistic of training healthy: the softmax applied in validation only, and BatchNorm's running statistics (both show
+only in the validation loss); their docstrings say so."""
+from fastai.metrics import accuracy
+from bugzoo import *
+from bugs_data import _digit_images, _keras_init
+from bugs_fresh import _gen
+
+
+# ---- inputs ----
+class _CausalBlock(nn.Module):
+    "keras-tcn's residual block: two dilated causal convolutions with ReLU, a 1×1 convolution on the skip when widths differ"
+    def __init__(self, c_in, c, k, d):
+        super().__init__()
+        self.pad = (k - 1) * d
+        self.conv1, self.conv2 = nn.Conv1d(c_in, c, k, dilation=d), nn.Conv1d(c, c, k, dilation=d)
+        self.skip = nn.Conv1d(c_in, c, 1) if c_in != c else nn.Identity()
+    def forward(self, x):
+        h = F.relu(self.conv1(F.pad(x, (self.pad, 0))))
+        h = F.relu(self.conv2(F.pad(h, (self.pad, 0))))
+        return F.relu(h + self.skip(x))
+
+class _TCN(nn.Module):
+    "A temporal convolutional network over `(n, steps, 1)` sequences: dilations 1..32, the last step's features, a softmax head"
+    def __init__(self, c=24, k=4, dilations=(1, 2, 4, 8, 16, 32), n_out=10):
+        super().__init__()
+        self.blocks = nn.Sequential(*[_CausalBlock(1 if i == 0 else c, c, k, d) for i, d in enumerate(dilations)])
+        self.head, self.softmax = nn.Linear(c, n_out), nn.Softmax(dim=1)
+        for m in self.modules():
+            if isinstance(m, (nn.Conv1d, nn.Linear)): nn.init.xavier_uniform_(m.weight); nn.init.zeros_(m.bias)
+    def forward(self, x): return self.softmax(self.head(self.blocks(x.transpose(1, 2))[:, :, -1]))
+
+@case("https://github.com/philipperemy/keras-tcn/issues/27",
+      "keras-tcn's pixel-by-pixel MNIST example is fed raw pixels from 0 to 255: validation accuracy stays at 0.11",
+      {'input_scale'}, epochs=4, lr=2e-3)
+def tcn_pixel_sequence_unscaled(fixed):
+    """'I got inexplicable results on mnist_pixel': the example's TCN reads MNIST as a sequence of 784 pixels, a Dense
+    softmax on the last step, sparse categorical cross-entropy, Adam; 'I got a val_accuracy about 0.11 till many epochs
+    ... loss: 2.3037 - accuracy: 0.1120'; the poster's answer: 'The result become good after input data normalization'.
+    The digits as 64-step sequences of pixels at 0..240, six residual blocks of dilated causal convolutions (24 filters,
+    kernel 4, dilations 1 to 32), Keras's initialisation and clipped cross-entropy, Adam at 2e-3 (keras-tcn's
+    `compiled_tcn` default); the twin divides the pixels by 255. Measured: MEASURE"""
+    x, y = _digit_images('byte')
+    x = x.view(len(x), -1, 1)
+    return Learner(tensor_dls(x / 255 if fixed else x, y, bs=64), _TCN(), loss_func=keras_ce, metrics=accuracy,
+                   opt_func=torch_opt(torch.optim.Adam, eps=1e-7))
+
+
+# ---- the learning rate ----
+class _BoxHead(nn.Module):
+    "A detector's two heads on a small convolutional body: class scores, and a box `(x0, y0, x1, y1)` in pixels"
+    def __init__(self, n_cls=3):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+                                  nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(512, 128), nn.ReLU())
+        self.cls, self.box = nn.Linear(128, n_cls), nn.Linear(128, 4)
+    def forward(self, x):
+        h = self.body(x)
+        return torch.cat([self.cls(h), self.box(h)], 1)
+
+def _one_box(n=800, size=16, n_cls=3, seed=0):
+    "Images of one bright rectangle on noise, its class (its brightness) and its box in pixels: `(x, (class, box))` as one tensor"
+    g = _gen(seed)
+    x = 0.1 * torch.randn(n, 1, size, size, generator=g)
+    cls = torch.randint(0, n_cls, (n,), generator=g)
+    lo = torch.randint(0, size // 2, (n, 2), generator=g)
+    hi = lo + torch.randint(3, size // 2, (n, 2), generator=g)
+    for i in range(n): x[i, 0, lo[i, 1]:hi[i, 1], lo[i, 0]:hi[i, 0]] += 0.5 + 0.5 * cls[i]
+    return x, torch.cat([cls.unsqueeze(1).float(), lo.float(), hi.float()], 1)
+
+def _detection_loss(out, t):
+    "maskrcnn-benchmark's sum of a classification loss and a smooth-L1 box loss (in pixels)"
+    return F.cross_entropy(out[:, :3], t[:, 0].long()) + F.smooth_l1_loss(out[:, 3:], t[:, 1:])
+
+@case("https://github.com/facebookresearch/maskrcnn-benchmark/issues/295",
+      "a detector's recipe for 16 images a batch (SGD at 0.02) is run at 2 images a batch on one GPU: the losses go to NaN",
+      {'lr_too_high'}, epochs=2)
+def detector_lr_kept_for_smaller_batch(fixed):
+    """'Losses appear as nan in the middle of training': Mask R-CNN trained on one GPU with the 8-GPU configuration's
+    learning rate; fmassa: 'The simplest reason can be that the learning rate is too large and training diverges. And this
+    indeed seems to be the reason, as you've kept the original learning rate (0.02) but for a single GPU (batch size 2).
+    You should adapt the learning rate' (the README's linear rule: 0.0025 for 2 images). A small convolutional detector
+    with a class head and a box head on 16×16 images of one rectangle, the sum of cross-entropy and a smooth-L1 loss in
+    pixels, SGD with momentum 0.9 and weight decay 1e-4, batches of 2; the twin steps at 0.0025. Measured: MEASURE"""
+    x, t = _one_box()
+    return Learner(tensor_dls(x, t, bs=2), _BoxHead(), loss_func=_detection_loss,
+                   opt_func=torch_opt(torch.optim.SGD, momentum=0.9, weight_decay=1e-4), lr=0.0025 if fixed else 0.02)
+
+def _scattered_regression(n=2000, seed=0):
+    "Five features in raw units of very different scales (up to a few hundred) and a target in the thousands"
+    g = _gen(seed)
+    z = torch.randn(n, 5, generator=g)
+    x = z * torch.tensor([100., 40., 10., 3., 1.]) + torch.tensor([300., 80., 20., 5., 0.])
+    y = 1000 + z @ torch.tensor([300., 200., 100., 50., 20.]) + 30 * torch.randn(n, generator=g)
+    return x, y.unsqueeze(1)
+
+@case("https://datascience.stackexchange.com/questions/15962",
+      "a small regression network under plain gradient descent at 1e-3 sends its loss from thousands to a trillion, then NaN",
+      {'lr_too_high'}, epochs=3)
+def gradient_descent_lr_sends_loss_to_nan(fixed):
+    """'Why is learning rate causing my neural network's weights to skyrocket?': simple TensorFlow networks, 'Using a
+    learning rate of .001 (which I thought was pretty conservative), the minimize function would actually exponentially
+    raise the loss. After one epoch the loss could jump from a number in the thousands to a trillion and then to infinity
+    ('nan'). When I lowered the learning rate to .0001, everything worked fine'; the answer: the problem is ill-conditioned
+    and gradient descent's step must stay below what the curvature allows. Five raw features of scales 1 to 100 (means up
+    to 300), a target in the thousands, one hidden layer of 32 ReLUs, MSE, plain SGD at 1e-3; the twin steps at 1e-4.
+    Measured: MEASURE"""
+    x, y = _scattered_regression()
+    return Learner(tensor_dls(x, y, bs=32), nn.Sequential(nn.Linear(5, 32), nn.ReLU(), nn.Linear(32, 1)),
+                   loss_func=nn.MSELoss(), opt_func=torch_opt(torch.optim.SGD), lr=1e-4 if fixed else 1e-3)
+
+
+# ---- modes: BatchNorm's running statistics ----
+class _SumPoolNet(nn.Module):
+    "chemprop's MPNN in short: per-atom features summed over a molecule's atoms, BatchNorm on the sum, a feed-forward head"
+    def __init__(self, n_in=8, hid=300, track=True):
+        super().__init__()
+        self.atom = nn.Sequential(nn.Linear(n_in, hid), nn.ReLU())
+        self.bn = nn.BatchNorm1d(hid, track_running_stats=track)
+        self.ffn = nn.Sequential(nn.Linear(hid, 64), nn.ReLU(), nn.Linear(64, 1))
+    def forward(self, x): return self.ffn(self.bn(self.atom(x).sum(1)))
+
+def _molecules(n=600, atoms=20, seed=0):
+    "Molecules as `(n, atoms, 8)` atom features and a property: a sum over atoms of a nonlinear function of them, standardised"
+    g = _gen(seed)
+    x = torch.randn(n, atoms, 8, generator=g)
+    y = (torch.tanh(x[..., 0] * x[..., 1]) + 0.5 * x[..., 2]).sum(1) + 0.3 * torch.randn(n, generator=g)
+    return x, ((y - y.mean()) / y.std()).unsqueeze(1)
+
+@case("https://github.com/chemprop/chemprop/issues/607",
+      "a message-passing network sums atom features into a BatchNorm whose running statistics lag: validation loss >> training",
+      {'eval_stats_stale'}, layer='bn', epochs=3, lr=1e-3)
+def bn_running_stats_lag_the_sums(fixed):
+    """'[BUG] [v2]: training loss much lower than test and validation loss': chemprop's MPNN, a BatchNorm on the
+    aggregated molecule vectors; the maintainer's diagnosis: 'the running estimates of the mean and variance ... are
+    initialized with a mean of 0s and variance of 1s and then updated with a momentum (default 0.1). While the training
+    loop uses the exact batch statistics, the validation loop uses the running estimates which are biased towards 0 and
+    1', and 'using `nn.BatchNorm1d(..., track_running_stats=False)` ... makes the big difference between the training
+    loss and val loss go away'. Only validation shows it: training's statistics are those of a healthy run. 600 random
+    molecules of 20 atoms, a summed atom layer of 300 (as the maintainer's large hidden size), BatchNorm, a two-layer head,
+    MSE, Adam at 1e-3, batches of 50 (9 a epoch); the twin normalises with the batch's statistics in validation as well.
+    Measured: MEASURE"""
+    x, y = _molecules()
+    return Learner(tensor_dls(x, y, bs=50), _SumPoolNet(track=not fixed), loss_func=nn.MSELoss(),
+                   opt_func=torch_opt(torch.optim.Adam))
+
+
+# ---- the output and the loss ----
+class _ProbsInEval(nn.Module):
+    "SciCo's multiclass head: logits in training, `softmax(logits)` in evaluation (which its validation fed to the loss)"
+    def __init__(self, n_in=64, n_out=10, fixed=False):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(n_in, 128), nn.ReLU(), nn.Linear(128, n_out))
+        self.fixed = fixed
+    def forward(self, x):
+        out = self.body(x)
+        return out if self.training or self.fixed else out.softmax(1)
+
+@case("https://github.com/ariecattan/SciCo/issues/2",
+      "validation feeds softmax probabilities to a cross-entropy that applies its own softmax: validation loss stuck near 1.5",
+      {'output_activation'}, epochs=4, lr=1e-3)
+def softmax_before_cross_entropy_in_validation(fixed):
+    """'Double-softmax in validation loss': 'Validation loss quickly gets stuck around 1.0 and only decreases very slightly
+    from there ... due to the logits being softmaxed into probabilities before being fed into the CrossEntropyLoss ...
+    This bounds the minimum possible loss per example to roughly 0.74. Training loss does not appear to have this issue,
+    only validation and test'; fixed by the authors. Only the validation loss shows it: training's outputs, losses and
+    gradients are a healthy run's. The digits scaled to [0, 1], an MLP whose forward returns probabilities in evaluation
+    mode, cross-entropy, Adam at 1e-3; the twin returns logits in both modes (with 10 classes the floor is log(1 + 9/e),
+    1.46). Measured: MEASURE"""
+    x, y = digits_raw()
+    return Learner(tensor_dls(x / 16, y, bs=32), _ProbsInEval(fixed=fixed), loss_func=nn.CrossEntropyLoss(),
+                   metrics=accuracy, opt_func=torch_opt(torch.optim.Adam))
+
+class _DANNClassifier(nn.Module):
+    "pytorch-DANN's extractor and class classifier, its last layer a softmax (`fixed`: no softmax)"
+    def __init__(self, fixed=False):
+        super().__init__()
+        self.extractor = nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+                                       nn.Conv2d(32, 48, 3, padding=1), nn.BatchNorm2d(48), nn.ReLU(), nn.MaxPool2d(2),
+                                       nn.Flatten())
+        self.classifier = nn.Sequential(nn.Linear(48 * 4, 100), nn.ReLU(), nn.Linear(100, 100), nn.ReLU(),
+                                        nn.Linear(100, 10), *([] if fixed else [nn.Softmax(dim=1)]))
+    def forward(self, x): return self.classifier(self.extractor(x))
+
+@case("https://github.com/NaJaeMin92/pytorch-DANN/issues/7",
+      "DANN's class classifier ends in a softmax and trains under `nn.CrossEntropyLoss`: the model is hard to train",
+      {'output_activation'}, layer='classifier.5', epochs=3, lr=1e-2)
+def dann_classifier_softmax_into_cross_entropy(fixed):
+    """'Regarding softmax layer': 'The softmax layer makes models hard to train. If you faced the same problem try to remove
+    the last softmax layer in Classifier and Discriminator'; the author: 'Since LogSoftmax is already included in
+    nn.CrossEntropyLoss, it is redundant. Please check the updated code.' The repository's extractor (two convolutions of
+    32 and 48 with BatchNorm and pooling) and class classifier (100, 100, 10, softmax) on the digits at 16×16 ... here
+    8×8 scaled to [0, 1], cross-entropy, SGD with momentum 0.9 at 0.01 (the repository's); the twin has no softmax.
+    Measured: MEASURE"""
+    x, y = _digit_images('unit')
+    return Learner(tensor_dls(x, y, bs=32), _DANNClassifier(fixed), loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
+                   opt_func=torch_opt(torch.optim.SGD, momentum=0.9))
+
+
+# ---- the architecture: a dropout rate given a keep probability ----
+class _LabCNN(nn.Module):
+    "lab-11-4's CNN with `tf.layers`: three conv-pool blocks and a dense layer, each followed by dropout at `rate`"
+    def __init__(self, rate):
+        super().__init__()
+        def block(i, o): return [nn.Conv2d(i, o, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2, ceil_mode=True), nn.Dropout(rate)]
+        self.body = nn.Sequential(*block(1, 32), *block(32, 64), *block(64, 128), nn.Flatten(),
+                                  nn.Linear(128, 625), nn.ReLU(), nn.Dropout(rate), nn.Linear(625, 10))
+        _keras_init(self)
+    def forward(self, x): return self.body(x)
+
+@case("https://github.com/hunkim/DeepLearningZeroToAll/issues/122",
+      "a keep probability of 0.7 is passed to `tf.layers.dropout`, whose argument is the rate: 70% of the units are dropped",
+      {'dropout_rate'}, epochs=4, lr=1e-3)
+def dropout_rate_given_keep_probability(fixed):
+    """'Possible confusion between dropout rate vs keep_prob rate': '`tf.layers.dropout` uses `dropout rate` - 0.7 means 70%
+    will be dropped', so lab-11-4's `rate=0.7` 'should be changed to 0.3 from 0.7'; a reviewer ran it: 'If we change the
+    keeping probability to 0.3, too many nodes will be dropped and the performance will be quite bad'; fixed by pull
+    request 205 ('dropout rate = 1 - keep_prob'). The lab's CNN (32, 64, 128 filters, a dense layer of 625, dropout after
+    each) on the digits scaled to [0, 1], Keras's initialisation, cross-entropy, Adam at 1e-3 (the lab's); the twin drops
+    30%. Measured: MEASURE"""
+    x, y = _digit_images('unit')
+    return Learner(tensor_dls(x, y, bs=32), _LabCNN(0.3 if fixed else 0.7), loss_func=nn.CrossEntropyLoss(),
+                   metrics=accuracy, opt_func=torch_opt(torch.optim.Adam))
+
+
+# ---- the targets ----
+def _tf_one_hot_ce(logits, y):
+    "`softmax_cross_entropy_with_logits` on `tf.one_hot(y, depth=2)`: a label outside 0..1 encodes as a row of zeros (no loss)"
+    t = torch.zeros_like(logits)
+    ok = (y >= 0) & (y < logits.shape[1])
+    t[ok.nonzero().squeeze(1), y[ok]] = 1.
+    return -(t * F.log_softmax(logits, 1)).sum(1).mean()
+
+def _two_digits():
+    "The digits 3 and 8 of scikit-learn's set as images scaled to [0, 1], and which of the two (0 or 1)"
+    x, y = _digit_images('unit')
+    keep = (y == 3) | (y == 8)
+    return x[keep], (y[keep] == 8).long()
+
+@case("https://github.com/kratzert/finetune_alexnet_with_tensorflow/issues/37",
+      "two classes labelled 1 and 2 are one-hot encoded with depth 2: class 2 becomes a row of zeros, the loss tiny, accuracy ~50%",
+      {'target_range'}, epochs=3, lr=1e-3)
+def one_hot_labels_outside_the_classes(fixed):
+    """'Cross Entropy and Accuracy are not matched': fine-tuning AlexNet on two classes, 'The cross-entropy is very very
+    small, but I can not get high accuracy'; the poster: 'I solved this problem. This is caused by wrongly one-hot encoding.
+    For two-class problem, the label of the first class need to be "0" and the other label should be "1".' With labels 1
+    and 2, `tf.one_hot(label, 2)` encodes 2 as all zeros, whose cross-entropy is 0 whatever the output. The digits 3 and 8
+    scaled to [0, 1], a small CNN, TensorFlow's soft-target cross-entropy on that encoding, Adam at 1e-3; the twin labels
+    them 0 and 1. Measured: MEASURE"""
+    from bugs_data import _small_cnn
+    x, y = _two_digits()
+    return Learner(tensor_dls(x, y if fixed else y + 1, bs=32), _small_cnn(n_out=2), loss_func=_tf_one_hot_ce,
+                   opt_func=torch_opt(torch.optim.Adam))
+
+def _jobs(n=1500, seed=0):
+    "Jobs' six standardised features and their run time in seconds (log-normal around e^6, about 400 s)"
+    g = _gen(seed)
+    x = torch.randn(n, 6, generator=g)
+    log_t = 6 + x @ torch.tensor([0.6, -0.4, 0.3, 0.2, 0., 0.1]) + 0.3 * torch.randn(n, generator=g)
+    return x, log_t.exp()
+
+@case("https://github.com/Smadx/USTC-ML24-Fall/issues/35",
+      "a 'slow job' label thresholds the run time in seconds against the median of its log: every label is 1, loss 0, accuracy 1",
+      {'labels_one_class'}, epochs=3, lr=1e-3)
+def labels_all_one_from_threshold_on_wrong_scale(fixed):
+    """'[lab1] the second part's loss is 0 and accuracy is 1, how should I reflect on it': the lab's classification part
+    labels a job slow when its `Run_time` exceeds a threshold set on the log of the run time; the TA: 'maybe you did not
+    take the log of the Run_time column for the classification problem, so every sample's label is 1'. Six standardised
+    features, run times log-normal around 400 s, the threshold the median of their log (about 6), a logistic-regression
+    network (one hidden layer of 16) under binary cross-entropy, Adam at 1e-3; the twin thresholds the log of the run time.
+    Measured: MEASURE"""
+    x, t = _jobs()
+    thr = t.log().median()
+    y = ((t.log() if fixed else t) > thr).float().unsqueeze(1)
+    return Learner(tensor_dls(x, y, bs=32), nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 1)),
+                   loss_func=nn.BCEWithLogitsLoss(), opt_func=torch_opt(torch.optim.Adam))
