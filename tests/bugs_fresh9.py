@@ -48,7 +48,9 @@ def tcn_pixel_sequence_unscaled(fixed):
     ... loss: 2.3037 - accuracy: 0.1120'; the poster's answer: 'The result become good after input data normalization'.
     The digits as 64-step sequences of pixels at 0..240, six residual blocks of dilated causal convolutions (24 filters,
     kernel 4, dilations 1 to 32), Keras's initialisation and clipped cross-entropy, Adam at 2e-3 (keras-tcn's
-    `compiled_tcn` default); the twin divides the pixels by 255. Measured: MEASURE"""
+    `compiled_tcn` default); the twin divides the pixels by 255. Measured: validation accuracy 0.16, 0.24, 0.25, 0.25 over 4
+    epochs at a validation loss of 13.6 to 12.1 (a saturated softmax under the clipped log; the thread's 0.11 at 2.30 is a
+    uniform one); the twin's accuracy reaches 0.96 (validation loss 0.19), its training loss 0.08 of its first"""
     x, y = _digit_images('byte')
     x = x.view(len(x), -1, 1)
     return Learner(tensor_dls(x / 255 if fixed else x, y, bs=64), _TCN(), loss_func=keras_ce, metrics=accuracy,
@@ -75,7 +77,9 @@ def gradient_descent_lr_sends_loss_to_nan(fixed):
     and gradient descent's step must stay below what the curvature allows. Five raw features of scales 1 to 20 (means up
     to 50), a target around 50 (a first loss in the thousands), one hidden layer of 32 ReLUs, MSE, plain SGD at 1e-3,
     batches of 128; the twin steps at 1e-4.
-    Measured: MEASURE"""
+    Measured: the first batch's loss is 3.4e3, then it
+    grows by orders of magnitude and is NaN from the 10th batch on; the twin's training loss falls to 0.53 of its first
+    (validation 94.7 to 92.5, against a target variance near 530)"""
     x, y = _scattered_regression()
     return Learner(tensor_dls(x, y, bs=128), nn.Sequential(nn.Linear(5, 32), nn.ReLU(), nn.Linear(32, 1)),
                    loss_func=nn.MSELoss(), opt_func=torch_opt(torch.optim.SGD), lr=1e-4 if fixed else 1e-3)
@@ -102,7 +106,9 @@ def softmax_before_cross_entropy_in_validation(fixed):
     only validation and test'; fixed by the authors. Only the validation loss shows it: training's outputs, losses and
     gradients are a healthy run's. The digits scaled to [0, 1], an MLP whose forward returns probabilities in evaluation
     mode, cross-entropy, Adam at 1e-3; the twin returns logits in both modes (with 10 classes the floor is log(1 + 9/e),
-    1.46). Measured: MEASURE"""
+    1.46). Measured: validation loss 2.23, 2.04, 1.85, 1.74 over 4 epochs
+    while training loss falls from 2.03 to 0.74 and validation accuracy climbs from 0.80 to 0.92 (both as the twin's); the
+    twin's validation loss 1.77 to 0.47"""
     x, y = digits_raw()
     return Learner(tensor_dls(x / 16, y, bs=32), _ProbsInEval(fixed=fixed), loss_func=nn.CrossEntropyLoss(),
                    metrics=accuracy, opt_func=torch_opt(torch.optim.Adam))
@@ -127,7 +133,8 @@ def dann_classifier_softmax_into_cross_entropy(fixed):
     nn.CrossEntropyLoss, it is redundant. Please check the updated code.' The repository's extractor (two convolutions of
     32 and 48 with BatchNorm and pooling) and class classifier (100, 100, 10, softmax) on the digits at 16×16 ... here
     8×8 scaled to [0, 1], cross-entropy, SGD with momentum 0.9 at 0.01 (the repository's); the twin has no softmax.
-    Measured: MEASURE"""
+    Measured: the training loss goes from 2.30 to 2.22 in 3 epochs (0.97 of
+    its first), validation accuracy 0.08, 0.18, 0.42; the twin's accuracy 0.80, 0.98, 0.98, its loss 0.03 of its first"""
     x, y = _digit_images('unit')
     return Learner(tensor_dls(x, y, bs=32), _DANNClassifier(fixed), loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
                    opt_func=torch_opt(torch.optim.SGD, momentum=0.9))
@@ -153,7 +160,9 @@ def dropout_rate_given_keep_probability(fixed):
     keeping probability to 0.3, too many nodes will be dropped and the performance will be quite bad'; fixed by pull
     request 205 ('dropout rate = 1 - keep_prob'). The lab's CNN (32, 64, 128 filters, a dense layer of 625, dropout after
     each) on the digits scaled to [0, 1], Keras's initialisation, cross-entropy, Adam at 1e-3 (the lab's); the twin drops
-    30%. Measured: MEASURE"""
+    30%. Measured: validation accuracy at chance for 4 epochs (0.09, 0.12,
+    0.18, 0.08) at a validation loss of 2.304 throughout; the twin's accuracy 0.37 to 0.89, its training loss 0.22 of its
+    first"""
     x, y = _digit_images('unit')
     return Learner(tensor_dls(x, y, bs=32), _LabCNN(0.3 if fixed else 0.7), loss_func=nn.CrossEntropyLoss(),
                    metrics=accuracy, opt_func=torch_opt(torch.optim.Adam))
@@ -175,14 +184,16 @@ def _two_digits():
 
 @case("https://github.com/kratzert/finetune_alexnet_with_tensorflow/issues/37",
       "two classes labelled 1 and 2 are one-hot encoded with depth 2: class 2 becomes a row of zeros, the loss tiny, accuracy ~50%",
-      {'target_range'}, epochs=3, lr=1e-3)
+      {'target_range'}, epochs=6, lr=3e-3)
 def one_hot_labels_outside_the_classes(fixed):
     """'Cross Entropy and Accuracy are not matched': fine-tuning AlexNet on two classes, 'The cross-entropy is very very
     small, but I can not get high accuracy'; the poster: 'I solved this problem. This is caused by wrongly one-hot encoding.
     For two-class problem, the label of the first class need to be "0" and the other label should be "1".' With labels 1
     and 2, `tf.one_hot(label, 2)` encodes 2 as all zeros, whose cross-entropy is 0 whatever the output. The digits 3 and 8
-    scaled to [0, 1], a small CNN, TensorFlow's soft-target cross-entropy on that encoding, Adam at 1e-3; the twin labels
-    them 0 and 1. Measured: MEASURE"""
+    scaled to [0, 1], a small CNN, TensorFlow's soft-target cross-entropy on that encoding, Adam at 3e-3; the twin labels
+    them 0 and 1. Measured: the training loss falls from 0.31 to 2e-5 (validation 0.0000)
+    while every prediction is the second output, an accuracy of 0.49 against the true classes; the twin's loss falls to
+    0.84 of its first, accuracy 0.69 after 6 epochs"""
     from bugs_data import _small_cnn
     x, y = _two_digits()
     return Learner(tensor_dls(x, y if fixed else y + 1, bs=32), _small_cnn(n_out=2), loss_func=_tf_one_hot_ce,
@@ -197,14 +208,16 @@ def _jobs(n=1500, seed=0):
 
 @case("https://github.com/Smadx/USTC-ML24-Fall/issues/35",
       "a 'slow job' label thresholds the run time in seconds against the median of its log: every label is 1, loss 0, accuracy 1",
-      {'labels_one_class'}, epochs=3, lr=1e-3)
+      {'labels_one_class'}, epochs=5, lr=1e-3)
 def labels_all_one_from_threshold_on_wrong_scale(fixed):
     """'[lab1] the second part's loss is 0 and accuracy is 1, how should I reflect on it': the lab's classification part
     labels a job slow when its `Run_time` exceeds a threshold set on the log of the run time; the TA: 'maybe you did not
     take the log of the Run_time column for the classification problem, so every sample's label is 1'. Six standardised
     features, run times log-normal around 400 s, the threshold the median of their log (about 6), a logistic-regression
     network (one hidden layer of 16) under binary cross-entropy, Adam at 1e-3; the twin thresholds the log of the run time.
-    Measured: MEASURE"""
+    Measured: every one of the 1,500 labels is 1: the loss falls from 0.80 to
+    0.34 in 5 epochs (validation 0.71 to 0.33, on its way to 0) and accuracy is 1 by construction; the twin's labels are
+    half 1, its loss falls from 0.69 to 0.52 (0.75 of its first)"""
     x, t = _jobs()
     thr = t.log().median()
     y = ((t.log() if fixed else t) > thr).float().unsqueeze(1)
@@ -220,7 +233,8 @@ def lr_kept_after_standardising_features(fixed):
     does not decrease'; the TA: 'then the lr is too small'. Raw features of scales up to a few hundred allowed (and needed)
     a tiny step; standardised, their gradients shrink by as much and the same step barely moves the weights. Six
     features standardised, the log of the run time as the target, a linear model under MSE, plain SGD at 1e-5 (the step
-    the raw features needed); the twin steps at 0.05. Measured: MEASURE"""
+    the raw features needed); the twin steps at 0.05. Measured: the loss stays at 37.6 to 37.5 for 4 epochs (1.01 of its first);
+    the twin's falls from 10.8 to 0.095 (validation 0.10)"""
     x, t = _jobs()
     return Learner(tensor_dls(x, t.log().unsqueeze(1), bs=32), nn.Linear(6, 1), loss_func=nn.MSELoss(),
                    opt_func=torch_opt(torch.optim.SGD), lr=0.05 if fixed else 1e-5)
