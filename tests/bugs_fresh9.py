@@ -1,12 +1,13 @@
 """Bug zoo, family 12 (issue 45): a ninth fresh set, from GitHub issues of libraries no other family cites (keras-tcn,
-SciCo, pytorch-DANN, DeepLearningZeroToAll, finetune_alexnet_with_tensorflow, a course's
-lab repository) and from Data Science Stack Exchange. See `bugzoo.py`. Each case cites its thread; its truth (`kinds`,
+SciCo, pytorch-DANN, DeepLearningZeroToAll, finetune_alexnet_with_tensorflow, Face-Transformer, a
+course's lab repository) and from Data Science Stack Exchange. See `bugzoo.py`. Each case cites its thread; its truth (`kinds`,
 `layer`) was written and committed before the case was ever run, under the tool or not. Cases were chosen for how common
 the bug is (pixels fed raw, a softmax before a loss that applies its own (twice, once in validation only), a dropout rate
 given a keep probability, labels outside the classes a one-hot encoding knows, labels all of one class from a threshold
 on the wrong scale, a learning rate too high for plain gradient descent, a learning rate kept after the features were
-standardised), never for whether the tool catches it. The softmax applied in validation only leaves every statistic of
-training healthy (it shows only in the validation loss); its docstring says so. Two threads were dropped because their
+standardised, validation images not normalised as the training ones were), never for whether the tool catches it. Two
+leave every statistic of training healthy (the softmax applied in validation only, the validation images left
+unnormalised: both show only in validation); their docstrings say so. Two threads were dropped because their
 ports could not reproduce the report: maskrcnn-benchmark#295 (SGD at 0.02 kept at 2 images a batch: a small detector
 with a smooth-L1 box loss trained even at 0.1) and chemprop#607 (BatchNorm's running statistics lagging behind summed
 atom features: the port's validation loss stayed within 15% of the twin's)."""
@@ -238,3 +239,27 @@ def lr_kept_after_standardising_features(fixed):
     x, t = _jobs()
     return Learner(tensor_dls(x, t.log().unsqueeze(1), bs=32), nn.Linear(6, 1), loss_func=nn.MSELoss(),
                    opt_func=torch_opt(torch.optim.SGD), lr=0.05 if fixed else 1e-5)
+
+
+# ---- validation preprocessed otherwise than training ----
+def _face_like_dls(fixed):
+    "The digits as images, training normalised to [-1, 1] as `Normalize(0.5, 0.5)` does; validation the same (`fixed`) or left at [0, 1]"
+    from bugs_data import _dls, _split
+    x, y = _digit_images('unit')
+    xt, yt, xv, yv = _split(x, y)
+    norm = lambda v: (v - 0.5) / 0.5
+    return _dls(norm(xt), yt, norm(xv) if fixed else xv, yv, bs=32)
+
+@case("https://github.com/zhongyy/Face-Transformer/issues/28",
+      "the training images are normalised with mean 0.5 and std 0.5 but the test pipeline only converts to tensors",
+      {'valid_input_shift'}, epochs=4, lr=1e-3)
+def valid_images_not_normalised_like_training(fixed):
+    """'Reproduce': 'after 20 epochs at lr=1e-3 my acc is under 60 ... maybe the preprocessing is inconsistent here: I
+    normalised, and your test code does not normalise, right?'; the author: 'preprocessing affects performance somewhat'
+    and, asked whether training normalised but testing not must differ a lot since the inputs are no longer the same
+    kind, 'Yes, keep them consistent.' The training statistics are a healthy run's: only the validation set sees the other
+    scale. The digits scaled to [0, 1], training images then normalised to [-1, 1], validation images left at [0, 1], a
+    small CNN, cross-entropy, Adam at 1e-3; the twin normalises both. Measured: MEASURE"""
+    from bugs_data import _small_cnn
+    return Learner(_face_like_dls(fixed), _small_cnn(), loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
+                   opt_func=torch_opt(torch.optim.Adam))
