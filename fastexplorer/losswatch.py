@@ -49,7 +49,8 @@ def target_sums(kind:str, axis:int, pred:torch.Tensor, y:torch.Tensor)->dict|Non
         v = y.reshape(-1).long()
         ok = ((v >= 0) & (v < c)).float()
         return {'n': ok.sum(), 'counts': torch.zeros(c, device=v.device).scatter_add_(0, v.clamp(0, c - 1), ok),
-                'seqs': ok.new_tensor(float(y.ndim != 1))}   # batches whose targets are not one per sample
+                'seqs': ok.new_tensor(float(y.ndim != 1)),   # batches whose targets are not one per sample
+                'past': (v >= c).float().sum()}              # targets past the last output: no class of the model's
     if kind in ('bce', 'bce_logits', 'mse') and y.is_floating_point() and y.shape == pred.shape and y.ndim:
         f = y.float().reshape(len(y), -1)
         return {'n': f.new_full((), float(len(y))), 'sum': f.sum(0), 'sq': (f * f).sum(0)}
@@ -119,7 +120,8 @@ def facts(self:LossWatch, rec:dict|None=None)->dict:
             'multi': None if self.multi is None else self.multi.tolist(),
             'per_sample': 'seqs' in s and not float(s['seqs']),   # class targets, one per sample: `_unused_outputs`
             'acc': valid_accuracy(rec or {}), 'chance_acc': chance_accuracy(s),
-            'valid_nonfinite': None if vs is None else vs.tolist()}   # `nonfinite_counts` of the epoch's validation
+            'valid_nonfinite': None if vs is None else vs.tolist(),   # `nonfinite_counts` of the epoch's validation
+            'past': float(s['past']) if 'past' in s else None, 'custom_loss': self.kind is None}
 
 # %% ../nbs/03hb_losswatch.ipynb #f58cdcd6
 @patch

@@ -61,10 +61,24 @@ def _valid_nonfinite(c:list|None)->dict|None:
                         f"batches, and the validation {what} held {int(n)} NaN or Inf values: the validation data's, "
                         "not the model's")
 
+# %% ../nbs/03hc_targets.ipynb #c9a39556
+def _past_outputs(facts:dict, v:list)->dict|None:
+    "`target_range` if class targets reach past the model's outputs under a loss of one's own that vanishes (`v`)"
+    p,c = facts.get('past'),facts.get('counts')
+    if not (p and c and facts.get('per_sample') and facts.get('custom_loss') and len(v) >= 6): return None
+    n = p + sum(c)
+    if n < 100 or p < 0.01 * n or not statistics.median(v[-3:]) < 0.01 * v[0]: return None
+    return dict(kind='target_range', value=p / n,
+                message=f"{int(p)} of the {int(n)} training targets sampled are class {len(c)} or above, past the "
+                        f"model's {len(c)} outputs (0 to {len(c) - 1}), and the loss fell from {v[0]:.3g} to "
+                        f"{statistics.median(v[-3:]):.3g}: the loss gives those targets no class (a one-hot encoding "
+                        "makes them rows of zeros, whose loss is 0). Labels counted from 1, not 0, or a head too small")
+
 # %% ../nbs/03hc_targets.ipynb #5613bb99
 def target_alerts(facts:dict, losses:list=())->list:
     "Alerts on the training targets counted so far (`LossWatch.facts`), and the finite `losses` they gave"
-    res = [a for a in [_unbounded_loss(losses), _valid_nonfinite(facts.get('valid_nonfinite'))] if a is not None]
+    res = [_unbounded_loss(losses), _valid_nonfinite(facts.get('valid_nonfinite')), _past_outputs(facts, losses)]
+    res = [a for a in res if a is not None]
     c,m = facts.get('counts'),facts.get('multi')
     # enough targets that a class of 1% (of 0.1% for two, as imbalanced binary tasks have) would have shown
     if c and len(c) > 1 and sum(c) >= (3000 if len(c) == 2 else 300) and sum(x > 0 for x in c) == 1:

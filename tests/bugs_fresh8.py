@@ -17,7 +17,7 @@ from bugs_fresh import _gen
 # ---- an output of shape (n, 1) against targets of shape (n,) ----
 @case("https://discuss.pytorch.org/t/output-of-the-model-depends-on-the-shape-of-the-weights-tensor/148155",
       "a linear model's (n, 1) outputs meet (n,) targets in `MSELoss`: broadcast to (n, n), the loss is met by the batch mean",
-      {'target_shape'}, epochs=5, lr=0.1)
+      {'output_shape', 'target_shape'}, epochs=5, lr=0.1)
 def sum_of_inputs_target_broadcast(fixed):
     """'Output of the model depends on the shape of the weights tensor': a `Linear(3, 1, bias=False)` trained to sum its
     three inputs (`X = torch.rand(1024, 3)`, `y = X[:,0] + X[:,1] + X[:,2]`), SGD at 0.1, `nn.MSELoss`: with the weight
@@ -50,7 +50,7 @@ class _SqueezeDropped(nn.Module):
 
 @case("https://discuss.pytorch.org/t/why-the-model-fail-to-converge-without-a-manul-weight-initialization/50431",
       "a linear regression's (n, 1) output meets (n,) targets under `MSELoss` (`x.squeeze()` result dropped): loss stays ~3e5",
-      {'target_shape'}, epochs=8, lr=0.01)
+      {'output_shape', 'target_shape'}, epochs=8, lr=0.01)
 def linear_regression_squeeze_result_dropped(fixed):
     """'Why the model fail to converge without a manul weight initialization?': `y = 5*x1 + 3*x2 + noise` with inputs
     `randn * 100`, a `Linear(2, 1, bias=False)` whose `forward` calls `x.squeeze()` without keeping the result, MSE,
