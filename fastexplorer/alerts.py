@@ -238,7 +238,7 @@ def find_alerts(
 # %% ../nbs/03h_alerts.ipynb #b18cf778
 def rank_alerts(alerts:list)->list:
     "`alerts` with the likeliest cause first (`RANK`; other kinds in between), in their own order within a rank"
-    return sorted(alerts, key=lambda a: alert_rank(a['kind']))
+    return sorted(alerts, key=lambda a: alert_rank(a['kind'], a.get('severity')))
 
 # %% ../nbs/03h_alerts.ipynb #d80e303f
 ALERT_ARGS = {'dead': ('a fraction of dead units in [0, 1]', lambda v: 0 <= v <= 1),
@@ -424,8 +424,8 @@ def loss_alert(loss:float, step:int, epoch:int, found:dict|None=None, targets:di
             f"the loss ({loss:.4g}) was finite but its gradient with respect to the model's output was not")
     if targets:
         return {'kind': 'nonfinite_target', 'layer': '', 'stat': 'loss', 'value': loss, 'step': step, 'epoch': epoch,
-                'message': f"at step {step}, {made}: the batch's target {targets['input']} held {targets['count']} NaN or Inf "
-                           "values, and the loss carried them; the model's outputs were finite"}
+                'message': f"at step {step}, {made}: the batch's target {targets['input']} held {targets['count']} "
+                           "NaN or Inf values, and the loss carried them; the model's outputs were finite"}
     return {'kind': 'nonfinite_loss', 'layer': '', 'stat': 'loss', 'value': loss, 'step': step, 'epoch': epoch,
             'op': (found or {}).get('op'),
             'message': f"at step {step}, {made}, while every recorded output of the model was finite: the loss "

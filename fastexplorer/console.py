@@ -136,7 +136,7 @@ def epoch(self:Console,
     for a in ended: self.told.pop(life_key(a), None)
     new = [(k, life[-1]) for k,life in active.items() if life[-1].get('severity') in self.severities
            and self.told.get(k) != life[0].get('raised_step', 0)]
-    new.sort(key=lambda x: (x[1].get('raised_step', 0), alert_rank(x[1]['kind'])))
+    new.sort(key=lambda x: (x[1].get('raised_step', 0), alert_rank(x[1]['kind'], x[1].get('severity'))))
     for k,a in new: self.told[k] = active[k][0].get('raised_step', 0)
     rows = [_row(a) for _,a in new] + [('resolved', a['kind'], f"resolved at step {a.get('resolved_step')}, raised at "
                                         f"step {a.get('raised_step')}", '') for a in ended]

@@ -14,10 +14,10 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'FALLBACK_RANGE', 'HIST_BINS', 'MAX_HIST_BINS', 'MAX_NAME_BYTES', 'MAX_PORT', 'ROOT', 'SAME_FINDING',
-           'RANK', 'dtype_name', 'to_jsonable', 'dumps', 'temp_beside', 'atomic_file', 'atomic_write', 'save_json',
-           'sqlite_connect', 'RunFileError', 'sqlite_reader', 'sqlite_delete', 'sqlite_create', 'load_schema',
-           'validate', 'missing_message', 'is_int', 'is_real', 'unrooted', 'site_key', 'site_of', 'root_label',
-           'root_last', 'life_key', 'alert_rank']
+           'RANK', 'SEVERITY_ORDER', 'dtype_name', 'to_jsonable', 'dumps', 'temp_beside', 'atomic_file', 'atomic_write',
+           'save_json', 'sqlite_connect', 'RunFileError', 'sqlite_reader', 'sqlite_delete', 'sqlite_create',
+           'load_schema', 'validate', 'missing_message', 'is_int', 'is_real', 'unrooted', 'site_key', 'site_of',
+           'root_label', 'root_last', 'life_key', 'alert_rank']
 
 # %% ../nbs/00_formats.ipynb #0c38ee32
 def _json_key(k):
@@ -281,6 +281,8 @@ RANK = {'nonfinite_input': 0, 'nonfinite_target': 0, 'nonfinite_loss': 1, 'nonfi
         'loss_diverging': 3, 'grads_not_zeroed': 3, 'replica_drift': 3, 'wd_too_high': 4, 'valid_at_chance': 8,
         'loss_stalled': 9, 'lr_too_low': 9}
 
-def alert_rank(kind:str)->int:
-    "Where a finding of `kind` is read among those of its step (`RANK`): the likeliest cause first"
-    return RANK.get(kind, 5)
+SEVERITY_ORDER = {'error': 0, 'warning': 1, 'info': 2}   # within a rank, what is surest first
+
+def alert_rank(kind:str, severity:str|None=None)->float:
+    "Where a finding of `kind` is read among its step's (`RANK`): the likeliest cause first, errors first in a rank"
+    return RANK.get(kind, 5) + SEVERITY_ORDER.get(severity, 0) / 4

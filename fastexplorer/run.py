@@ -154,7 +154,8 @@ def alerts(self:Run)->pd.DataFrame:
     for a in rows:
         if life(a) in ends: a.update(state='resolved', resolved_step=ends[life(a)])
     d = pd.DataFrame(rows, columns=ALERT_COLUMNS)   # by step; within one, the likeliest cause first (`alert_rank`)
-    d = d.assign(rank=d.kind.map(alert_rank)).sort_values(['epoch', 'step', 'rank'], kind='stable', na_position='last')
+    d = d.assign(rank=[alert_rank(k, s) for k,s in zip(d.kind, d.severity)])
+    d = d.sort_values(['epoch', 'step', 'rank'], kind='stable', na_position='last')
     d = d.drop(columns='rank').reset_index(drop=True)
     d['state'],d['raised_step'] = d.state.fillna('active'),d.raised_step.fillna(d.step)   # older files: all active
     if (whole := d.layer.fillna('').eq('')).any():   # the files' `''`: the root module, or no layer at all
