@@ -254,7 +254,7 @@ def after_batch(self:ExplorerCallback):
     if not self.training: self.watch.valid(loss, getattr(self.learn, 'xb', ()), yb)   # NaN the validation data brings
     else:
         self.n_steps += 1
-        out = (first_tensor(self.learn.pred), yb[0]) if self.sampled and yb else ()   # the chance level's targets
+        out = (first_tensor(self.learn.pred), yb[0], self.learn.xb) if self.sampled and yb else ()   # targets, inputs
         self.watch.end(loss, *out)
     if not (self.sampled and self.record_steps): return
     w = self.step

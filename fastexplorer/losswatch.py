@@ -14,6 +14,7 @@ from .core import StatRecorder
 from .alerts import HINTS, SEVERITY
 from .contract import loss_kind, loss_name, multi_hot, softmaxed
 from .targets import target_alerts, nonfinite_counts
+from .shift import InputShift, shift_alert
 
 # %% auto #0
 __all__ = ['MIN_STEPS', 'RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'EVAL_MODE', 'LOSS_KINDS', 'SETTLED', 'chance_loss',
@@ -64,13 +65,14 @@ class LossWatch(StatRecorder):
         self.kind = 'mse' if k == 'regression' and 'mse' in loss_name(loss_func).lower() else k
         if getattr(getattr(loss_func, 'func', loss_func), 'reduction', 'mean') != 'mean': self.kind = None
         self.axis,self.losses,self.pending,self.sums = getattr(loss_func, 'axis', 1),[],[],None
-        self.wait,self.vsums = None,None   # when the course is judged (`LossWatch.plan`); `valid`'s sums
+        self.wait,self.vsums,self.shift = None,None,InputShift()   # `plan`'s wait; `valid`'s sums; inputs
         self.multi = None   # `[multi-hot rows, rows]` of float targets under a cross-entropy (`multi_hot`)
 
-    def end(self, loss, pred=None, y=None):
-        "A training batch's `loss`; with its output `pred` and targets `y` (sampled batches), their `target_sums`"
+    def end(self, loss, pred=None, y=None, xb=()):
+        "A training batch's `loss`; with its output `pred`, targets `y`, inputs `xb` (sampled): `target_sums`, `shift`"
         if isinstance(loss, torch.Tensor) and loss.numel() == 1: self.pending.append(loss.detach().float().reshape(()))
         if not (isinstance(pred, torch.Tensor) and isinstance(y, torch.Tensor)): return
+        self.shift.add(xb, True)
         pred,y = pred.detach(),y.detach()
         with torch.no_grad():
             if softmaxed(pred, self.kind, self.axis) and (m := multi_hot(self.axis, pred, y)) is not None:
@@ -121,7 +123,8 @@ def facts(self:LossWatch, rec:dict|None=None)->dict:
             'per_sample': 'seqs' in s and not float(s['seqs']),   # class targets, one per sample: `_unused_outputs`
             'acc': valid_accuracy(rec or {}), 'chance_acc': chance_accuracy(s),
             'valid_nonfinite': None if vs is None else vs.tolist(),   # `nonfinite_counts` of the epoch's validation
-            'past': float(s['past']) if 'past' in s else None, 'custom_loss': self.kind is None}
+            'past': float(s['past']) if 'past' in s else None, 'custom_loss': self.kind is None,
+            'shift': self.shift.read(), 'valid_loss': (rec or {}).get('valid_loss')}   # `shift_alert`'s evidence
 
 # %% ../nbs/03hb_losswatch.ipynb #f58cdcd6
 @patch
@@ -129,6 +132,7 @@ def valid(self:LossWatch, loss, xb:tuple=(), yb:tuple=()):
     "A validation batch's `loss`, with its inputs `xb` and targets `yb`: their `nonfinite_counts`, summed on the device"
     if not isinstance(loss, torch.Tensor): return
     c = nonfinite_counts(loss, xb, yb)
+    self.shift.add(xb, False)
     self.vsums = c if self.vsums is None else self.vsums + c
 
 # %% ../nbs/03hb_losswatch.ipynb #59d9ef31
@@ -350,7 +354,8 @@ def loss_alerts(
     "Alerts on the run's training `losses` so far, the `chance` level, an epoch's `stats`, its `valid_loss` and `facts`"
     facts = facts or {}
     v = [x for x in losses if math.isfinite(x)]
-    res = [a for a in (_nan_loss_alert(losses, stats), *target_alerts(facts, v)) if a is not None]
+    res = [_nan_loss_alert(losses, stats), *target_alerts(facts, v), shift_alert(facts, v)]
+    res = [a for a in res if a is not None]
 
     judged = judged_kinds(v, wait)
     if not judged and losses and not math.isfinite(losses[-1]) and len(v) >= RISE_STEPS:
