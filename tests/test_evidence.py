@@ -200,3 +200,42 @@ def test_squeeze_excitation_gates_in_a_run_that_learns_are_info(tmp_path):
     al = load_run(tmp_path).alerts
     assert float(learn.recorder.values[-1][2]) > 0.85, learn.recorder.values
     assert not len(_asks(al)), al[['epoch', 'kind', 'layer', 'message']]
+
+def test_validation_set_preprocessed_otherwise(tmp_path):
+    """JeasunLok/ResNet-pytorch#1: the training images are standardised, the validation images left at `ToTensor`'s 0..1;
+    training looks healthy, validation stays at chance. The inputs' histograms differ: `valid_input_shift` is named first.
+    Standardised alike (the fix), nothing is said"""
+    from bugs_data import _digit_images, _split, _dls, _small_cnn
+    x,y = _digit_images()
+    xt,yt,xv,yv = _split(x, y)
+    m,s = xt.mean(),xt.std()
+    for fixed in (False, True):
+        torch.manual_seed(0)
+        learn = Learner(_dls((xt - m) / s, yt, (xv - m) / s if fixed else xv, yv), _small_cnn(bn=True),
+                        loss_func=nn.CrossEntropyLoss(), metrics=accuracy)
+        al = _asks(_fit(learn, tmp_path / str(fixed), n=3, lr=3e-3))
+        if fixed: assert al.empty, al[['kind', 'message']]
+        else: assert al.kind.iloc[0] == 'valid_input_shift', al[['kind', 'step', 'message']]
+    _valid_files(tmp_path / 'False')
+
+def test_augmented_training_images_are_no_shift(tmp_path):
+    """fastai's vision pipeline: `aug_transforms` (warps, zooms, lighting) on the training batches only, `Normalize` on
+    both. The histograms are measured and stay alike: no `valid_input_shift`"""
+    from PIL import Image
+    from fastai.vision.all import ImageDataLoaders, Resize, aug_transforms, Normalize, imagenet_stats, vision_learner
+    from fastai.vision.all import resnet18
+    x,y = digits_raw()
+    fns = []
+    for i in range(240):
+        f = tmp_path / f"{i}.png"
+        Image.fromarray((x[i].view(8, 8) * 15).byte().numpy()).convert('RGB').resize((32, 32)).save(f); fns.append(f)
+    dls = ImageDataLoaders.from_lists(tmp_path, fns, [str(int(v)) for v in y[:240]], valid_pct=0.25, seed=0, bs=32,
+                                      item_tfms=Resize(32), batch_tfms=[*aug_transforms(size=32, min_scale=0.75),
+                                                                        Normalize.from_stats(*imagenet_stats)])
+    torch.manual_seed(0)
+    learn = vision_learner(dls, resnet18, pretrained=False, metrics=accuracy)
+    cb = ExplorerCallback(tmp_path / 'run', every=1, preflight=False)
+    with learn.no_bar(), learn.no_logging(): learn.fit(2, 1e-3, cbs=cb)
+    assert cb.watch.shift.range is not None and cb.watch.shift.train is not None   # measured
+    al = load_run(tmp_path / 'run').alerts
+    assert 'valid_input_shift' not in set(al.kind), al[['kind', 'message']]
