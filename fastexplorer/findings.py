@@ -15,11 +15,11 @@ from .contract import verdict
 from .preflight import preflight_alerts
 from .failures import check_frozen, inplace_error, backward_failed
 from .batch import model_device
-from .losswatch import loss_alerts, settle, explain, eval_layers, judged_kinds, LOSS_KINDS
+from .losswatch import loss_alerts, settle, explain, judged_kinds, LOSS_KINDS
 from .pipeline import LearnerPass
 from .formats import life_key
 from .updates import WeightCourse, frozen_alerts, wd_alert
-from .modes import train_mode_alert, eval_mode_alert, crash_alert
+from .modes import train_mode_alert, eval_mode_alert, crash_alert, eval_layers
 
 
 # %% auto #0

@@ -15,12 +15,13 @@ from .alerts import HINTS, SEVERITY
 from .contract import loss_kind, loss_name, multi_hot, softmaxed
 from .targets import target_alerts, nonfinite_counts
 from .shift import InputShift, shift_alert
+from .modes import eval_layers, eval_hint
 
 # %% auto #0
-__all__ = ['MIN_STEPS', 'RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'EVAL_MODE', 'LOSS_KINDS', 'SETTLED', 'chance_loss',
+__all__ = ['MIN_STEPS', 'RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'LOSS_KINDS', 'SETTLED', 'chance_loss',
            'target_sums', 'LossWatch', 'valid_accuracy', 'chance_accuracy', 'loss_course', 'update_ratio',
-           'group_ratios', 'warm_up', 'course_wait', 'falling', 'stalled_hint', 'eval_layers', 'eval_hint',
-           'judged_kinds', 'loss_alerts', 'learns', 'settle', 'explain']
+           'group_ratios', 'warm_up', 'course_wait', 'falling', 'stalled_hint', 'judged_kinds', 'loss_alerts', 'learns',
+           'settle', 'explain']
 
 # %% ../nbs/03hb_losswatch.ipynb #a3087fa5
 def _entropy(p:torch.Tensor)->float:
@@ -219,6 +220,13 @@ def _vs_chance(x:float, chance:float)->str:
     return (f"{x / chance:.3g}× the chance level {chance:.4g}, not at it: far worse than a prediction that ignores "
             "the input, the outputs far from the targets")
 
+def _steps(r:float|None, groups:list=())->str:
+    "How much a step changes the weights: the update ratio `r`, or each group's (`group_ratios`) where their rates differ"
+    if len({lr for _,lr,_ in groups}) > 1:
+        return ("; a step changes the weights of "
+                + ', '.join(f"group {i} (lr {lr:.2g}) by {g:.2g}" for i,lr,g in groups) + " of their size")
+    return '' if r is None or not math.isfinite(r) else f"; the weights change by {r:.2g} of their size a step"
+
 # %% ../nbs/03hb_losswatch.ipynb #0b08aa7d
 def _course_alert(
     v:list,            # the run's finite losses
@@ -230,16 +238,16 @@ def _course_alert(
 )->dict|None:
     "The diverging or stalled alert for the run's losses `v`, if they did either"
     first,last,w = course
-    if len({lr for _,lr,_ in groups}) > 1:
-        steps = ("; a step changes the weights of "
-                 + ', '.join(f"group {i} (lr {lr:.2g}) by {g:.2g}" for i,lr,g in groups) + " of their size")
-    else: steps = '' if r is None else f"; the weights change by {r:.2g} of their size a step"
+    steps = _steps(r, groups)
     high,low = (lambda g: g > HIGH_RATIO),(lambda g: 0 < g < LOW_RATIO)
     if last > 2 * first and last - first > 1e-3:
         msg = (f"the training loss rose from {first:.4g} (median of the run's first {w} batches) to {last:.4g} "
                f"(its last {w}){steps}")
         if (r is not None and high(r)) or any(high(g) for *_,g in groups):
             return _lr_alert('lr_too_high', groups, high, value=last, message=msg)
+        if last > 1e3 * first and r is not None and not math.isfinite(r):   # weights gone NaN: no step to measure
+            return dict(kind='lr_too_high', value=last, message=f"{msg}, by orders of magnitude, until the weights "
+                                                                 "were NaN: steps that overshoot and grow")
         return dict(kind='loss_diverging', value=last, message=msg)
     if chance is not None and last >= 0.95 * chance:
         what = f"the training loss is {last:.4g} (median of the last {w} batches), {_vs_chance(last, chance)}"
@@ -316,21 +324,6 @@ def _valid_alert(last:float, start:float, chance:float|None, valid_loss:float|No
     return dict(kind='valid_at_chance', value=valid_loss if fin else va,
                 message=f"{what}, while the training loss fell to {last:.4g}: "
                         "what the model learns does not carry over to the validation set")
-
-# %% ../nbs/03hb_losswatch.ipynb #9b132698
-EVAL_MODE = ('BatchNorm', 'Dropout')   # in their class names: layers that compute otherwise in evaluation
-
-def eval_layers(classes:dict)->list:
-    "`(path, class)` of the layers of `classes` (`{path: class name}`) that compute otherwise in evaluation"
-    return [(p, c) for p,c in classes.items() if p and c and any(k in c for k in EVAL_MODE)]
-
-def eval_hint(layers:list)->str:
-    "What to add, when validation and training disagree, of the model's `layers` that compute otherwise in evaluation"
-    if not layers: return ''
-    show = ', '.join(f"`{p}` ({c})" for p,c in layers[:4]) + (', …' if len(layers) > 4 else '')
-    return (f"; or the layers that compute otherwise in evaluation: {show}. A BatchNorm normalises with its running "
-            "statistics there, not the batch's: they differ where batches are tiny or each of one class (data not "
-            "shuffled); Dropout is off")
 
 # %% ../nbs/03hb_losswatch.ipynb #05ae74e4
 LOSS_KINDS = ('loss_diverging', 'lr_too_high', 'loss_stalled', 'lr_too_low', 'valid_at_chance')   # `loss_alerts`'

@@ -17,12 +17,26 @@ from .core import is_int
 from .formats import site_key, site_of
 from .state import ModelState, scripted
 from .contract import verdict, module_label
-from .losswatch import EVAL_MODE
 
 # %% auto #0
-__all__ = ['differ', 'Repeat', 'RandomOps', 'eval_verdict', 'check_eval_repeat', 'train_mode_alert', 'eval_mode_alert',
-           'loader_sizes', 'check_last_batch', 'batch_of_one', 'crash_alert', 'check_running_stats', 'shuffles',
-           'check_order']
+__all__ = ['EVAL_MODE', 'eval_layers', 'eval_hint', 'differ', 'Repeat', 'RandomOps', 'eval_verdict', 'check_eval_repeat',
+           'train_mode_alert', 'eval_mode_alert', 'loader_sizes', 'check_last_batch', 'batch_of_one', 'crash_alert',
+           'check_running_stats', 'shuffles', 'check_order']
+
+# %% ../nbs/03ie_modes.ipynb #9b132698
+EVAL_MODE = ('BatchNorm', 'Dropout')   # in their class names: layers that compute otherwise in evaluation
+
+def eval_layers(classes:dict)->list:
+    "`(path, class)` of the layers of `classes` (`{path: class name}`) that compute otherwise in evaluation"
+    return [(p, c) for p,c in classes.items() if p and c and any(k in c for k in EVAL_MODE)]
+
+def eval_hint(layers:list)->str:
+    "What to add, when validation and training disagree, of the model's `layers` that compute otherwise in evaluation"
+    if not layers: return ''
+    show = ', '.join(f"`{p}` ({c})" for p,c in layers[:4]) + (', …' if len(layers) > 4 else '')
+    return (f"; or the layers that compute otherwise in evaluation: {show}. A BatchNorm normalises with its running "
+            "statistics there, not the batch's: they differ where batches are tiny or each of one class (data not "
+            "shuffled); Dropout is off")
 
 # %% ../nbs/03ie_modes.ipynb #5a271755
 def _tensors(o)->list:
