@@ -45,6 +45,13 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'sigmoid_units_under_categorical_ce': "`output_activation` (sigmoid units under Keras's categorical cross-entropy, which "
                                           "renormalises them): no alert",
     'lstm_restarts_lr_too_high': "no alert: no `lr_too_high` for a loss that climbs at each restart of SGDR",
+    # bugs_fresh8 and bugs_fresh9 (issue 45's unseen set of stop 56)
+    'exp_of_cross_entropy_overflows': "dev: the first NaN is traced to `aten::addmm` in `2` (weights thrown huge by the "
+                                      "exponential loss's gradient), not to the loss (`nonfinite_loss`)",
+    'softmax_before_cross_entropy_in_validation': "held-out, measured once: no alert (the softmax runs in evaluation only, "
+                                                  "where the preflight and the training statistics do not look)",
+    'labels_all_one_from_threshold_on_wrong_scale': "held-out, measured once: no alert (every binary label 1 under a "
+                                                    "BCE: no `labels_one_class` for binary float targets)",
 }
 ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench
     'linear_regression_lr_nan': "true of the twin: the accepted fix lowers the learning rate to 1e-5 and leaves x from 0 to 199 "
@@ -72,6 +79,11 @@ ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, a
     'attention_dropout_left_on_in_eval': "measured once: the twin raises `gradient_flow` at `afm.projection` and `loss_stalled` "
                                          "(its loss falls only from 1.15 to 0.99)",
     'slope_fit_uneven_large_x': "measured once: the twin raises `input_scale` (its truth names the inputs' scale as a cause)",
+    # bugs_fresh8 and bugs_fresh9 (dev half)
+    'linear_regression_squeeze_result_dropped': "true of the twin: it keeps the thread's inputs multiplied by 100 (feature "
+                                                "means up to 18, spreads up to 112): `input_scale` says so",
+    'gradient_descent_lr_sends_loss_to_nan': "true of the twin: the accepted fix lowers the learning rate to 1e-4 and keeps "
+                                             "the raw features (means up to 49): `input_scale` says so",
 }
 UNSTEADY = {  # runs whose outcome differs with the thread count: a non-strict xfail, reported by the bench as it falls
     'binary_cnn_collapses_to_half': "held-out, measured once: at one thread `lr_too_high` is named first; at two (CI's "
@@ -104,8 +116,8 @@ def test_the_fixed_twin_or_healthy_run_trains_and_raises_nothing(name, tmp_path)
     assert trains(run.losses), f"it does not learn: its last losses are {loss_ratio(run.losses):.2f} of its first"
     assert list(zip(al.kind, al.layer, al.message)) == []   # a slow start's stall, if raised, is resolved: not active
 
-@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 55 of 81 "
-                                       "bugs, and the first alert names it in 52 (bench/diagnosis.py, seed 0)")
+@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 62 of 88 "
+                                       "bugs, and the first alert names it in 59 (bench/diagnosis.py, seed 0)")
 def test_the_zoo_meets_its_targets():
     """At least 24 reported bugs and 30 healthy set-ups; on the held-out half, alerts name the cause of 90% of the bugs, the
     first alert names it in 80%, and at most 1 fixed twin in 16 raises a warning"""
