@@ -15,13 +15,11 @@ from .layers import *
 from .reduce import *
 from .units import *
 from .stats import *
-from .nonfinite import find_nonfinite, find_loss_nonfinite, input_nonfinite
 
 # %% auto #0
-__all__ = ['BY_INPUT', 'SQUASHING', 'NEGLIGIBLE_GRAD', 'HINTS', 'SEVERITY', 'DEAD_FRAC', 'ALERT_ARGS', 'DEAD_AFTER', 'HALF_HINT',
-           'DATA_HINT', 'execution_order', 'output_order', 'classes_of', 'constant_by_input', 'group_alerts',
-           'find_alerts', 'rank_alerts', 'bad_threshold', 'LiveAlerts', 'stale_grad_flag', 'stale_grad_alert',
-           'origin_alert', 'loss_op', 'loss_alert', 'trace_origin']
+__all__ = ['BY_INPUT', 'SQUASHING', 'NEGLIGIBLE_GRAD', 'HINTS', 'SEVERITY', 'DEAD_FRAC', 'ALERT_ARGS', 'DEAD_AFTER',
+           'execution_order', 'output_order', 'classes_of', 'constant_by_input', 'group_alerts', 'find_alerts',
+           'rank_alerts', 'bad_threshold', 'LiveAlerts', 'stale_grad_flag', 'stale_grad_alert']
 
 # %% ../nbs/03h_alerts.ipynb #d102e683
 def execution_order(tree:dict)->dict:
@@ -366,84 +364,3 @@ def stale_grad_alert(ps:list, names:list, step:int, epoch:int, held:tuple|None=N
             'message': f"at step {step}, before its backward, `{names[i]}` still held the gradient of earlier steps: "
                        "the gradients are never zeroed"}
 
-
-# %% ../nbs/03h_alerts.ipynb #4f272b02
-_CASTS = ('aten::_to_copy', 'aten::to', 'aten::copy_')   # how autocast's casts show in the dispatcher
-
-def _half(found:dict)->bool:
-    "Whether the operation that made the first non-finite value from finite ones computed in float16"
-    return found.get('dtype') == 'float16' and found['inputs_finite'] and found.get('phase') != 'backward'
-
-HALF_HINT = ("float16 overflowed: train in bfloat16 (`learn.to_bf16()`), which has float32's range, or keep the "
-             "activations smaller (normalise the inputs, initialise smaller)")
-DATA_HINT = ("the data holds NaN or Inf: fill or drop the missing values (fastai's `FillMissing` for tables), or find "
-             "the samples that are corrupt")
-HINTS.update(nonfinite_input=DATA_HINT, nonfinite_target=(
-    "the targets hold NaN or Inf (missing values kept as NaN): fill or drop them, or mask them out of the loss "
-    "before it computes with them (`NaN * 0` is NaN)"))
-SEVERITY.update(nonfinite_input='error', nonfinite_target='error')
-
-# %% ../nbs/03h_alerts.ipynb #562f95e2
-def _origin_message(found:dict)->str:
-    if found.get('phase') == 'input':
-        return (f"the batch's input {found['input']} held {found['count']} NaN or Inf values before the model "
-                "computed anything: the data's, not a layer's")
-    where = f"`{found['module']}`" if found['module'] else 'the model itself'
-    if found.get('phase') == 'backward':
-        src = 'from finite inputs' if found['inputs_finite'] else 'from gradients that were not finite'
-        return (f"the first non-finite gradient was made by `{found['op']}` in the backward of {where} "
-                f"(`{found['node']}`), {src}")
-    if found['inputs_finite']:
-        cast = ', the cast to float16,' if found.get('dtype') == 'float16' and found['op'] in _CASTS else ''
-        return f"the first non-finite value was made by `{found['op']}`{cast} in {where}, from finite inputs"
-    held = f": `{found['param']}` held NaN or Inf" if found['param'] else ''
-    return (f"the first non-finite value came into {where} from outside its operations{held} "
-            f"(first seen in `{found['op']}`)")
-
-def origin_alert(found:dict, step:int, epoch:int)->dict:
-    "The `nonfinite` alert (`stat: 'op'`) for what `find_nonfinite` `found` at `step`: `nonfinite_input` if the data's"
-    half = "; it computed in float16 (mixed precision), which holds nothing past 65504" if _half(found) else ''
-    kind = 'nonfinite_input' if found.get('phase') == 'input' else 'nonfinite'
-    return {'kind': kind, 'layer': found['module'], 'stat': 'op', 'op': found['op'], 'param': found['param'],
-            'inputs_finite': found['inputs_finite'], 'phase': found['phase'], 'step': step, 'epoch': epoch,
-            'message': f"{_origin_message(found)}, at step {step}{half}"} | ({'hint': HALF_HINT} if half else {}) | (
-            {'hint': DATA_HINT} if found.get('phase') == 'input' else {})
-
-# %% ../nbs/03h_alerts.ipynb #d64a85a2
-def loss_op(found:dict|None)->str:
-    "The operation of the loss that made the NaN, from what `find_loss_nonfinite` `found` (`''` if it found none)"
-    if not found: return ''
-    if found['phase'] == 'backward':
-        return f"the derivative of `{found['node'].removesuffix('Backward0').lower()}` (`{found['node']}`)"
-    return f"`{found['op']}`"
-
-def loss_alert(loss:float, step:int, epoch:int, found:dict|None=None, targets:dict|None=None)->dict:
-    """The `nonfinite_loss` alert: at `step` of `epoch`, the `loss` or its gradient was not finite while the outputs
-    were; `nonfinite_target` if the batch's targets held NaN or Inf (`targets`: what `input_nonfinite` found in them)"""
-    made = (f"the loss was {loss}" if not math.isfinite(loss) else
-            f"the loss ({loss:.4g}) was finite but its gradient with respect to the model's output was not")
-    if targets:
-        return {'kind': 'nonfinite_target', 'layer': '', 'stat': 'loss', 'value': loss, 'step': step, 'epoch': epoch,
-                'message': f"at step {step}, {made}: the batch's target {targets['input']} held {targets['count']} "
-                           "NaN or Inf values, and the loss carried them; the model's outputs were finite"}
-    return {'kind': 'nonfinite_loss', 'layer': '', 'stat': 'loss', 'value': loss, 'step': step, 'epoch': epoch,
-            'op': (found or {}).get('op'),
-            'message': f"at step {step}, {made}, while every recorded output of the model was finite: the loss "
-                       f"function made it{f' ({loss_op(found)})' if found else ''}, and the gradients followed"}
-
-# %% ../nbs/03h_alerts.ipynb #a593ae3b
-def trace_origin(model, xb:tuple, rng:tuple, step:int, epoch:int,
-    loss=None,          # after a backward: the batch's loss (a tensor)
-    loss_fn=None,       # `f(output)`: the batch's loss, to run the backward again
-    out_grad_ok=None,   # whether the loss's gradient at the model's output was finite (a tensor), if it was watched
-    out=None,           # the output the loss took (`learn.pred`): to name the loss's operation that made a NaN
-    pred_loss=None,     # `f(out)`, the loss of `out`, past fastai's `after_pred` callbacks (default: `loss_fn`)
-    yb:tuple=(),        # the batch's targets: a NaN the loss made from them is theirs (`nonfinite_target`)
-)->dict|None:
-    "The alert naming where the first non-finite value of a batch came from, or `None`"
-    if loss is not None and (not bool(torch.isfinite(loss).all())
-                             or (out_grad_ok is not None and not bool(out_grad_ok))):
-        found = find_loss_nonfinite(pred_loss or loss_fn, out) if loss_fn and out is not None else None
-        return loss_alert(float(loss.float().mean()), step, epoch, found, input_nonfinite(yb))
-    found = find_nonfinite(model, xb, *rng, loss=loss_fn)
-    return None if found is None else origin_alert(found, step, epoch)

@@ -23,7 +23,7 @@ __all__ = ['DTYPE_NAMES', 'LazyTensor', 'DEVICE_TENSORS', 'Node', 'is_lazy', 'de
            'save_json', 'sqlite_connect', 'sqlite_reader', 'unrooted', 'sqlite_create', 'sqlite_delete', 'load_schema',
            'validate', 'missing_message', 'is_int', 'is_real', 'site_key', 'site_of', 'temp_beside', 'ROOT',
            'root_label', 'root_last', 'FALLBACK_RANGE', 'HIST_BINS', 'MAX_NAME_BYTES', 'MAX_PORT', 'SAME_FINDING',
-           'life_key', 'RANK', 'alert_rank', 'RunFileError', 'MAX_HIST_BINS']
+           'life_key', 'RANK', 'SEVERITY_ORDER', 'alert_rank', 'RunFileError', 'MAX_HIST_BINS']
 
 # %% ../nbs/00_core.ipynb #635a251a
 # `from fastexplorer.core import *` gives the formats' names too
@@ -31,7 +31,8 @@ _all_ = ['SCHEMA_VERSION', 'dtype_name', 'to_jsonable', 'dumps', 'atomic_write',
          'sqlite_connect', 'sqlite_reader', 'unrooted',
          'sqlite_create', 'sqlite_delete', 'load_schema', 'validate', 'missing_message', 'is_int', 'is_real',
          'site_key', 'site_of', 'temp_beside', 'ROOT', 'root_label', 'root_last', 'FALLBACK_RANGE', 'HIST_BINS',
-         'MAX_NAME_BYTES', 'MAX_PORT', 'SAME_FINDING', 'life_key', 'RANK', 'alert_rank', 'RunFileError', 'MAX_HIST_BINS']
+         'MAX_NAME_BYTES', 'MAX_PORT', 'SAME_FINDING', 'life_key', 'RANK', 'SEVERITY_ORDER', 'alert_rank',
+         'RunFileError', 'MAX_HIST_BINS']
 DTYPE_NAMES = {d: dtype_name(d) for d in vars(torch).values() if isinstance(d, torch.dtype)}
 
 # %% ../nbs/00_core.ipynb #a1543540

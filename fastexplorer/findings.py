@@ -13,6 +13,7 @@ from .state import learner_autocast, ModelState, preserved_rng
 from .alerts import *
 from .contract import verdict
 from .preflight import preflight_alerts
+from .nonfinite import trace_origin
 from .failures import check_frozen, inplace_error, backward_failed
 from .batch import model_device
 from .losswatch import loss_alerts, settle, explain, judged_kinds, LOSS_KINDS

@@ -6,6 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/nonfinite.html.md"""
 
 # %% ../nbs/03g_nonfinite.ipynb #2402eea2
 from __future__ import annotations
+import math
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -13,9 +14,11 @@ from torch.utils._pytree import tree_leaves, tree_map
 from .state import ModelState, preserved_rng, scripted
 from .batch import model_device
 from .contract import verdict, module_label
+from .alerts import HINTS, SEVERITY
 
 # %% auto #0
-__all__ = ['FirstNonFinite', 'NodeOwners', 'input_nonfinite', 'find_nonfinite', 'find_loss_nonfinite', 'trace_outputs']
+__all__ = ['HALF_HINT', 'DATA_HINT', 'GROWN_HINT', 'GROWN', 'FirstNonFinite', 'NodeOwners', 'input_nonfinite', 'find_nonfinite',
+           'find_loss_nonfinite', 'trace_outputs', 'origin_alert', 'loss_op', 'loss_alert', 'trace_origin']
 
 # %% ../nbs/03g_nonfinite.ipynb #c281b751
 def _floats(o)->list: return [t for t in tree_leaves(o) if isinstance(t, torch.Tensor) and t.is_floating_point()]
@@ -189,3 +192,93 @@ def trace_outputs(res:list, model:nn.Module, xb:tuple)->list:
     v.update(layer=f['module'], op=f['op'], evidence=f"{v['evidence']}: the first was made by `{f['op']}` in "
                                                      f"{module_label(model, f['module'])}{held}")
     return res
+
+# %% ../nbs/03g_nonfinite.ipynb #4f272b02
+_CASTS = ('aten::_to_copy', 'aten::to', 'aten::copy_')   # how autocast's casts show in the dispatcher
+
+def _half(found:dict)->bool:
+    "Whether the operation that made the first non-finite value from finite ones computed in float16"
+    return found.get('dtype') == 'float16' and found['inputs_finite'] and found.get('phase') != 'backward'
+
+HALF_HINT = ("float16 overflowed: train in bfloat16 (`learn.to_bf16()`), which has float32's range, or keep the "
+             "activations smaller (normalise the inputs, initialise smaller)")
+DATA_HINT = ("the data holds NaN or Inf: fill or drop the missing values (fastai's `FillMissing` for tables), or find "
+             "the samples that are corrupt")
+GROWN_HINT = ("steps that throw the weights far make such outputs: lower the learning rate (fastai's `lr_find`), "
+              "normalise the inputs, or clip the gradients (`GradientClip`)")
+HINTS.update(nonfinite_input=DATA_HINT, nonfinite_target=(
+    "the targets hold NaN or Inf (missing values kept as NaN): fill or drop them, or mask them out of the loss "
+    "before it computes with them (`NaN * 0` is NaN)"))
+SEVERITY.update(nonfinite_input='error', nonfinite_target='error')
+
+# %% ../nbs/03g_nonfinite.ipynb #562f95e2
+def _origin_message(found:dict)->str:
+    if found.get('phase') == 'input':
+        return (f"the batch's input {found['input']} held {found['count']} NaN or Inf values before the model "
+                "computed anything: the data's, not a layer's")
+    where = f"`{found['module']}`" if found['module'] else 'the model itself'
+    if found.get('phase') == 'backward':
+        src = 'from finite inputs' if found['inputs_finite'] else 'from gradients that were not finite'
+        return (f"the first non-finite gradient was made by `{found['op']}` in the backward of {where} "
+                f"(`{found['node']}`), {src}")
+    if found['inputs_finite']:
+        cast = ', the cast to float16,' if found.get('dtype') == 'float16' and found['op'] in _CASTS else ''
+        return f"the first non-finite value was made by `{found['op']}`{cast} in {where}, from finite inputs"
+    held = f": `{found['param']}` held NaN or Inf" if found['param'] else ''
+    return (f"the first non-finite value came into {where} from outside its operations{held} "
+            f"(first seen in `{found['op']}`)")
+
+def origin_alert(found:dict, step:int, epoch:int)->dict:
+    "The `nonfinite` alert (`stat: 'op'`) for what `find_nonfinite` `found` at `step`: `nonfinite_input` if the data's"
+    half = "; it computed in float16 (mixed precision), which holds nothing past 65504" if _half(found) else ''
+    kind = 'nonfinite_input' if found.get('phase') == 'input' else 'nonfinite'
+    return {'kind': kind, 'layer': found['module'], 'stat': 'op', 'op': found['op'], 'param': found['param'],
+            'inputs_finite': found['inputs_finite'], 'phase': found['phase'], 'step': step, 'epoch': epoch,
+            'message': f"{_origin_message(found)}, at step {step}{half}"} | ({'hint': HALF_HINT} if half else {}) | (
+            {'hint': DATA_HINT} if found.get('phase') == 'input' else {})
+
+# %% ../nbs/03g_nonfinite.ipynb #d64a85a2
+def loss_op(found:dict|None)->str:
+    "The operation of the loss that made the NaN, from what `find_loss_nonfinite` `found` (`''` if it found none)"
+    if not found: return ''
+    if found['phase'] == 'backward':
+        return f"the derivative of `{found['node'].removesuffix('Backward0').lower()}` (`{found['node']}`)"
+    return f"`{found['op']}`"
+
+GROWN = 1e6   # outputs past this size that a loss overflows on grew there (a model's outputs are not made that large)
+
+def loss_alert(loss:float, step:int, epoch:int, found:dict|None=None, targets:dict|None=None, big:float=0.)->dict:
+    """The `nonfinite_loss` alert: at `step` of `epoch`, the `loss` or its gradient was not finite while the outputs
+    (as large as `big`) were; `nonfinite_target` if the batch's targets held NaN or Inf (`input_nonfinite` of them)"""
+    made = (f"the loss was {loss}" if not math.isfinite(loss) else
+            f"the loss ({loss:.4g}) was finite but its gradient with respect to the model's output was not")
+    if targets:
+        return {'kind': 'nonfinite_target', 'layer': '', 'stat': 'loss', 'value': loss, 'step': step, 'epoch': epoch,
+                'message': f"at step {step}, {made}: the batch's target {targets['input']} held {targets['count']} "
+                           "NaN or Inf values, and the loss carried them; the model's outputs were finite"}
+    if big > GROWN:
+        return {'kind': 'nonfinite_loss', 'layer': '', 'stat': 'loss', 'value': loss, 'step': step, 'epoch': epoch,
+                'hint': GROWN_HINT, 'message': f"at step {step}, {made}: the outputs were finite but as large as "
+                f"{big:.3g}, and the loss overflowed on them; outputs that large grew there (see the loss's course)"}
+    return {'kind': 'nonfinite_loss', 'layer': '', 'stat': 'loss', 'value': loss, 'step': step, 'epoch': epoch,
+            'op': (found or {}).get('op'),
+            'message': f"at step {step}, {made}, while every recorded output of the model was finite: the loss "
+                       f"function made it{f' ({loss_op(found)})' if found else ''}, and the gradients followed"}
+
+# %% ../nbs/03g_nonfinite.ipynb #a593ae3b
+def trace_origin(model, xb:tuple, rng:tuple, step:int, epoch:int,
+    loss=None,          # after a backward: the batch's loss (a tensor)
+    loss_fn=None,       # `f(output)`: the batch's loss, to run the backward again
+    out_grad_ok=None,   # whether the loss's gradient at the model's output was finite (a tensor), if it was watched
+    out=None,           # the output the loss took (`learn.pred`): to name the loss's operation that made a NaN
+    pred_loss=None,     # `f(out)`, the loss of `out`, past fastai's `after_pred` callbacks (default: `loss_fn`)
+    yb:tuple=(),        # the batch's targets: a NaN the loss made from them is theirs (`nonfinite_target`)
+)->dict|None:
+    "The alert naming where the first non-finite value of a batch came from, or `None`"
+    if loss is not None and (not bool(torch.isfinite(loss).all())
+                             or (out_grad_ok is not None and not bool(out_grad_ok))):
+        found = find_loss_nonfinite(pred_loss or loss_fn, out) if loss_fn and out is not None else None
+        big = max((float(t.detach().abs().max()) for t in _floats(out) if t.numel()), default=0.)
+        return loss_alert(float(loss.float().mean()), step, epoch, found, input_nonfinite(yb), big)
+    found = find_nonfinite(model, xb, *rng, loss=loss_fn)
+    return None if found is None else origin_alert(found, step, epoch)

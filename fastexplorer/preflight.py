@@ -17,7 +17,7 @@ from .core import *
 from .hooks import *
 from .state import *
 from .nonfinite import find_loss_nonfinite, NodeOwners, trace_outputs
-from .alerts import loss_op
+from .nonfinite import loss_op
 from .contract import *
 from .lint import CallOrder, check_structure
 from .failures import backward_failed, check_frozen, stopped, no_output, untrainable
