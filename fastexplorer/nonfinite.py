@@ -204,8 +204,8 @@ HALF_HINT = ("float16 overflowed: train in bfloat16 (`learn.to_bf16()`), which h
              "activations smaller (normalise the inputs, initialise smaller)")
 DATA_HINT = ("the data holds NaN or Inf: fill or drop the missing values (fastai's `FillMissing` for tables), or find "
              "the samples that are corrupt")
-GROWN_HINT = ("steps that throw the weights far make such outputs: lower the learning rate (fastai's `lr_find`), "
-              "normalise the inputs, or clip the gradients (`GradientClip`)")
+GROWN_HINT = ("steps that throw the weights far make outputs that large: lower the learning rate (fastai's `lr_find` "
+              "suggests one)")
 HINTS.update(nonfinite_input=DATA_HINT, nonfinite_target=(
     "the targets hold NaN or Inf (missing values kept as NaN): fill or drop them, or mask them out of the loss "
     "before it computes with them (`NaN * 0` is NaN)"))
