@@ -17,8 +17,8 @@ from .contract import verdict, module_label
 from .modes import check_eval_repeat, check_last_batch, check_running_stats
 
 # %% auto #0
-__all__ = ['EVAL_SAMPLES', 'next_token_axis', 'ends', 'check_future', 'batch_stats_in_eval', 'mixing_module',
-           'check_batch_independence', 'eval_checks']
+__all__ = ['EVAL_SAMPLES', 'next_token_axis', 'ends', 'check_future', 'batch_stats_in_eval', 'batch_stats_verdict',
+           'mixing_module', 'check_batch_independence', 'eval_checks']
 
 # %% ../nbs/03ih_dependence.ipynb #63928efa
 def next_token_axis(x, y, o)->int|None:
@@ -87,6 +87,18 @@ def batch_stats_in_eval(model:nn.Module, # in eval mode
     finally:
         for h in hs: h.remove()
     return b.found[0] if b.found else None
+
+# %% ../nbs/03ih_dependence.ipynb #9ddc3c9d
+def batch_stats_verdict(model:nn.Module, p:str)->dict:
+    "The `train_mode_in_eval` verdict for module `p` of `model`, which normalises with its batch's statistics in eval"
+    said = (f"in eval mode, {module_label(model, p)} normalises with the batch's own statistics: each sample's output "
+            "depends on the others', and validation scores on how its batches are made")
+    m = model.get_submodule(p) if p else model
+    if isinstance(m, nn.modules.batchnorm._BatchNorm) and not m.track_running_stats:
+        return verdict('train_mode_in_eval', 'info', f"{said}; it keeps no running statistics "
+                       "(`track_running_stats=False`), so by its construction", layer=p)
+    return verdict('train_mode_in_eval', 'error', said, "let it follow `model.eval()`: `F.batch_norm(..., "
+                   "training=self.training)`, or an `nn.BatchNorm` module (not one forced to train)", layer=p)
 
 # %% ../nbs/03ih_dependence.ipynb #83614150
 def _mixed(t, x:torch.Tensor)->bool:
@@ -159,10 +171,7 @@ def check_batch_independence(model:nn.Module, # already in eval mode
     g, = torch.autograd.grad(ends(o, axis), x, allow_unused=True)
     if g is not None and bool((g[1:-1] if len(o) > 2 else g[1:]).any()):
         if (p := batch_stats_in_eval(model, xb)) is not None:   # a norm that ignores `model.eval()`: that is the cause
-            return [verdict('train_mode_in_eval', 'error', f"in eval mode, {module_label(model, p)} normalises with "
-                            "the batch's own statistics: each sample's output depends on the others', and validation "
-                            "scores on how its batches are made", "let it follow `model.eval()`: `F.batch_norm(..., "
-                            "training=self.training)`, or an `nn.BatchNorm` module (not one forced to train)", layer=p)]
+            return [batch_stats_verdict(model, p)]
         return [_mixing_verdict(model, mixing_module(model, xb))]
     ok = verdict('batch_independence', 'ok', "each sample's output depends on its own input alone")
     return [ok] + check_future(g, axis)
