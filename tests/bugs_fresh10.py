@@ -14,7 +14,7 @@ from bugs_fresh_loop import _NoZeroGradPlain
 
 
 # ---- the loop: no zero_grad ----
-def _centre_heatmaps(n=192, size=16, seed=0):
+def _centre_heatmaps(n=480, size=16, seed=0):
     "Object centres: noisy images with a bright square, and CenterNet's Gaussian heatmap `(1, size, size)` peaking at 1 on it"
     g = _gen(seed)
     yy, xx = torch.meshgrid(torch.arange(size * 1.), torch.arange(size * 1.), indexing='ij')
@@ -43,20 +43,22 @@ def _centernet_focal(pred, gt):
 
 @case("https://github.com/xingyizhou/CenterNet/issues/928",
       "a re-organised CenterNet trainer calls `loss.backward()` and `optimizer.step()` but never `optimizer.zero_grad()`",
-      {'grads_not_zeroed', 'loss_diverging', 'exploding_grad'}, epochs=4, lr=5e-4)
+      {'grads_not_zeroed', 'loss_diverging', 'exploding_grad'}, epochs=6, lr=5e-4)
 def centernet_trainer_without_zero_grad(fixed):
     """'loss since 2nd epoch becomes huge and unchanged !!!': re-organising CenterNet's code to train on their own data,
     'The problem is that loss since 2nd epoch becomes huge and unchanged'; the poster's fix: `optimizer.zero_grad()` after
     `optimizer.step()`. CenterNet's heatmap head scaled down (two convolutions, the head's bias at -2.19, the clamped
-    sigmoid, the penalty-reduced focal loss) on noisy 16×16 images with one bright square, Adam at 5e-4; the twin clears
-    the gradients. Measured: see the module's measurements below"""
+    sigmoid, the penalty-reduced focal loss) on noisy 16×16 images with one bright square, batches of 4, Adam at 5e-4; the twin clears
+    the gradients. Measured: the loss falls to 0.04 within 2 epochs, then jumps (a batch at 5.3; epochs' training losses 0.66,
+    0.20, 0.30, 2.19, 1.48, 0.78, validation 0.19, 0.40, 1.36, 1.42, 3.28, 0.02); the twin's falls smoothly to 0.006
+    (validation 0.009)"""
     x, h = _centre_heatmaps()
-    return Learner(tensor_dls(x, h, bs=16), _CentreNet(), loss_func=_centernet_focal, opt_func=torch_opt(torch.optim.Adam),
+    return Learner(tensor_dls(x, h, bs=4), _CentreNet(), loss_func=_centernet_focal, opt_func=torch_opt(torch.optim.Adam),
                    cbs=[] if fixed else [_NoZeroGradPlain()])
 
 
 # ---- modes: BatchNorm running statistics that lag ----
-def _molecules(n=600, atoms=20, feats=16, seed=0):
+def _molecules(n=600, atoms=40, feats=16, seed=0):
     "Synthetic molecules: `atoms` atom-feature vectors each (non-negative, as one-hot features are), a property that sums over them"
     g = _gen(seed)
     x = (torch.rand(n, atoms, feats, generator=g) < 0.3).float() * torch.rand(n, atoms, feats, generator=g) * 3
@@ -81,11 +83,13 @@ def readout_batchnorm_running_stats_lag(fixed):
     goes through a BatchNorm; a maintainer: 'the running estimates of the mean and variance ... are initialized with a mean
     of 0s and variance of 1s and then updated with a momentum (default 0.1). While the training loop uses the exact batch
     statistics, the validation loop uses the running estimates', and `BatchNorm1d(..., track_running_stats=False)` 'makes
-    the big difference between the training loss and val loss go away'. Synthetic molecules of 20 atoms, a summed readout
+    the big difference between the training loss and val loss go away'. Synthetic molecules of 40 atoms, a summed readout
     of 300 units (chemprop's hidden size), the BatchNorm, a feed-forward head, MSE, Adam at 1e-3, batches of 50 (chemprop's
-    default); the twin builds the BatchNorm with `track_running_stats=False`. Measured: see below"""
+    default); the twin builds the BatchNorm with `track_running_stats=False`. Measured: training losses 24.1, 14.8, 10.0 over
+    3 epochs, validation 5.3, 63.1, 35.3; the twin trains identically (same batches, same statistics) and validates at
+    13.2, 2.75, 2.66. No statistic of training differs: only evaluation does"""
     x, y = _molecules()
-    return Learner(tensor_dls(x, y, bs=50), _SumMPNN(track=fixed), loss_func=nn.MSELoss(),
+    return Learner(tensor_dls(x, y, bs=50), _SumMPNN(track=not fixed), loss_func=nn.MSELoss(),
                    opt_func=torch_opt(torch.optim.Adam))
 
 
@@ -131,13 +135,14 @@ def _lm_loss(logits, y): return F.cross_entropy(logits.reshape(-1, logits.shape[
 
 @case("https://github.com/karpathy/nanoGPT/issues/136",
       "nanoGPT trained at a learning rate too high for its set-up: the loss goes to NaN after a while",
-      {'lr_too_high', 'loss_diverging', 'nonfinite_loss'}, epochs=4, lr=3e-2)
+      {'lr_too_high', 'loss_diverging', 'nonfinite_loss'}, epochs=4)
 def gpt_learning_rate_too_high(fixed):
     """'Loss becomes nan after training for ~2000 iterations': nanoGPT with a block size of 512 on V100s, 'receiving
     "loss: nan" after training for about 2000 iterations'; the answer: 'Try reducing learning rate'; the poster: 'Confirming
     this works. Thank you.' nanoGPT scaled down (2 blocks of width 64, tied head, weights N(0, 0.02)) on sequences of a
     random Markov chain, AdamW with nanoGPT's betas (0.9, 0.95) and weight decay 0.1, no clipping; the bug's rate 3e-2,
-    the twin's 1e-3. Measured: see below"""
+    the twin's 1e-3. Measured: no NaN came at this scale in 64 steps: the loss jumps to 4.9 on the third step, then stays
+    at 2.8 to 2.9 (validation 2.88 to 2.58); the twin's falls from 3.19 to 1.43 (validation 1.42)"""
     x, y = _text()
     lr = 1e-3 if fixed else 3e-2
     return Learner(tensor_dls(x, y, bs=32), _TinyGPT(), loss_func=_lm_loss, lr=lr,
@@ -153,7 +158,7 @@ class _SoftmaxMLP(nn.Module):
         self.softmax = nn.Softmax(dim=-1)
     def forward(self, x): return self.softmax(self.body(x))
 
-def _focal_on_probs(eps=0.0, gamma=0.7):
+def _focal_on_probs(eps=0.0, gamma=2.):
     "The package's `FocalLoss` on probabilities: `-(1 - p_t)^gamma * log(p_t + eps)`, averaged (`eps=0` as it first was)"
     def loss(p, y):
         p_t = p.gather(1, y[:, None]).squeeze(1)
@@ -162,15 +167,16 @@ def _focal_on_probs(eps=0.0, gamma=0.7):
 
 @case("https://github.com/mathiaszinnen/focal_loss_torch/issues/3",
       "a focal loss takes `torch.log(p_t)` of softmax probabilities: once a true class's probability underflows to 0 the loss is infinite",
-      {'nonfinite_loss'}, epochs=4, lr=3e-2)
+      {'nonfinite_loss'}, epochs=4, lr=1e-3)
 def focal_loss_log_of_zero_probability(fixed):
     """'Numerical issues with torch.log(p_t)': 'I run into numerical issues with the current implementation. This is due to
     the fact that the logarithm of 0 is not defined'; the proposed `torch.log(p_t + eps)`, and the maintainer: 'I fixed the
-    issue using your suggestion!'. The package's usage (a softmax, then `FocalLoss(gamma=0.7)` on the probabilities) on the
-    digits' pixels as the file holds them (0..16), an MLP, Adam at 3e-2; the twin adds `eps` (float64's, as the fix does)
-    inside the log. Measured: see below"""
+    issue using your suggestion!'. The package's usage (a softmax, then `FocalLoss` on the probabilities, at the paper's gamma of 2) on the
+    digits' pixels as bytes (0..240, as MNIST's files hold them), an MLP, Adam at 1e-3; the twin adds `eps` (float64's, as the fix does)
+    inside the log. Measured: the loss is NaN from the second batch on (175 of 176 batches), accuracy 0.11; the twin's
+    falls from 20.6 to 0.41, accuracy 0.91"""
     x, y = digits_raw()
-    return Learner(tensor_dls(x, y, bs=32), _SoftmaxMLP(), loss_func=_focal_on_probs(float(np.finfo(float).eps) if fixed else 0.),
+    return Learner(tensor_dls(x * 15, y, bs=32), _SoftmaxMLP(), loss_func=_focal_on_probs(float(np.finfo(float).eps) if fixed else 0.),
                    metrics=accuracy, opt_func=torch_opt(torch.optim.Adam))
 
 def _binary_focal_with_logits(eps_in_pow, alpha=0.25, gamma=0.5, eps=1e-8):
@@ -183,18 +189,19 @@ def _binary_focal_with_logits(eps_in_pow, alpha=0.25, gamma=0.5, eps=1e-8):
 
 @case("https://github.com/kornia/kornia/issues/918",
       "a binary focal loss with gamma < 1 raises `pow` of a probability of exactly 0 or 1: the loss is finite, its gradient NaN",
-      {'nonfinite', 'nonfinite_loss'}, epochs=4, lr=1e-3)
+      {'nonfinite', 'nonfinite_loss'}, epochs=8, lr=5e-2)
 def binary_focal_pow_nan_gradient(fixed):
     """'NaN gradients on backward pass with focal loss': 'I got `nan` gradients on backward pass when `torch.sig(prediction)`
     equals `1.` or `0.` and `0.<gamma<1.`'; ''nan' occurs during computation of gradients with respect to `torch.pow()`';
-    the suggested fix (accepted): `eps` inside `torch.pow` too. The breast-cancer features as the file holds them (up to
-    4,000), a linear classifier whose logits saturate the sigmoid in float32, kornia's loss at gamma 0.5, Adam at 1e-3; the
-    twin puts `eps` in the `pow`. No statistic of the forward pass is NaN: the loss is finite; its gradient is not.
-    Measured: see below"""
+    the suggested fix (accepted): `eps` inside `torch.pow` too. The breast-cancer features standardised, a small MLP
+    whose logits grow on the easy samples until the sigmoid is exactly 1 in float32, kornia's loss at gamma 0.5, Adam at
+    1e-2; the twin puts `eps` in the `pow`. No statistic of the forward pass is NaN: the loss is finite; its gradient is not.
+    Measured: the loss falls from 0.26 to 0.03 in the first epoch, then is NaN from the second on (94 of 112 batches);
+    the twin's last losses are 0.08 of its first (validation 0.057 to 0.109)"""
     from sklearn.datasets import load_breast_cancer
     d = load_breast_cancer()
     x, y = torch.tensor(d.data, dtype=torch.float32), torch.tensor(d.target, dtype=torch.float32).unsqueeze(1)
-    return Learner(tensor_dls(x, y, bs=32), nn.Sequential(nn.Linear(30, 16), nn.ReLU(), nn.Linear(16, 1)),
+    return Learner(tensor_dls((x - x.mean(0)) / x.std(0), y, bs=32), nn.Sequential(nn.Linear(30, 16), nn.ReLU(), nn.Linear(16, 1)),
                    loss_func=_binary_focal_with_logits(fixed), opt_func=torch_opt(torch.optim.Adam))
 
 
@@ -215,30 +222,34 @@ def _split_dls(x, y, train_idx, valid_idx, bs=8):
 
 @case("https://github.com/Project-MONAI/tutorials/issues/122",
       "a 2-class classifier trains on the first files (all of the first class) and validates on the last (all of the other)",
-      {'labels_one_class'}, epochs=4, lr=1e-3)
+      {'labels_one_class'}, epochs=5, lr=3e-3)
 def trains_on_first_files_one_class(fixed):
     """'Plain zero accuracy': a 2-class 3D classifier (MONAI's DenseNet tutorial on the poster's MRI folders): 'I'm
     getting lowering loss scores across epochs, but accuracy is always zero'; the answer: 'your training set uses the first
     10 images (presumably from the AD folder), and your validation uses the last 10 images (presumably from DFT). I think
     you're missing a shuffle of the files: `random.shuffle(images)` otherwise you're only training your network with one
     class'; the poster: 'Thanks! Now it's working.' The digits 0 and 1 as 8×8 images sorted by class, a small CNN,
-    cross-entropy, Adam at 1e-3; the bug takes the first 40 files to train and the last 40 to validate, the twin shuffles
-    the files first. No per-layer statistic need look wrong: the loss falls to 0 on one class. Measured: see below"""
+    cross-entropy, Adam at 3e-3; the bug takes the first 40 files to train and the last 40 to validate, the twin shuffles
+    the files first and trains on all but the last 40 (the answer's `[:-10]`). No per-layer statistic need look wrong: the loss falls to 0 on one class. Measured: the training loss falls from 0.71 to 0.001,
+    validation accuracy 0.0 every epoch, validation loss 1.03 to 6.95; the twin validates at accuracy 1.0 from its second
+    epoch (loss 0.012)"""
     x, y = _sorted_digits([0, 1])
     idx = torch.randperm(len(x), generator=_gen(0)) if fixed else torch.arange(len(x))
-    return Learner(_split_dls(x, y, idx[:40], idx[-40:]), _small_cnn(n_out=2), loss_func=nn.CrossEntropyLoss(),
+    return Learner(_split_dls(x, y, idx[:-40] if fixed else idx[:40], idx[-40:]), _small_cnn(n_out=2), loss_func=nn.CrossEntropyLoss(),
                    metrics=accuracy, opt_func=torch_opt(torch.optim.Adam))
 
 @case("https://github.com/zalandoresearch/fashion-mnist/issues/3",
       "the dataset's files are sorted by class and the loader takes the first 5,000 samples to validate: the validation set is all 0s",
-      {'labels_one_class'}, epochs=3, lr=1e-3)
+      {'labels_one_class'}, epochs=3, lr=1e-2)
 def validation_first_samples_one_class(fixed):
     """'tensorflow's read_data_sets would yield a validation set with the same labels': Fashion-MNIST loaded with
     TensorFlow's MNIST reader, 'the validation set only contain 0 as labels'; the maintainer: 'We didn't shuffle the data
     when storing it, resulting all 0 labels first ... Tensorflow MNIST loader takes the first/last 5000 examples for the
     validation set', fixed by shuffling the files (#5). The digits as 8×8 images sorted by class, a small CNN,
-    cross-entropy, Adam at 1e-3; the bug validates on the first 150 (all 0s, 150 of the 178) and trains on the rest, the twin shuffles
-    first. Training is sound; only the validation is wrong: it measures one class. Measured: see below"""
+    cross-entropy, Adam at 1e-2; the bug validates on the first 150 (all 0s, 150 of the 178) and trains on the rest, the twin shuffles
+    first. Training is sound; only the validation is wrong: it measures one class. Measured: validation accuracy 0.0 over
+    3 epochs (the 28 zeros left in training are too few to learn them yet), validation loss 3.8 to 4.1, while the training
+    loss falls from 2.31 to 1.29; the twin validates at accuracy 0.10, 0.30, 0.63"""
     x, y = _sorted_digits(list(range(10)))
     n = 150   # 5,000 of 6,000: most of class 0
     idx = torch.randperm(len(x), generator=_gen(0)) if fixed else torch.arange(len(x))
