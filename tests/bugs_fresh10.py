@@ -255,3 +255,46 @@ def validation_first_samples_one_class(fixed):
     idx = torch.randperm(len(x), generator=_gen(0)) if fixed else torch.arange(len(x))
     return Learner(_split_dls(x, y, idx[n:], idx[:n], bs=32), _small_cnn(), loss_func=nn.CrossEntropyLoss(),
                    metrics=accuracy, opt_func=torch_opt(torch.optim.Adam))
+
+
+# ---- the architecture: an extractor that detaches the encoder ----
+class _Extractor(nn.Module):
+    "vit-pytorch's `Extractor` as it was: a forward hook on the encoder's last layer keeps `output.clone().detach()` as the tokens"
+    def __init__(self, encoder, layer, detach=True):
+        super().__init__()
+        self.encoder, self.detach, self.latents = encoder, detach, None
+        layer.register_forward_hook(self._hook)
+    def _hook(self, module, inp, out):
+        self.latents = out.clone().detach() if self.detach else out.clone()
+    def forward(self, x):
+        self.encoder(x)
+        return self.latents
+
+class _CoCaLike(nn.Module):
+    "CoCa's image side, scaled down: a convolutional encoder's tokens through the extractor, attention pooling, a head"
+    def __init__(self, detach=True, d=32, n_out=10):
+        super().__init__()
+        conv = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, d, 3, padding=1), nn.ReLU())
+        self.extractor = _Extractor(conv, conv[3], detach)
+        self.query = nn.Parameter(torch.randn(1, 1, d) * 0.02)
+        self.pool = nn.MultiheadAttention(d, 4, batch_first=True)
+        self.head = nn.Linear(d, n_out)
+    def forward(self, x):
+        tokens = self.extractor(x).flatten(2).transpose(1, 2)   # (batch, 64 positions, d)
+        pooled = self.pool(self.query.expand(len(x), -1, -1), tokens, tokens, need_weights=False)[0]
+        return self.head(pooled.squeeze(1))
+
+@case("https://github.com/lucidrains/CoCa-pytorch/issues/6",
+      "the image encoder's tokens come through an extractor that detaches them: the encoder gets no gradient and never learns",
+      {'frozen', 'gradient_flow'}, epochs=4, lr=3e-3)
+def extractor_detaches_image_encoder(fixed):
+    """'Extractor in vit_pytorch will detach the tensor': 'The cloned tensor in `Extractor` will be detached. So gradient may
+    not propagate back to image encoder'; the author: 'Yes you are right, should be fixed in 0.35.8 of vit-pytorch!'; the
+    poster: 'The bug is fixed.' CoCa's image side scaled down (a two-layer convolutional encoder whose last layer is hooked
+    as vit-pytorch's `Extractor` hooks it, attention pooling by one learnt query, a linear head) classifying the digits
+    (CoCa's contrastive and captioning losses left out: cross-entropy), Adam at 3e-3; the twin's hook keeps
+    `output.clone()`. Only the encoder's layers are wrong (their gradients are None: they are frozen by accident); the
+    pooling and head learn on random features. Measured: see the commit after this one"""
+    x, y = _digit_images()
+    return Learner(tensor_dls(x, y, bs=32), _CoCaLike(detach=not fixed), loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
+                   opt_func=torch_opt(torch.optim.Adam))
