@@ -294,7 +294,9 @@ def extractor_detaches_image_encoder(fixed):
     as vit-pytorch's `Extractor` hooks it, attention pooling by one learnt query, a linear head) classifying the digits
     (CoCa's contrastive and captioning losses left out: cross-entropy), Adam at 3e-3; the twin's hook keeps
     `output.clone()`. Only the encoder's layers are wrong (their gradients are None: they are frozen by accident); the
-    pooling and head learn on random features. Measured: see the commit after this one"""
+    pooling and head learn on random features. Measured: the encoder's weights never change (their `.grad` is None); the
+    loss stays at 2.30 for 2 epochs, then falls to 2.02 (validation accuracy 0.08, 0.15, 0.21, 0.34); the twin's falls to
+    1.16 (accuracy 0.09, 0.35, 0.57, 0.71)"""
     x, y = _digit_images()
     return Learner(tensor_dls(x, y, bs=32), _CoCaLike(detach=not fixed), loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
                    opt_func=torch_opt(torch.optim.Adam))
