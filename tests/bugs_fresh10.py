@@ -176,8 +176,9 @@ def focal_loss_log_of_zero_probability(fixed):
     inside the log. Measured: the loss is NaN from the second batch on (175 of 176 batches), accuracy 0.11; the twin's
     falls from 20.6 to 0.41, accuracy 0.91"""
     x, y = digits_raw()
-    return Learner(tensor_dls(x * 15, y, bs=32), _SoftmaxMLP(), loss_func=_focal_on_probs(float(np.finfo(float).eps) if fixed else 0.),
-                   metrics=accuracy, opt_func=torch_opt(torch.optim.Adam))
+    eps = float(np.finfo(float).eps) if fixed else 0.
+    return Learner(tensor_dls(x * 15, y, bs=32), _SoftmaxMLP(), loss_func=_focal_on_probs(eps), metrics=accuracy,
+                   opt_func=torch_opt(torch.optim.Adam))
 
 def _binary_focal_with_logits(eps_in_pow, alpha=0.25, gamma=0.5, eps=1e-8):
     "kornia's `binary_focal_loss_with_logits` as it was (`eps` in the logs only) or as fixed (`eps` in the `pow` too)"
@@ -230,7 +231,8 @@ def trains_on_first_files_one_class(fixed):
     you're missing a shuffle of the files: `random.shuffle(images)` otherwise you're only training your network with one
     class'; the poster: 'Thanks! Now it's working.' The digits 0 and 1 as 8×8 images sorted by class, a small CNN,
     cross-entropy, Adam at 3e-3; the bug takes the first 40 files to train and the last 40 to validate, the twin shuffles
-    the files first and trains on all but the last 40 (the answer's `[:-10]`). No per-layer statistic need look wrong: the loss falls to 0 on one class. Measured: the training loss falls from 0.71 to 0.001,
+    the files first and trains on all but the last 40 (the answer's `[:-10]`). No per-layer statistic need look wrong: the
+    loss falls to 0 on one class. Measured: the training loss falls from 0.71 to 0.001,
     validation accuracy 0.0 every epoch, validation loss 1.03 to 6.95; the twin validates at accuracy 1.0 from its second
     epoch (loss 0.012)"""
     x, y = _sorted_digits([0, 1])
