@@ -1,11 +1,11 @@
 """Bug zoo, family 17 (issue 45): a tenth fresh set, from GitHub issues of training repositories (CenterNet, chemprop,
-nanoGPT, kornia, a focal-loss package, MONAI's tutorials, Fashion-MNIST, CoCa-pytorch). See `bugzoo.py`. Each case cites its thread;
-its truth (`kinds`, `layer`) was written and committed before the case was ever run, under the tool or not. Cases were
-chosen for how common the bug is (a trainer that never clears its gradients, a BatchNorm whose running statistics lag
-the batches', a learning rate too high for a GPT, a log of a probability that reached 0, a `pow` whose gradient is
-infinite at 0, data sorted by class and split without a shuffle, an extractor that detaches the encoder), never for whether the tool catches it. Two leave every
-per-layer statistic healthy: a training set of one class (the loss falls to 0), a validation set of one class (training
-is sound; only what the validation measures is wrong)."""
+nanoGPT, kornia, a focal-loss package, MONAI's tutorials, Fashion-MNIST, CoCa-pytorch). See `bugzoo.py`. Each case cites
+its thread; its truth (`kinds`, `layer`) was written and committed before the case was ever run, under the tool or not.
+Cases were chosen for how common the bug is (a trainer that never clears its gradients, a BatchNorm whose running
+statistics lag the batches', a learning rate too high for a GPT, a log of a probability that reached 0, a `pow` whose
+gradient is infinite at 0, data sorted by class and split without a shuffle, an extractor that detaches the encoder),
+never for whether the tool catches it. Two leave every per-layer statistic healthy: a training set of one class (the
+loss falls to 0), a validation set of one class (training is sound; only what the validation measures is wrong)."""
 from fastai.metrics import accuracy
 from bugzoo import *
 from bugs_data import _digit_images, _small_cnn
