@@ -38,7 +38,9 @@ def bce_targets_raw_class_codes(fixed):
     perfectly separable data reached 47.75% accuracy vs 100% with `{0,1}`'; the fix maps labels to 0..K-1 with the sorted
     classes. With a target above 1 the binary cross-entropy has no minimum: its gradient pushes every logit up for ever.
     The breast-cancer features standardised, an MLP (30-64-64-1), `BCEWithLogitsLoss`, Adam at 1e-3; the bug codes the
-    two classes 5 and 7, the twin 0 and 1."""
+    two classes 5 and 7, the twin 0 and 1. Measured: the loss falls from 0.39 through 0 to -84 in 5 epochs (validation
+    -2.7 to -82) at an accuracy fixed at 0.637, the share of the larger class; the twin's falls from 0.69 to 0.09
+    (validation 0.15, accuracy 0.96)"""
     x, y = _cancer()
     t = y if fixed else 5 + 2 * y
     model = nn.Sequential(nn.Linear(30, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
@@ -56,7 +58,9 @@ def train_loader_holds_validation(fixed):
     set), so validation samples leak into training'; the fix gives the loader the training subset. Every layer is
     healthy and the run learns: only the validation score is wrong, measured on rows the model has fitted. No per-layer
     statistic can see it. A small sample of the digits (500 rows, 150 of them for validation) so that the model
-    overfits, an MLP (64-256-256-10), cross-entropy, Adam at 1e-3; the twin trains on the 350 training rows only."""
+    overfits, an MLP (64-256-256-10), cross-entropy, Adam at 1e-3; the twin trains on the 350 training rows only.
+    Measured after 8 epochs: validation loss 0.046 at an accuracy of 0.987 against the twin's honest 0.165 and 0.947 (the
+    leaky run reports a validation loss below its own training loss, 0.21, from the second epoch on)"""
     x, y = digits_raw()
     x = (x - x.mean()) / x.std()
     idx = torch.randperm(len(x), generator=_gen(3))[:500]
@@ -91,15 +95,17 @@ class _Transforms(Callback):
 
 @case("https://www.mo4tech.com/image-classification-record-a-sinkhole-binary-classification-network-using-crossentropyloss-loss-has-been-at-0-69-do-not-converge-problem.html",
       "training augmentation so strong (a crop of 39% of the side, vertical flips, colour jitter) that it erases what tells the classes apart: the loss stays at ln 2",
-      {'augmentation_too_strong'}, epochs=6, lr=1e-3)
+      {'augmentation_too_strong'}, epochs=6, lr=1e-2)
 def augmentation_erases_the_label(fixed):
     """'Binary classification network using CrossEntropyLoss: loss has been at 0.69, does not converge': a ResNet-18
     trained from scratch on cats and dogs, `Resize((128, 128))`, `RandomVerticalFlip()`, `RandomCrop(50)`,
     `ColorJitter(brightness=0.5, contrast=0.5, hue=0.5)`, `Normalize(0.5, 0.5)`: 'Loss always stays near 0.69 ... the
     network has not learned anything at all'; the author found 'Are you using too much data enhancement?' in a list of
     pitfalls, commented the augmentations out, 'Then it converges'. The digits 3 against 8 as 8×8 images, a small CNN
-    from scratch, cross-entropy, Adam at 1e-3, the post's augmentations scaled to 8×8 on the training batches only; the
-    twin only normalises. Every layer can be healthy: the inputs the model trains on no longer hold the label."""
+    from scratch, cross-entropy, Adam at 1e-2, the post's augmentations scaled to 8×8 on the training batches only; the
+    twin only normalises. Every layer can be healthy: the inputs the model trains on no longer hold the label. Measured:
+    the training loss stays at 0.71 to 0.69 for 6 epochs (0.96 of its first), validation 0.69 to 0.66; the twin's falls to
+    0.51 of its first (validation 0.38, accuracy 0.84)"""
     x, y = _digit_images('unit')
     keep = (y == 3) | (y == 8)
     x, y = x[keep], (y[keep] == 8).long()
@@ -124,7 +130,9 @@ def plateau_scheduler_max_mode_on_loss(fixed):
     increasing -- correct?'; merged 'since it's a simple bugfix'. In `max` mode a loss that falls is a metric that
     stopped rising: every epoch that goes well cuts the learning rate tenfold, and training stalls. The digits as
     standardised vectors, an MLP (64-128-10), cross-entropy, SGD with momentum 0.9 at 0.02, `ReduceLROnPlateau(factor=0.1,
-    patience=0)` stepped on the validation loss after each epoch; the twin's scheduler is in `min` mode."""
+    patience=0)` stepped on the validation loss after each epoch; the twin's scheduler is in `min` mode. Measured: the
+    rate is cut after each of epochs 2 to 5 (0.02 to 2e-7) and the validation loss stops at 0.333 from the third epoch
+    (accuracy 0.933); the twin's keeps 0.02 and reaches 0.142 (accuracy 0.978)"""
     x, y = digits_raw()
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
     return Learner(tensor_dls((x - x.mean()) / x.std(), y, bs=64), model, loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
@@ -142,7 +150,9 @@ def summed_loss_large_batch_explodes(fixed):
     number of samples. This worked for the batch size of `128` in combination with the low learning rate but lead to
     exploding gradients for larger batches. `np.mean` is used now with a larger learning rate' (merged). The notebook's
     MLP (ReLU layers of 512, here on the 64 pixels of the digits scaled to [0, 1]), plain SGD at its step size 0.01,
-    batches of 256; the twin averages the loss and steps at 0.5."""
+    batches of 256; the twin averages the loss and steps at 0.5. Measured: the summed loss starts at 590, passes 1e3 in
+    the second epoch and 4e14 by the sixth, at chance accuracy (0.08 to 0.14); the twin's falls from 2.30 to 0.35
+    (accuracy 0.92)"""
     x, y = digits_raw()
     model = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
     return Learner(tensor_dls(x / 16, y, bs=256), model, loss_func=nn.CrossEntropyLoss() if fixed else _summed_ce,
@@ -156,7 +166,10 @@ def small_batch_default_lr_nan(fixed):
     of the parameters all used the default values' (64; NaN 'after 2 epochs'); the author: 'the nan comes out because the
     default learning rate is too large for a small batch size like 64 ... so we need to turn down the lr'. The digits as
     standardised vectors, an MLP (64-256-256-10), cross-entropy, SGD with momentum 0.9 at a rate that suits batches of
-    256, run at batches of 8; the twin turns the rate down in proportion."""
+    256, run at batches of 8; the twin turns the rate down in proportion. Measured: at batches of 256 the rate 0.5 trains
+    (accuracy 0.986 in 20 epochs); at 8 the training loss blows up to 1e5 in the first two epochs and the network ends at
+    chance (accuracy 0.11, validation loss 1.1e5) without a NaN (a rate of 1.0 gives the thread's NaN, but diverges at
+    256 too); the twin's loss falls to 0.005 of its first (accuracy 0.975)"""
     x, y = digits_raw()
     model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
     return Learner(tensor_dls((x - x.mean()) / x.std(), y, bs=8), model, loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
@@ -186,7 +199,7 @@ class _ArcMargin(nn.Module):
 
 class _ArcFaceNet(nn.Module):
     "An embedding MLP and the margin head; the head sees the labels during training as the repository's loop passes them"
-    def __init__(self, clamp, emb=3):
+    def __init__(self, clamp, emb=2):
         super().__init__()
         self.body = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, emb))
         self.margin = _ArcMargin(emb, 10, clamp=clamp)
@@ -204,8 +217,10 @@ def arcface_sqrt_at_domain_edge(fixed):
     """'Request to avoid loss to NaN': 'change the minimum value of the square root to the epsilon ... `sine =
     torch.sqrt((1.0 - torch.pow(cosine, 2)).clamp(1e-6, 1))` ... The differential function of √x, 1/(2√x), becomes `inf`
     near x=0, i.e., an exploding gradient. This results in a loss of `nan` as reported in #81'. The repository's
-    `ArcMarginProduct` (s=30, m=0.5) on an MLP embedding of the digits (3 dimensions, so that features meet their class
-    weights quickly), cross-entropy, Adam at 1e-2; the twin clamps as the issue asks."""
+    `ArcMarginProduct` (s=30, m=0.5) on an MLP embedding of the digits (2 dimensions, so that features meet their class
+    weights quickly: at 3 no cosine came near 1 in 6 epochs), cross-entropy, Adam at 1e-2; the twin clamps as the issue
+    asks. Measured: the loss is NaN from the fourth batch on; the twin's falls to 0.29 of its first (accuracy 0.40 to 0.52:
+    2 dimensions hold 10 classes poorly)"""
     x, y = digits_raw()
     return Learner(tensor_dls((x - x.mean()) / x.std(), y, bs=32), _ArcFaceNet(clamp=fixed), loss_func=nn.CrossEntropyLoss(),
                    metrics=accuracy, opt_func=torch_opt(torch.optim.Adam), cbs=[_PassLabels()])
