@@ -70,6 +70,28 @@ def train_loader_holds_validation(fixed):
     return Learner(_dls(xt, yt, xv, yv, bs=32), model, loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
                    opt_func=torch_opt(torch.optim.Adam))
 
+@case("https://github.com/marin-community/marin/pull/2700",
+      "the training set is cut from the shuffled data and the validation set from the unshuffled data: most validation rows are also trained on",
+      {'valid_leak'}, epochs=8, lr=1e-3)
+def split_after_shuffle_overlaps(fixed):
+    """'Fix train and val set overlap bug by splitting before shuffling': 'when splitting a dataset into training and
+    validation sets via `num_validation_sequences`, the two sets were overlapping (some samples show up in both sets).
+    This happened because during training set construction the dataset was first shuffled and then sliced, while during
+    validation set construction the dataset was sliced without shuffling'; the fix slices before shuffling (merged). Every
+    layer is healthy and the run learns: only the validation score is wrong. No per-layer statistic can see it. The same
+    small sample of the digits (500 rows, the first 150 for validation), the same MLP (64-256-256-10), cross-entropy,
+    Adam at 1e-3; the bug's training rows are the shuffled data after its first 150, the twin's the rows after the
+    validation slice."""
+    x, y = digits_raw()
+    x = (x - x.mean()) / x.std()
+    idx = torch.randperm(len(x), generator=_gen(3))[:500]
+    x, y = x[idx], y[idx]
+    xv, yv = x[:150], y[:150]                                            # sliced without shuffling
+    order = torch.arange(150, 500) if fixed else torch.randperm(500, generator=_gen(4))[150:]   # the bug: shuffled, then sliced
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+    return Learner(_dls(x[order], y[order], xv, yv, bs=32), model, loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
+                   opt_func=torch_opt(torch.optim.Adam))
+
 class _Transforms(Callback):
     """The post's transforms on each batch: on training batches (if `aug`) a random crop of 3×3 pixels of the 8×8 image
     (its `RandomCrop(50)` of 128) resized back, a vertical flip half the time, brightness and contrast jittered by ±50%;
@@ -224,3 +246,40 @@ def arcface_sqrt_at_domain_edge(fixed):
     x, y = digits_raw()
     return Learner(tensor_dls((x - x.mean()) / x.std(), y, bs=32), _ArcFaceNet(clamp=fixed), loss_func=nn.CrossEntropyLoss(),
                    metrics=accuracy, opt_func=torch_opt(torch.optim.Adam), cbs=[_PassLabels()])
+
+
+# ---- precision ----
+def _ids(n=3000, fields=4, per_field=20, seed=0):
+    "Rows of one categorical id per field (offset per field) and a 0/1 label drawn from a hidden value per id"
+    g = _gen(seed)
+    x = torch.randint(0, per_field, (n, fields), generator=g) + per_field * torch.arange(fields)
+    w = torch.randn(fields * per_field, generator=g)
+    return x, (w[x].sum(1) > 0).long()
+
+class _EmbeddingClassifier(nn.Module):
+    "An embedding per id (PyTorch's N(0, 1) initialisation), concatenated over the fields, and a linear head"
+    def __init__(self, n_ids=80, fields=4, d=8, bf16=False, autocast=False):
+        super().__init__()
+        self.emb, self.head, self.autocast = nn.Embedding(n_ids, d), nn.Linear(fields * d, 2), autocast
+        if bf16: self.to(torch.bfloat16)
+    def forward(self, x):
+        with torch.autocast('cpu', dtype=torch.bfloat16, enabled=self.autocast):
+            return self.head(self.emb(x).flatten(1)).float()
+
+@case("https://github.com/workofart/ml-by-hand/pull/85",
+      "the weights are kept in bfloat16 with no float32 master copy: Adam's small updates round back to the stored value and weights near 1 never move",
+      {'frozen'}, layer='emb', epochs=4, lr=6e-4)
+def bf16_weights_without_master_copy(fixed):
+    """'Create FP32 master copy of weights for mixed-precision training': 'weights and activations were in bf16 (this is
+    ok), but gradients were also produced + accumulated in bf16. Also, Adam optimizer's update was computed in fp32
+    internally but written back to bf16. If we use our learning rate of 6e-4, each weight update step ... is
+    `round_bf16(0.9994) = 1.0` ... Each step independently rounds back to 1, so after 100 times it's still 1.0'; measured
+    there: 'pre-fix (bf16 storage, no master): 0 / 768 moved; post-fix (fp32 master + bf16 copy): 603 / 768 moved' (merged).
+    Categorical ids (4 fields of 20) whose label is the sign of a sum of hidden per-id values, an embedding of 8 per id
+    (PyTorch initialises it N(0, 1), so its weights sit near 1 where bfloat16's step is 2^-7) and a linear head,
+    cross-entropy, Adam at the PR's 6e-4; the bug stores the whole model in bfloat16, the twin keeps float32 weights and
+    computes in bfloat16 under autocast."""
+    x, y = _ids()
+    model = _EmbeddingClassifier(bf16=not fixed, autocast=fixed)
+    return Learner(tensor_dls(x, y, bs=64), model, loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
+                   opt_func=torch_opt(torch.optim.Adam))
