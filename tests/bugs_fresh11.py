@@ -1,11 +1,13 @@
 """Bug zoo, family 16 (issue 45): an eleventh fresh set, from a blog post about debugging a training run and from GitHub
-threads no other family cites (DeepTab, aestetik, gnina-torch, JAX's documentation, MAR, arcface-pytorch). See
+threads no other family cites (DeepTab, aestetik, marin, gnina-torch, JAX's documentation, MAR, arcface-pytorch,
+ml-by-hand). See
 `bugzoo.py`. Each case cites its thread; its truth (`kinds`, `layer`) was written and committed before the case was ever
 run, under the tool or not. Cases were chosen for how common the bug is (class codes given to a binary cross-entropy as
 targets, the validation rows left in the training loader, augmentation strong enough to erase the label, a plateau
 scheduler watching a loss in `max` mode, a loss summed over the batch, a learning rate kept when the batch was made
-smaller, a square root at the edge of its domain in a margin head), never for whether the tool catches it. The leaky
-loader leaves every statistic of training healthy (only the validation score is wrong); its docstring says so. Kinds
+smaller, a square root at the edge of its domain in a margin head, a split that shuffles before slicing one side only,
+weights stored in bfloat16 with no float32 master copy), never for whether the tool catches it. The two leaky splits
+leave every statistic of training healthy (only the validation score is wrong); their docstrings say so. Kinds
 that no check raises yet, assumed as a correct tool would name them: `valid_leak` (as in `bugs_fresh3`),
 `loss_summed` (as in `bugs_fresh_loop`), and a new one, `augmentation_too_strong`."""
 from fastai.callback.core import Callback
@@ -81,7 +83,8 @@ def split_after_shuffle_overlaps(fixed):
     layer is healthy and the run learns: only the validation score is wrong. No per-layer statistic can see it. The same
     small sample of the digits (500 rows, the first 150 for validation), the same MLP (64-256-256-10), cross-entropy,
     Adam at 1e-3; the bug's training rows are the shuffled data after its first 150, the twin's the rows after the
-    validation slice."""
+    validation slice. Measured: 99 of the 150 validation rows are trained on; after 8 epochs the validation loss is 0.104
+    at an accuracy of 0.980 against the twin's honest 0.215 and 0.940"""
     x, y = digits_raw()
     x = (x - x.mean()) / x.std()
     idx = torch.randperm(len(x), generator=_gen(3))[:500]
@@ -268,7 +271,7 @@ class _EmbeddingClassifier(nn.Module):
 
 @case("https://github.com/workofart/ml-by-hand/pull/85",
       "the weights are kept in bfloat16 with no float32 master copy: Adam's small updates round back to the stored value and weights near 1 never move",
-      {'frozen'}, layer='emb', epochs=4, lr=6e-4)
+      {'frozen'}, layer='emb', epochs=12, lr=6e-4)
 def bf16_weights_without_master_copy(fixed):
     """'Create FP32 master copy of weights for mixed-precision training': 'weights and activations were in bf16 (this is
     ok), but gradients were also produced + accumulated in bf16. Also, Adam optimizer's update was computed in fp32
@@ -278,7 +281,9 @@ def bf16_weights_without_master_copy(fixed):
     Categorical ids (4 fields of 20) whose label is the sign of a sum of hidden per-id values, an embedding of 8 per id
     (PyTorch initialises it N(0, 1), so its weights sit near 1 where bfloat16's step is 2^-7) and a linear head,
     cross-entropy, Adam at the PR's 6e-4; the bug stores the whole model in bfloat16, the twin keeps float32 weights and
-    computes in bfloat16 under autocast."""
+    computes in bfloat16 under autocast. Measured over 12 epochs: 80% of the embedding's weights never change (all of
+    the head's do) and the validation loss falls only from 0.70 to 0.57 (accuracy 0.71); in the twin every weight moves
+    and the validation loss reaches 0.48 (accuracy 0.78)"""
     x, y = _ids()
     model = _EmbeddingClassifier(bf16=not fixed, autocast=fixed)
     return Learner(tensor_dls(x, y, bs=64), model, loss_func=nn.CrossEntropyLoss(), metrics=accuracy,
