@@ -61,8 +61,7 @@ def train_loader_holds_validation(fixed):
     healthy and the run learns: only the validation score is wrong, measured on rows the model has fitted. No per-layer
     statistic can see it. A small sample of the digits (500 rows, 150 of them for validation) so that the model
     overfits, an MLP (64-256-256-10), cross-entropy, Adam at 1e-3; the twin trains on the 350 training rows only.
-    Measured after 8 epochs: validation loss 0.046 at an accuracy of 0.987 against the twin's honest 0.165 and 0.947 (the
-    leaky run reports a validation loss below its own training loss, 0.21, from the second epoch on)"""
+    Measured after 8 epochs: validation loss 0.046 at an accuracy of 0.987 against the twin's honest 0.165 and 0.947"""
     x, y = digits_raw()
     x = (x - x.mean()) / x.std()
     idx = torch.randperm(len(x), generator=_gen(3))[:500]
