@@ -1,15 +1,15 @@
-"""Bug zoo, family 16 (issue 45): an eleventh fresh set, from a blog post about debugging a training run and from GitHub
-threads no other family cites (DeepTab, aestetik, marin, gnina-torch, JAX's documentation, MAR, arcface-pytorch,
-ml-by-hand). See
-`bugzoo.py`. Each case cites its thread; its truth (`kinds`, `layer`) was written and committed before the case was ever
-run, under the tool or not. Cases were chosen for how common the bug is (class codes given to a binary cross-entropy as
-targets, the validation rows left in the training loader, augmentation strong enough to erase the label, a plateau
-scheduler watching a loss in `max` mode, a loss summed over the batch, a learning rate kept when the batch was made
-smaller, a square root at the edge of its domain in a margin head, a split that shuffles before slicing one side only,
-weights stored in bfloat16 with no float32 master copy), never for whether the tool catches it. The two leaky splits
-leave every statistic of training healthy (only the validation score is wrong); their docstrings say so. Kinds
-that no check raises yet, assumed as a correct tool would name them: `valid_leak` (as in `bugs_fresh3`),
-`loss_summed` (as in `bugs_fresh_loop`), and a new one, `augmentation_too_strong`."""
+"""Bug zoo, an eleventh fresh family (issue 45): from a blog post about debugging a training run and from GitHub threads
+no other family cites (DeepTab, aestetik, marin, gnina-torch, JAX's documentation, MAR, arcface-pytorch, ml-by-hand).
+See `bugzoo.py`. Each case cites its thread; its truth (`kinds`, `layer`) was written and committed before the case was
+ever run, under the tool or not. Cases were chosen for how common the bug is (class codes given to a binary
+cross-entropy as targets, the validation rows left in the training loader, augmentation strong enough to erase the
+label, a plateau scheduler watching a loss in `max` mode, a loss summed over the batch, a learning rate kept when the
+batch was made smaller, a square root at the edge of its domain in a margin head, a split that shuffles before slicing
+one side only, weights stored in bfloat16 with no float32 master copy), never for whether the tool catches it. The two
+leaky splits leave every statistic of training healthy (only the validation score is wrong); their docstrings say so.
+Kinds that no check raises yet, assumed as a correct tool would name them: `valid_leak` (as in `bugs_fresh3`),
+`loss_summed` (as in `bugs_fresh_loop`), and a new one, `augmentation_too_strong`. Each bug was checked with plain
+fastai before any run under the tool: it shows its thread's symptom, and its fixed twin trains."""
 from fastai.callback.core import Callback
 from fastai.metrics import accuracy
 from bugzoo import *
