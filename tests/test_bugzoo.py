@@ -67,6 +67,10 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'split_after_shuffle_overlaps': "dev: `valid_leak` (assumed; no check raises it): no alert, no statistic sees it",
     'bf16_weights_without_master_copy': "dev: `frozen` at `emb` is not said of bfloat16 weights whose updates round "
                                         "away; the `loss_stalled` warnings are resolved",
+    # bugs_fresh10 and bugs_fresh11, held-out half: measured once, at this stop's final code, not studied
+    'validation_first_samples_one_class': "the alert is `valid_at_chance` (the symptom), not `labels_one_class`: the "
+                                          "validation targets' classes are not counted, only the training targets'",
+    'train_loader_holds_validation': "`valid_leak` (assumed; no check raises it): no alert, no statistic sees it",
 }
 ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench
     'linear_regression_lr_nan': "true of the twin: the accepted fix lowers the learning rate to 1e-5 and leaves x from 0 to 199 "
@@ -103,6 +107,8 @@ ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, a
                                           "0..240 pixels: `input_scale` says so",
     'augmentation_erases_the_label': "the twin (Adam at 1e-2) loses about 60% of `3`'s units: `dead` warnings at epochs "
                                      "3 to 5, settled as info by epoch 6 (true of the twin, whose loss ratio is 0.51)",
+    'arcface_sqrt_at_domain_edge': "measured once (held-out, not studied): the twin raises `loss_at_init` at `margin` "
+                                   "and `loss_stalled` twice",
 }
 UNSTEADY = {  # runs whose outcome differs with the thread count: a non-strict xfail, reported by the bench as it falls
     'binary_cnn_collapses_to_half': "held-out, measured once: at one thread `lr_too_high` is named first; at two (CI's "
@@ -135,8 +141,9 @@ def test_the_fixed_twin_or_healthy_run_trains_and_raises_nothing(name, tmp_path)
     assert trains(run.losses), f"it does not learn: its last losses are {loss_ratio(run.losses):.2f} of its first"
     assert list(zip(al.kind, al.layer, al.message)) == []   # a slow start's stall, if raised, is resolved: not active
 
-@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 62 of 88 "
-                                       "bugs, and the first alert names it in 59 (bench/diagnosis.py, seed 0)")
+@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 63 of 91 "
+                                       "bugs, the first alert names it in 59, and 6 of 91 fixed twins alert "
+                                       "(bench/diagnosis.py, one thread, seed 0)")
 def test_the_zoo_meets_its_targets():
     """At least 24 reported bugs and 30 healthy set-ups; on the held-out half, alerts name the cause of 90% of the bugs, the
     first alert names it in 80%, and at most 1 fixed twin in 16 raises a warning"""
