@@ -40,8 +40,8 @@ class InputShift:
             self.range = lo,hi
         lo,hi = self.range
         v = torch.nan_to_num(v, nan=lo).clamp(lo, hi)
-        row = torch.cat([torch.histc(v, self.bins, lo, hi), v.new_tensor([v.numel()]), v.sum()[None],
-                         (v * v).sum()[None]])
+        n = torch.full((1,), float(v.numel()), device=v.device)   # made on the device: no copy from the host
+        row = torch.cat([torch.histc(v, self.bins, lo, hi), n, v.sum()[None], (v * v).sum()[None]])
         if training: self.train = row if self.train is None else self.train + row
         else: self.valid,self.seen = (row if self.valid is None else self.valid + row),self.seen + 1
 

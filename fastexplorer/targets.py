@@ -40,10 +40,11 @@ def _unbounded_loss(v:list)->dict|None:
 
 # %% ../nbs/03hc_targets.ipynb #de112270
 def _bad(ts:tuple, dev)->torch.Tensor:
-    "The NaN or Inf values of the float tensors among `ts`, counted as a float on device `dev`"
+    "The NaN or Inf values of the float tensors among `ts` on device `dev` (the batch's), counted there: nothing read"
     n = torch.zeros((), device=dev)
     for t in ts:
-        if isinstance(t, torch.Tensor) and t.is_floating_point(): n = n + (~torch.isfinite(t)).sum().to(dev)
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.device == n.device:
+            n = n + (~torch.isfinite(t)).sum()
     return n
 
 def nonfinite_counts(loss:torch.Tensor, xb:tuple=(), yb:tuple=())->torch.Tensor:
