@@ -10,7 +10,7 @@ from torch.overrides import TorchFunctionMode
 from fastai.basics import Learner, DataLoaders, DataLoader, MSELossFlat
 from fastai.callback.core import Callback
 from fastai.callback.progress import *   # noqa: F401,F403  (Learner.no_bar)
-import fastexplorer.reduce as R, fastexplorer.steps as steps
+import fastexplorer.core, fastexplorer.reduce as R, fastexplorer.steps as steps
 from fastexplorer.all import ExplorerCallback, load_run
 
 READS = {'item', 'tolist', '__bool__', '__float__', '__int__', '__index__', 'cpu'}
@@ -57,6 +57,8 @@ def learner(depth:int, path, cbs=()):
 def per_batch(learn, monkeypatch)->list:
     "`(training, iter, reads, what)` of each batch of two epochs, the statistics on the GPU's path"
     monkeypatch.setattr(R, "READS_FREE", ())
+    # a fresh process's cache of device tensors: one that earlier tests filled to its bound would be cleared mid-run
+    monkeypatch.setattr(fastexplorer.core, '_DEVICE_TENSORS', {})
     mode = HostReads(); start = Start(mode)
     for name in ('tensor', 'as_tensor'):   # made from the host's numbers on the device: a copy that waits for it on a GPU
         f = getattr(torch, name)
