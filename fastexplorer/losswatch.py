@@ -14,7 +14,7 @@ from .core import StatRecorder
 from .alerts import HINTS, SEVERITY
 from .contract import loss_kind, loss_name, multi_hot, softmaxed
 from .targets import target_alerts, nonfinite_counts
-from .shift import InputShift, shift_alert
+from .shift import InputShift, shift_alert, at_chance
 from .modes import eval_layers, eval_hint
 
 # %% auto #0
@@ -315,7 +315,7 @@ def _valid_alert(last:float, start:float, chance:float|None, valid_loss:float|No
           if fin else '')
     at = bool(chance and fin and valid_loss >= 0.95 * chance)
     if va is not None and ca is not None:
-        if va > ca + 0.2 * (1 - ca): return None   # a high loss with a good accuracy: confidence, not chance
+        if not at_chance(va, ca): return None   # a high loss with a good accuracy: confidence, not chance
         if chance and fin and not at: return None  # the loss below chance: some learning carries over
         what = (f"the validation accuracy is {va:.3g}, at the chance level {ca:.3g} (the share of the commonest "
                 "class)" + (f"; {vl}" if vl else ''))

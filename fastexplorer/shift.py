@@ -12,7 +12,7 @@ from fastcore.basics import patch
 from .alerts import HINTS
 
 # %% auto #0
-__all__ = ['InputShift', 'shift_alert']
+__all__ = ['InputShift', 'at_chance', 'shift_alert']
 
 # %% ../nbs/03hcb_shift.ipynb #f9a2b06f
 def _first_float(xb)->torch.Tensor|None:
@@ -62,14 +62,17 @@ def read(self:InputShift)->dict|None:
     return {'tv': tv, 'train': _moments(t), 'valid': _moments(v)}
 
 # %% ../nbs/03hcb_shift.ipynb #37d70e6f
+def at_chance(va:float|None, ca:float|None)->bool:
+    "Whether a validation accuracy `va` is at the chance level `ca`: within a fifth of the way from it to 1"
+    return va is not None and ca is not None and va <= ca + 0.2 * (1 - ca)
+
 def shift_alert(facts:dict, v:list)->dict|None:
     "`valid_input_shift` if the inputs differ by half (`facts['shift']`) and validation does badly (against losses `v`)"
     shift,valid_loss,va,ca = (facts.get(k) for k in ('shift', 'valid_loss', 'acc', 'chance_acc'))
     if not shift or shift['tv'] < 0.5 or not v: return None
     train_loss = statistics.median(v[-5:])   # the training loss at the epoch's end
-    at_chance = va is not None and ca is not None and va <= ca + 0.2 * (1 - ca)
     worse = valid_loss is not None and math.isfinite(valid_loss) and train_loss > 0 and valid_loss > 2 * train_loss
-    if not (worse or at_chance): return None
+    if not (worse or at_chance(va, ca)): return None
     (mt,st),(mv,sv) = shift['train'],shift['valid']
     did = (f"its loss {valid_loss:.4g} against the training's {train_loss:.4g}" if worse else
            "its accuracy at the chance level")
