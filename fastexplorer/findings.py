@@ -19,7 +19,7 @@ from .batch import model_device
 from .losswatch import loss_alerts, settle, explain, judged_kinds, LOSS_KINDS
 from .pipeline import LearnerPass
 from .formats import life_key
-from .updates import WeightCourse, frozen_alerts, wd_alert
+from .updates import WeightCourse, frozen_alerts, stuck_alerts, wd_alert
 from .modes import train_mode_alert, eval_mode_alert, crash_alert, eval_layers
 
 
@@ -218,7 +218,10 @@ def epoch_alerts(self:Findings,
     found = self.origin_alerts(epoch) + group_alerts([{**drift, 'source': 'epoch'}] if drift else [])
     found += find_alerts(self.tree, stats, epoch=epoch, **self.thresholds)
     named,course = {l for a in found if a['kind'] == 'frozen' for l in a['layers']},self.course.end()
-    found += group_alerts([{**a, 'source': 'epoch'} for a in frozen_alerts(stats, course, self.course.steps, named)])
+    fa = frozen_alerts(stats, course, self.course.steps, named)
+    named |= {a['layer'] for a in fa}
+    held = {k for _,ks in groups for k in ks} if groups else None   # what the optimiser updates itself
+    found += group_alerts([{**a, 'source': 'epoch'} for a in fa + stuck_alerts(stats, named, held)])
     if losses is None: return self.resolve(found, step, None, epoch)   # a partial epoch: nothing judged again
     v = [x for x in losses if math.isfinite(x)]
     wd = decay and 'loss_stalled' in judged_kinds(v, wait) and wd_alert(stats, course, decay, v, chance, facts)

@@ -13,9 +13,12 @@ from fastcore.basics import patch
 from .core import StatRecorder
 from .alerts import HINTS, SEVERITY
 from .contract import loss_kind, loss_name, multi_hot, softmaxed
-from .targets import target_alerts, nonfinite_counts
-from .shift import InputShift, shift_alert, at_chance
+from .targets import target_alerts, nonfinite_counts, class_counts
+from .shift import InputShift, shift_alert, at_chance, leak_alert
+from .evalgap import EvalGap, gap_alert
+from .ratecuts import RateCourse, cut_alert
 from .modes import eval_layers, eval_hint
+from .nonfinite import loss_jump_alert
 
 # %% auto #0
 __all__ = ['MIN_STEPS', 'RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'LOSS_KINDS', 'SETTLED', 'chance_loss',
@@ -66,7 +69,8 @@ class LossWatch(StatRecorder):
         self.kind = 'mse' if k == 'regression' and 'mse' in loss_name(loss_func).lower() else k
         if getattr(getattr(loss_func, 'func', loss_func), 'reduction', 'mean') != 'mean': self.kind = None
         self.axis,self.losses,self.pending,self.sums = getattr(loss_func, 'axis', 1),[],[],None
-        self.wait,self.vsums,self.shift = None,None,InputShift()   # `plan`'s wait; `valid`'s sums; inputs
+        self.wait,self.vsums,self.vclasses = None,None,None   # `plan`'s wait; `valid`'s sums and classes
+        self.shift,self.gap,self.rates = InputShift(),EvalGap(),RateCourse()   # evidence the loss alone lacks
         self.multi = None   # `[multi-hot rows, rows]` of float targets under a cross-entropy (`multi_hot`)
 
     def end(self, loss, pred=None, y=None, xb=()):
@@ -74,7 +78,7 @@ class LossWatch(StatRecorder):
         if isinstance(loss, torch.Tensor) and loss.numel() == 1: self.pending.append(loss.detach().float().reshape(()))
         if not (isinstance(pred, torch.Tensor) and isinstance(y, torch.Tensor)): return
         self.shift.add(xb, True)
-        pred,y = pred.detach(),y.detach()
+        pred,y = pred.detach(),y.detach(); self.gap.keep(xb, y)
         with torch.no_grad():
             if softmaxed(pred, self.kind, self.axis) and (m := multi_hot(self.axis, pred, y)) is not None:
                 self.multi = m if self.multi is None else self.multi + m
@@ -118,14 +122,17 @@ def facts(self:LossWatch, rec:dict|None=None)->dict:
     "What the targets counted so far and an epoch's `Recorder` row `rec` say: classes, scale, multi-hot rows, accuracy"
     s = self.sums or {}
     rms = float((s['sq'].double() / float(s['n'])).max().sqrt()) if 'sq' in s and float(s['n']) else None
-    vs,self.vsums = self.vsums,None   # the epoch's validation batches: counted again from the next one
+    (vs,vc),self.vsums,self.vclasses = (self.vsums,self.vclasses),None,None   # the next epoch's: counted afresh
     return {'counts': s['counts'].tolist() if 'counts' in s else None, 'target_rms': rms,
             'multi': None if self.multi is None else self.multi.tolist(),
             'per_sample': 'seqs' in s and not float(s['seqs']),   # class targets, one per sample: `_unused_outputs`
             'acc': valid_accuracy(rec or {}), 'chance_acc': chance_accuracy(s),
             'valid_nonfinite': None if vs is None else vs.tolist(),   # `nonfinite_counts` of the epoch's validation
+            'vcounts': None if vc is None else vc.tolist(),           # `class_counts` of its targets
             'past': float(s['past']) if 'past' in s else None, 'custom_loss': self.kind is None,
-            'shift': self.shift.read(), 'valid_loss': (rec or {}).get('valid_loss')}   # `shift_alert`'s evidence
+            'shift': self.shift.read(), 'valid_loss': (rec or {}).get('valid_loss'),   # `shift_alert`'s evidence
+            'eval_gap': self.gap.read((rec or {}).get('valid_loss'), self.losses),     # `gap_alert`'s
+            'rates': self.rates.read(len(self.losses))}                                # `cut_alert`'s
 
 # %% ../nbs/03hb_losswatch.ipynb #f58cdcd6
 @patch
@@ -135,6 +142,7 @@ def valid(self:LossWatch, loss, xb:tuple=(), yb:tuple=()):
     c = nonfinite_counts(loss, xb, yb)
     self.shift.add(xb, False)
     self.vsums = c if self.vsums is None else self.vsums + c
+    self.vclasses = class_counts(yb, len(self.sums['counts']) if 'counts' in (self.sums or {}) else None, self.vclasses)
 
 # %% ../nbs/03hb_losswatch.ipynb #59d9ef31
 MIN_STEPS = 40   # training batches seen before the loss's course is judged (a slow start is no stall)
@@ -188,7 +196,8 @@ def plan(self:LossWatch, learn):
     "A fit begins: when its course is judged (`course_wait`), counted in the run's training batches so far"
     try: planned = learn.n_epoch * len(learn.dls.train)
     except TypeError: planned = None                       # a loader without a length
-    n = len(self.losses) + len(self.pending)
+    n,self.gap.learn = len(self.losses) + len(self.pending),learn
+    self.rates.begin(learn)
     self.wait = tuple(n + w for w in course_wait(planned, warm_up(learn)))
 
 # %% ../nbs/03hb_losswatch.ipynb #a6efbab3
@@ -347,7 +356,8 @@ def loss_alerts(
     "Alerts on the run's training `losses` so far, the `chance` level, an epoch's `stats`, its `valid_loss` and `facts`"
     facts = facts or {}
     v = [x for x in losses if math.isfinite(x)]
-    res = [_nan_loss_alert(losses, stats), *target_alerts(facts, v), shift_alert(facts, v)]
+    res = [loss_jump_alert(losses) or _nan_loss_alert(losses, stats), *target_alerts(facts, v), shift_alert(facts, v),
+           gap_alert(facts), cut_alert(facts, losses), leak_alert(facts)]
     res = [a for a in res if a is not None]
 
     judged = judged_kinds(v, wait)
@@ -361,7 +371,7 @@ def loss_alerts(
         if stall and (a := _valid_alert(c[1], max(c[0], statistics.median(v[:3])), chance, valid_loss, facts)):
             res.append({**a, 'hint': HINTS['valid_at_chance'] + eval_hint(evals)})
     return [{'layer': '', 'stat': 'loss', 'hint': HINTS[a['kind']], **a, 'severity': SEVERITY.get(a['kind'], 'warning'),
-             'layers': [''], 'source': 'epoch'} for a in res]
+             'layers': [a.get('layer') or ''], 'source': 'epoch'} for a in res]
 
 # %% ../nbs/03hb_losswatch.ipynb #1b2d7c6c
 def learns(losses:list, chance:float|None, facts:dict|None=None)->str|None:

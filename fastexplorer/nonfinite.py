@@ -17,8 +17,9 @@ from .contract import verdict, module_label
 from .alerts import HINTS, SEVERITY
 
 # %% auto #0
-__all__ = ['HALF_HINT', 'DATA_HINT', 'GROWN_HINT', 'GROWN', 'FirstNonFinite', 'NodeOwners', 'input_nonfinite', 'find_nonfinite',
-           'find_loss_nonfinite', 'trace_outputs', 'origin_alert', 'loss_op', 'loss_alert', 'trace_origin']
+__all__ = ['HALF_HINT', 'DATA_HINT', 'GROWN_HINT', 'GROWN', 'JUMP', 'FirstNonFinite', 'NodeOwners', 'input_nonfinite',
+           'find_nonfinite', 'find_loss_nonfinite', 'trace_outputs', 'origin_alert', 'loss_op', 'loss_alert',
+           'trace_origin', 'loss_jump_alert']
 
 # %% ../nbs/03g_nonfinite.ipynb #c281b751
 def _floats(o)->list: return [t for t in tree_leaves(o) if isinstance(t, torch.Tensor) and t.is_floating_point()]
@@ -282,3 +283,24 @@ def trace_origin(model, xb:tuple, rng:tuple, step:int, epoch:int,
         return loss_alert(float(loss.float().mean()), step, epoch, found, input_nonfinite(yb), big)
     found = find_nonfinite(model, xb, *rng, loss=loss_fn)
     return None if found is None else origin_alert(found, step, epoch)
+
+# %% ../nbs/03g_nonfinite.ipynb #19d0f4df
+JUMP = 1e6   # a loss this many times its recent median in one step, from a steady course: the loss function blew up
+
+def loss_jump_alert(losses:list)->dict|None:
+    "`nonfinite_loss` if the `losses` leapt `JUMP` times in one step from a steady course and were NaN within 2 steps"
+    i = next((i for i,x in enumerate(losses) if not math.isfinite(x)), None)
+    if i is None or i < 6: return None
+    j = next((j for j in range(i - 1, max(i - 3, 2), -1) if losses[j] >= JUMP * losses[j - 1]), None)
+    if j is None: return None   # no leap just before the NaN: a climb, the learning rate's
+    before = sorted(losses[max(0, j - 21):j - 1])
+    base = before[len(before) // 2]
+    if not (base > 0 and losses[j - 1] <= 100 * base and losses[j] >= JUMP * base): return None
+    return {'kind': 'nonfinite_loss', 'layer': '', 'stat': 'loss', 'value': losses[j], 'step': j,
+            'message': f"the training loss leapt from {losses[j - 1]:.3g} to {losses[j]:.3g} at step {j}, from a "
+                       f"steady course (a median of {base:.3g} over the {len(before)} steps before), and was NaN or "
+                       f"Inf from step {i}: the loss function blew up on a batch, and what turned non-finite after "
+                       "it follows from its gradient",
+            'hint': "bound what the loss computes: an `exp`, a power or a division of an unbounded value (a "
+                    "cross-entropy, a distance) overflows on one bad batch; take the `exp` out, or `clamp` its "
+                    "argument, or compute it in log space"}

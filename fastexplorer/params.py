@@ -122,6 +122,9 @@ class ParamStats(StatRecorder):
         self.usteps = 0
         self.ucount = torch.zeros(n, dtype=self.dt, device=dev)   # steps with a ratio, per parameter
         self.umoved = torch.zeros(n, dtype=self.dt, device=dev)   # steps that changed it at all
+        # float16 and bfloat16 weights: elements a step left as they were though their gradient was not 0, and those
+        self.low = [i for i,p in enumerate(ps) if p.dtype in (torch.float16, torch.bfloat16)]
+        self.ustuck = torch.zeros(len(self.low), 2, dtype=self.dt, device=dev)
         self.w0,self.nonfinite = None,False   # `nonfinite`: whether the last `grads` saw NaN or Inf
         self.pending = None                   # gradients `grads` reduced that `commit` has not added yet
         self.kept = None                      # the copies `snapshot` writes over, on the CPU
@@ -204,8 +207,19 @@ def updates(self:ParamStats):
     r = torch.where(ok, d / torch.where(ok, n, 1), 0)
     self.usum += r; self.ucount += ok; torch.maximum(self.umax, r, out=self.umax); self.umoved += d > 0
     self.usteps += 1
+    if self.low: self._stuck()
     self.w0 = None
     if self.step is not None: self.step[:, _GRAD_STEP['update_ratio']] = torch.where(ok, r, math.nan)
+
+# %% ../nbs/03a_params.ipynb #75c364c5
+@patch
+def _stuck(self:ParamStats):
+    "Count the low-precision weights' elements with a gradient that the step (`w0`: minus it) left unchanged"
+    for j,i in enumerate(self.low):
+        if (g := self.ps[i].grad) is None: continue
+        live = g.detach().reshape(-1) != 0
+        self.ustuck[j, 0] += (live & (self.w0[i] == 0)).sum()
+        self.ustuck[j, 1] += live.sum()
 
 # %% ../nbs/03a_params.ipynb #d470d860
 @patch
@@ -221,6 +235,7 @@ def finish(self:ParamStats, keys:list|None=None)->dict:
     gsum,gmax = self.gsum.cpu().tolist(),self.gmax.cpu().tolist()
     usum,umax = self.usum.cpu().tolist(),self.umax.cpu().tolist()
     ucount,moved = self.ucount.cpu().tolist(),self.umoved.cpu().tolist()
+    stuck = {i: s / n for i,(s,n) in zip(self.low, self.ustuck.cpu().tolist()) if n}
     res,ws = {},weights_stats(self.ps)
     for i,(key,p) in enumerate(zip(keys, self.ps)):
         k = self.gsteps[i]
@@ -230,7 +245,7 @@ def finish(self:ParamStats, keys:list|None=None)->dict:
                                    'nan': self.nan[i], 'inf': self.inf[i], 'ndim': p.ndim}
         w = {**ws[i], 'requires_grad': p.requires_grad, 'update_steps': self.usteps,
              'update_ratio': usum[i]/ucount[i] if ucount[i] else None, 'update_max': umax[i] if ucount[i] else None,
-             'update_moved': int(moved[i])}
+             'update_moved': int(moved[i]), **({'update_stuck': stuck[i]} if i in stuck else {})}
         res[key] = {'weight': w, 'grad': grad}
     return res
 

@@ -12,7 +12,7 @@ from fastcore.basics import patch
 from .alerts import HINTS
 
 # %% auto #0
-__all__ = ['InputShift', 'at_chance', 'shift_alert']
+__all__ = ['MAX_FPS', 'LEAK', 'InputShift', 'fingerprints', 'at_chance', 'shift_alert', 'leak_alert']
 
 # %% ../nbs/03hcb_shift.ipynb #f9a2b06f
 def _first_float(xb)->torch.Tensor|None:
@@ -26,11 +26,13 @@ class InputShift:
     def __init__(self, bins:int=32, n:int=16384, valid_batches:int=8):
         self.bins,self.n,self.valid_batches,self.range = bins,n,valid_batches,None
         self.train,self.valid,self.seen = None,None,0   # `[histogram..., count, sum, sum of squares]` of each set
+        self.fps,self.vfps = [],[]   # each sample's fingerprint (`fingerprints`), in each set
 
     def add(self, xb, training:bool):
         "Count a batch's inputs `xb`: a sampled training batch, or one of an epoch's first validation batches"
         if not training and self.seen >= self.valid_batches: return
         if (x := _first_float(xb)) is None: return
+        self.keep(x, training)
         v = x.detach().reshape(-1)[::max(1, x.numel() // self.n)].float()
         if self.range is None:
             if not training: return                          # the range is the training inputs'
@@ -45,6 +47,33 @@ class InputShift:
         if training: self.train = row if self.train is None else self.train + row
         else: self.valid,self.seen = (row if self.valid is None else self.valid + row),self.seen + 1
 
+# %% ../nbs/03hcb_shift.ipynb #d170134a
+MAX_FPS = 1 << 20   # training fingerprints kept at most (8 MiB)
+
+def fingerprints(x:torch.Tensor, n:int=4096)->torch.Tensor|None:
+    "An exact 64-bit fingerprint of each sample of float batch `x`, from the bits of at most `n` values of each"
+    if x.dim() < 2 or x[0].numel() < 32: return None
+    v = x.detach().reshape(len(x), -1)
+    v = v[:, ::max(1, v.shape[1] // n)].float().contiguous().view(torch.int32).long()
+    w = torch.arange(1, v.shape[1] + 1, device=v.device) * 0x5851F42D4C957F2D   # made on the device, wrapping
+    w = torch.bitwise_xor(w, w >> 29) * 0x2545F4914F6CDD1D
+    return (v * w).sum(1)
+
+@patch
+def keep(self:InputShift, x:torch.Tensor, training:bool):
+    "Keep the fingerprints of batch `x`'s samples, a training or a validation batch"
+    if training and sum(len(f) for f in self.fps) >= MAX_FPS: return
+    if (f := fingerprints(x)) is not None: (self.fps if training else self.vfps).append(f)
+
+@patch
+def overlap(self:InputShift)->tuple|None:
+    "`(validation samples among the training samples kept, validation samples)` of the epoch (`None`: unknown)"
+    v,self.vfps = self.vfps,[]
+    if not v or not self.fps: return None
+    self.fps = [t := torch.cat(self.fps)]   # one tensor from now on
+    v = torch.cat(v)
+    return float(torch.isin(v, t).sum()),len(v)
+
 # %% ../nbs/03hcb_shift.ipynb #f061c539
 def _moments(row:list)->tuple:
     n,s,q = row[-3:]
@@ -53,13 +82,14 @@ def _moments(row:list)->tuple:
 
 @patch
 def read(self:InputShift)->dict|None:
-    "`{'tv', 'train', 'valid'}`: the histograms' total variation and each set's `(mean, spread)` (`None`: unknown)"
+    "`{'tv', 'train', 'valid', 'dup'}`: the histograms' total variation, each set's `(mean, spread)`, the `overlap`"
     t,v,self.valid,self.seen = self.train,self.valid,None,0
-    if t is None or v is None: return None
+    res = {'dup': self.overlap()}
+    if t is None or v is None: return res if res['dup'] else None
     t,v = t.tolist(),v.tolist()
     ht,hv = t[:-3],v[:-3]
     tv = 0.5 * sum(abs(a / sum(ht) - b / sum(hv)) for a,b in zip(ht, hv))
-    return {'tv': tv, 'train': _moments(t), 'valid': _moments(v)}
+    return {**res, 'tv': tv, 'train': _moments(t), 'valid': _moments(v)}
 
 # %% ../nbs/03hcb_shift.ipynb #37d70e6f
 def at_chance(va:float|None, ca:float|None)->bool:
@@ -69,7 +99,7 @@ def at_chance(va:float|None, ca:float|None)->bool:
 def shift_alert(facts:dict, v:list)->dict|None:
     "`valid_input_shift` if the inputs differ by half (`facts['shift']`) and validation does badly (against losses `v`)"
     shift,valid_loss,va,ca = (facts.get(k) for k in ('shift', 'valid_loss', 'acc', 'chance_acc'))
-    if not shift or shift['tv'] < 0.5 or not v: return None
+    if not shift or shift.get('tv', 0) < 0.5 or not v: return None
     train_loss = statistics.median(v[-5:])   # the training loss at the epoch's end
     worse = valid_loss is not None and math.isfinite(valid_loss) and train_loss > 0 and valid_loss > 2 * train_loss
     if not (worse or at_chance(va, ca)): return None
@@ -85,3 +115,18 @@ def shift_alert(facts:dict, v:list)->dict|None:
 HINTS['valid_input_shift'] = ("give the validation set the training set's transforms (a `Normalize` with the training "
                               "statistics, the same scaling; fastai's `batch_tfms` apply to both): compare "
                               "`dls.train.one_batch()[0]` with `dls.valid.one_batch()[0]`")
+
+# %% ../nbs/03hcb_shift.ipynb #39476c8c
+LEAK = 0.1   # the share of validation samples found among the training samples that makes a leak
+
+def leak_alert(facts:dict)->dict|None:
+    "`valid_leak` if a tenth of the validation samples checked are training samples too (`InputShift.overlap`)"
+    d = (facts.get('shift') or {}).get('dup')
+    if not d or d[1] < 20 or d[0] < LEAK * d[1]: return None
+    return dict(kind='valid_leak', value=d[0] / d[1],
+                message=f"{int(d[0])} of the {d[1]} validation samples checked ({d[0] / d[1]:.0%}) are also training "
+                        "samples, the very same inputs (a floor: only the sampled training batches are compared): the "
+                        "validation score measures what the model remembers, not what it learnt")
+
+HINTS['valid_leak'] = ("the split lets samples into both sets: split once, before shuffling or augmenting, by index "
+                       "(fastai's `RandomSplitter`), and drop duplicate samples first")

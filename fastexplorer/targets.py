@@ -11,7 +11,7 @@ import torch
 from .alerts import HINTS
 
 # %% auto #0
-__all__ = ['nonfinite_counts', 'target_alerts']
+__all__ = ['nonfinite_counts', 'class_counts', 'target_alerts']
 
 # %% ../nbs/03hc_targets.ipynb #303dd245
 def _unused_outputs(c:list)->dict|None:
@@ -75,14 +75,43 @@ def _past_outputs(facts:dict, v:list)->dict|None:
                         f"{statistics.median(v[-3:]):.3g}: the loss gives those targets no class (a one-hot encoding "
                         "makes them rows of zeros, whose loss is 0). Labels counted from 1, not 0, or a head too small")
 
+# %% ../nbs/03hc_targets.ipynb #8181b740
+def class_counts(yb:tuple, n:int|None, acc:torch.Tensor|None=None)->torch.Tensor|None:
+    "`acc` plus the count of each of `n` classes among the targets `yb[0]`, one integer class a sample (on the device)"
+    y = yb[0] if yb else None
+    if not n or not isinstance(y, torch.Tensor) or y.dim() != 1 or y.is_floating_point() or y.is_complex(): return acc
+    y = y.detach()
+    ok = (y >= 0) & (y < n)   # an `ignore_index` of -100, or a class past the outputs: not counted
+    c = torch.zeros(n + 1, device=y.device).scatter_add_(0, torch.where(ok, y, n), ok.float())[:n]
+    return c if acc is None or acc.shape != c.shape else acc + c
+
+def _split_classes(c:list|None, vc:list|None)->dict|None:
+    "`labels_one_class` or `valid_classes_unseen` if validation targets `vc` are mostly of classes training's `c` lacks"
+    if not c or not vc or len(c) != len(vc) or not sum(vc) or sum(c) < 20 * len(c): return None
+    unseen = [i for i,(a,b) in enumerate(zip(c, vc)) if not a and b]
+    share = sum(vc[i] for i in unseen) / sum(vc)
+    if share < 0.5: return None
+    seen = [i for i,a in enumerate(c) if a]
+    shown = ', '.join(map(str, unseen[:5])) + (', …' if len(unseen) > 5 else '')
+    one = len(seen) == 1
+    return dict(kind='labels_one_class' if one else 'valid_classes_unseen', value=share,
+                message=f"{share:.0%} of the validation targets are of class{'es' if len(unseen) > 1 else ''} {shown}, "
+                        f"which none of the {int(sum(c))} training targets sampled is"
+                        + (f" (all are class {seen[0]})" if one else f" ({len(seen)} of the {len(c)} classes are)")
+                        + ": the training and validation sets hold different classes",
+                hint="the split put the classes apart: items sorted by class (files read folder by folder) were cut "
+                     "without shuffling; shuffle them before splitting (fastai's `RandomSplitter`), or split each "
+                     "class alike (`TrainTestSplitter(stratify=...)`)")
+
 # %% ../nbs/03hc_targets.ipynb #5613bb99
 def target_alerts(facts:dict, losses:list=())->list:
     "Alerts on the training targets counted so far (`LossWatch.facts`), and the finite `losses` they gave"
-    res = [_unbounded_loss(losses), _valid_nonfinite(facts.get('valid_nonfinite')), _past_outputs(facts, losses)]
+    res = [_unbounded_loss(losses), _valid_nonfinite(facts.get('valid_nonfinite')), _past_outputs(facts, losses),
+           _split_classes(facts.get('counts'), facts.get('vcounts'))]
     res = [a for a in res if a is not None]
-    c,m = facts.get('counts'),facts.get('multi')
+    c,m,split = facts.get('counts'),facts.get('multi'),any(a['kind'] == 'labels_one_class' for a in res)
     # enough targets that a class of 1% (of 0.1% for two, as imbalanced binary tasks have) would have shown
-    if c and len(c) > 1 and sum(c) >= (3000 if len(c) == 2 else 300) and sum(x > 0 for x in c) == 1:
+    if c and len(c) > 1 and sum(c) >= (3000 if len(c) == 2 else 300) and sum(x > 0 for x in c) == 1 and not split:
         k = next(i for i,x in enumerate(c) if x)
         res.append(dict(kind='labels_one_class', value=k,
                         message=f"all {int(sum(c))} training targets sampled are class {k} of the model's {len(c)} "
@@ -97,6 +126,8 @@ def target_alerts(facts:dict, losses:list=())->list:
 
 # %% ../nbs/03hc_targets.ipynb #c8be6821
 HINTS.update({   # findings on the training targets (`LossWatch.facts`)
+    'valid_classes_unseen': "the split put the classes apart (items sorted by class, cut without shuffling): "
+                            "shuffle before splitting (fastai's `RandomSplitter`)",
     'labels_one_class': "the labels were lost on the way: a label function or column that gives one value "
                         "(`dls.vocab` lists the classes found), or targets overwritten; look at the targets of "
                         "`dls.train.one_batch()`",

@@ -12,8 +12,8 @@ from .alerts import NEGLIGIBLE_GRAD
 from .losswatch import learns
 
 # %% auto #0
-__all__ = ['FROZEN_STEPS', 'FROZEN_HINT', 'SHRINK', 'WD_HINT', 'fingerprints', 'WeightCourse', 'frozen_alerts', 'decoupled',
-           'decay_plan', 'shrink', 'wd_alert']
+__all__ = ['FROZEN_STEPS', 'FROZEN_HINT', 'STUCK', 'SHRINK', 'WD_HINT', 'fingerprints', 'WeightCourse', 'frozen_alerts',
+           'stuck_alerts', 'decoupled', 'decay_plan', 'shrink', 'wd_alert']
 
 # %% ../nbs/03hd_updates.ipynb #3c425a89
 def _fingerprint(p:torch.Tensor)->torch.Tensor:
@@ -71,6 +71,23 @@ def frozen_alerts(stats:dict, course:dict, steps:int, skip=())->list:
              'message': f"`{k}` did not change at all over the epoch's {steps} training steps, although its "
                         f"gradients were not zero (norm {g['norm']:.3g} on average over {g['steps']} sampled steps)"}
             for k in bad if (g := stats[k]['grad'])]
+
+# %% ../nbs/03hd_updates.ipynb #2cd547a6
+STUCK = 0.5   # the share of a low-precision weight's elements with a gradient that its steps left where they were
+
+def stuck_alerts(stats:dict, skip=(),
+    held=None,   # keys of the parameters the optimiser updates itself (`None`: unknown), not copies (non-native fp16)
+)->list:
+    "`frozen` for each float16 or bfloat16 parameter whose steps left half its elements with a gradient as they were"
+    bad = [(k, f) for k,s in stats.items() if k not in skip and (held is None or k in held)
+           and (f := (s.get('weight') or {}).get('update_stuck')) is not None and f >= STUCK]
+    return [{'kind': 'frozen', 'layer': k, 'stat': 'weight', 'value': f,
+             'message': f"{f:.0%} of the elements of `{k}` that had a gradient did not change at all in the sampled "
+                        "steps: the weight is stored in low precision (float16 or bfloat16), and a step smaller than "
+                        "half the spacing of its numbers near a weight rounds back to it",
+             'hint': "keep the weights in float32 and compute in low precision (fastai's `to_bf16()` or `to_fp16()`, "
+                     "or `torch.autocast`), so the optimiser updates a float32 copy; not `model.half()` or "
+                     "`model.to(torch.bfloat16)` under a plain optimiser"} for k,f in bad]
 
 # %% ../nbs/03hd_updates.ipynb #d8d29b4a
 def decoupled(opt)->bool|None:

@@ -76,6 +76,9 @@ const ALERT_HELP = {
   nonfinite_loss: 'a NaN or Inf the loss function made from finite outputs',
   nonfinite_input: 'NaN or Inf values in the data', nonfinite_target: 'NaN or Inf values in the targets',
   valid_input_shift: 'validation inputs distributed otherwise than the training inputs',
+  eval_stats_stale: 'BatchNorm running statistics that do not match the data they normalise in evaluation',
+  valid_classes_unseen: 'validation targets of classes the training targets never hold',
+  valid_leak: 'validation samples that are training samples too',
   loss_stalled: 'a training loss that does not fall, or sits at the chance level', loss_diverging: 'a training loss that grows',
   lr_too_high: 'steps too large: the loss grows, or jumped and stuck', lr_too_low: 'steps too small to make progress',
   valid_at_chance: 'a validation loss at chance while the training loss falls', grads_not_zeroed: 'gradients that are never zeroed',
@@ -96,6 +99,7 @@ const GLOBAL_CAUSE = {   // what an alert without a layer is about
   optimizer_groups: 'the optimiser', labels_one_class: 'the targets', multi_hot_softmax: 'the loss',
   output_classes: 'the targets', wd_too_high: 'weight decay',
   nonfinite_input: 'the data', nonfinite_target: 'the targets', valid_input_shift: 'the validation data',
+  valid_classes_unseen: 'the split', valid_leak: 'the split',
   eval_nondeterministic: "the model's forward", last_batch_one: 'the data',
 };
 
