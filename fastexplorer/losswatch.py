@@ -132,7 +132,7 @@ def facts(self:LossWatch, rec:dict|None=None)->dict:
             'past': float(s['past']) if 'past' in s else None, 'custom_loss': self.kind is None,
             'shift': self.shift.read(), 'valid_loss': (rec or {}).get('valid_loss'),   # `shift_alert`'s evidence
             'eval_gap': self.gap.read((rec or {}).get('valid_loss'), self.losses),     # `gap_alert`'s
-            'rates': self.rates.read(len(self.losses))}                                # `cut_alert`'s
+            'rates': self.rates.read(len(self.losses), (rec or {}).get('valid_loss'))}   # `cut_alert`'s
 
 # %% ../nbs/03hb_losswatch.ipynb #f58cdcd6
 @patch

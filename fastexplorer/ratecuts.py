@@ -11,7 +11,7 @@ from torch.optim import lr_scheduler
 from .alerts import HINTS
 
 # %% auto #0
-__all__ = ['CUT_FOLD', 'CUT_RUN', 'schedulers_of', 'fastai_lr', 'RateCourse', 'cut_alert']
+__all__ = ['CUT_FOLD', 'CUT_RUN', 'LOW', 'MAX_HINT', 'CUT_HINT', 'schedulers_of', 'fastai_lr', 'RateCourse', 'cut_alert']
 
 # %% ../nbs/03hde_ratecuts.ipynb #bcd04b1c
 _SCHEDULER = getattr(lr_scheduler, 'LRScheduler', getattr(lr_scheduler, '_LRScheduler', None))
@@ -27,25 +27,28 @@ def fastai_lr(learn)->bool:
     return any(isinstance(s := getattr(cb, 'scheds', None), dict) and 'lr' in s for cb in getattr(learn, 'cbs', []))
 
 class RateCourse:
-    "A fit's learning rate at each epoch's end (`lrs`) with the training batches seen by then (`ends`)"
-    def __init__(self): self.learn,self.lrs,self.ends = None,[],[]
+    "A fit's learning rate at each epoch's end (`lrs`), the training batches seen by then (`ends`), validation losses"
+    def __init__(self): self.learn,self.lrs,self.ends,self.vls = None,[],[],[]
 
     def begin(self, learn):
         "A fit of `learn` begins: its course starts afresh"
-        self.learn,self.lrs,self.ends = learn,[],[]
+        self.learn,self.lrs,self.ends,self.vls = learn,[],[],[]
 
-    def read(self, n:int)->dict|None:
+    def read(self, n:int, valid_loss:float|None=None)->dict|None:
         "An epoch ends with `n` training batches seen: the course so far, with `fastai` and the `schedulers` held"
         hs = getattr(getattr(self.learn, 'opt', None), 'hypers', None) or []
         lrs = [float(h['lr']) for h in hs if isinstance(h.get('lr'), (int, float))]
         if not lrs: return None
         self.lrs.append(max(lrs)); self.ends.append(n)
-        return {'lrs': list(self.lrs), 'ends': list(self.ends), 'fastai': fastai_lr(self.learn),
+        ok = isinstance(valid_loss, (int, float)) and math.isfinite(valid_loss)
+        self.vls.append(float(valid_loss) if ok else None)
+        return {'lrs': list(self.lrs), 'ends': list(self.ends), 'vls': list(self.vls), 'fastai': fastai_lr(self.learn),
                 'schedulers': [f"`{c}`'s `{type(s).__name__}`" + (f" (mode '{s.mode}')" if hasattr(s, 'mode') else '')
                                for c,s in schedulers_of(self.learn)]}
 
 # %% ../nbs/03hde_ratecuts.ipynb #6267c473
 CUT_FOLD,CUT_RUN = 5.,3   # a cut of 5 times or more at each of 3 epochs in a row: no planned schedule's
+LOW = 1e-4                # a rate at most this part of its peak at two epochs' ends in a row: steps that move nothing
 
 def _run(lrs:list)->int:
     "The most epochs in a row at each of which the rate in `lrs` fell `CUT_FOLD` times or more"
@@ -55,21 +58,38 @@ def _run(lrs:list)->int:
         best = max(best, k)
     return best
 
+def _falling_cuts(lrs:list, scores:list, fold:float=CUT_FOLD)->int:
+    "How many times the rate was cut `fold` times or more at an epoch just after `scores` (a loss an epoch) fell by 1%"
+    # the scheduler may step before or after the rate is read at an epoch's end: the epoch's fall, or the one before
+    fell = lambda j: j >= 1 and None not in scores[j - 1:j + 1] and scores[j] < 0.99 * scores[j - 1]
+    return sum(lrs[i] * fold <= lrs[i - 1] and (fell(i) or fell(i - 1)) for i in range(1, len(lrs)))
+
 def cut_alert(facts:dict, losses:list)->dict|None:
-    "`lr_too_low` if a rate course (`facts['rates']`) shows cuts at every epoch and the `losses` stopped falling"
+    "`lr_too_low` if a rate course (`facts['rates']`) shows cuts that starve a loss still falling when they came"
     c = facts.get('rates')
-    if not c or c['fastai'] or len(c['lrs']) < CUT_RUN + 1: return None
+    if not c or c['fastai'] or len(c['lrs']) < 3: return None
     lrs,ends,peak = c['lrs'],c['ends'],max(c['lrs'])
-    if (k := _run(lrs)) < CUT_RUN or not lrs[-1] <= 1e-2 * peak or len(ends) < 2: return None
+    k,low = _run(lrs),peak > 0 and all(r <= LOW * peak for r in lrs[-2:])
+    meds = [statistics.median(v) if (v := [x for x in losses[a:b] if math.isfinite(x)]) else None
+            for a,b in zip([0] + ends[:-1], ends)]   # each epoch's training loss, where no validation loss is known
+    s = c['vls'] if None not in c.get('vls', [None]) else meds
+    # cuts that came while the loss fell: twice in a run of cuts, or once a hundredfold; a plateau's follow no fall
+    if not ((k >= CUT_RUN and lrs[-1] <= 1e-2 * peak and _falling_cuts(lrs, s) >= 2)
+            or (low and _falling_cuts(lrs, s, 100.) >= 1)): return None
     last,prev = losses[ends[-2]:ends[-1]],losses[ends[-3] if len(ends) > 2 else 0:ends[-2]]
     last,prev = [x for x in last if math.isfinite(x)],[x for x in prev if math.isfinite(x)]
     if not (last and prev) or statistics.median(last) < 0.95 * statistics.median(prev): return None
     who = f" ({', '.join(c['schedulers'])})" if c['schedulers'] else ''
     return dict(kind='lr_too_low', value=lrs[-1],
-                message=f"the learning rate was cut at {k} epochs in a row, {CUT_FOLD:g} times or more at each, "
-                        f"from {peak:.3g} to {lrs[-1]:.3g}, by something other than fastai's schedule{who}; the "
+                message=(f"the learning rate was cut at {k} epochs in a row, {CUT_FOLD:g} times or more at each, "
+                         if k >= CUT_RUN else "the learning rate fell to a ten-thousandth of its peak or less, ")
+                        + f"from {peak:.3g} to {lrs[-1]:.3g}, by something other than fastai's schedule{who}; the "
                         f"training loss has stopped falling since ({statistics.median(prev):.4g} over the epoch "
                         f"before the last, {statistics.median(last):.4g} over the last): steps that small move nothing",
-                hint="the learning rate is cut by the scheduler, not by a plateau of the loss: a `ReduceLROnPlateau` "
-                     "fed a loss needs `mode='min'` (in `max` mode each fall counts as no improvement); check what "
-                     "it watches, its `patience` and `factor`, or let fastai schedule the rate (`fit_one_cycle`)")
+                hint=MAX_HINT if any("mode 'max'" in s for s in c['schedulers']) else CUT_HINT)
+
+MAX_HINT = ("the learning rate is cut by the scheduler, not by a plateau of the loss: a `ReduceLROnPlateau` fed a loss "
+            "needs `mode='min'` (in `max` mode each fall counts as no improvement); check what it watches")
+CUT_HINT = ("the learning rate is cut while the loss still falls: look at what cuts it, a scheduler stepped more often "
+            "than meant (at every batch, or in a loop that runs more than once an epoch), or let fastai schedule the "
+            "rate (`fit_one_cycle`)")

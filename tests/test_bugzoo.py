@@ -58,8 +58,16 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     # bugs_fresh10 and bugs_fresh11, held-out half: measured once, at this stop's final code, not studied
     'validation_first_samples_one_class': "the alert is `valid_at_chance` (the symptom), not `labels_one_class` "
                                           "(measured again at stop 57, not studied)",
+    # bugs_fresh_gh, _so, _forum, _forum2 (stop 57): measured once at their merge, truths written before any run
+    'regression_labels_broadcast': "dev: the first alert is `output_shape` at `4` (the head), not `target_shape`, the "
+                                   "thread's truth (written before the run, kept)",
+    'transfer_learning_batchnorm_frozen': "held-out, measured once: no alert (BatchNorm weights frozen by "
+                                          "`train_bn=False` look like an intended freeze)",
 }
 ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench
+    'batchnorm_moving_averages_not_caught_up': "held-out, measured once: true of the twin, which keeps the thread's "
+                                               "raw pixels (`input_scale`) and validates on its 30 training images "
+                                               "(`valid_leak`), as the thread did",
     'linear_regression_lr_nan': "true of the twin: the accepted fix lowers the learning rate to 1e-5 and leaves x from 0 to 199 "
                                 "unscaled (mean 100, spread 58): `input_scale` says so",
     'mlp_without_nonlinearity': "the fix keeps the report's N(0, 1) initialisation and Adam at 0.1: its loss at initialisation is "
