@@ -251,7 +251,7 @@ def after_batch(self:ExplorerCallback):
     if not self.active: return
     if self.step.unread: self._read_flags()   # a sampled training batch whose backward never ran
     step,yb,loss = self.n_steps,getattr(self.learn, 'yb', ()),getattr(self.learn, 'loss', None)
-    if not self.training: self.watch.valid(loss, getattr(self.learn, 'xb', ()), yb)   # NaN the validation data brings
+    if not self.training: self.watch.valid(loss, getattr(self.learn, 'xb', ()), yb, getattr(self.learn, 'pred', None))
     else:
         self.n_steps += 1
         out = (first_tensor(self.learn.pred), yb[0], self.learn.xb) if self.sampled and yb else ()   # targets, inputs

@@ -13,7 +13,7 @@ from fastcore.basics import patch
 from .core import StatRecorder
 from .alerts import HINTS, SEVERITY
 from .contract import loss_kind, loss_name, multi_hot, softmaxed
-from .targets import target_alerts, nonfinite_counts, class_counts
+from .targets import target_alerts, nonfinite_counts, class_counts, confusion
 from .shift import InputShift, shift_alert, at_chance, leak_alert
 from .evalgap import EvalGap, gap_alert
 from .ratecuts import RateCourse, cut_alert
@@ -69,7 +69,7 @@ class LossWatch(StatRecorder):
         self.kind = 'mse' if k == 'regression' and 'mse' in loss_name(loss_func).lower() else k
         if getattr(getattr(loss_func, 'func', loss_func), 'reduction', 'mean') != 'mean': self.kind = None
         self.axis,self.losses,self.pending,self.sums = getattr(loss_func, 'axis', 1),[],[],None
-        self.wait,self.vsums,self.vclasses = None,None,None   # `plan`'s wait; `valid`'s sums and classes
+        self.wait,self.vsums,self.vclasses,self.vconf = None,None,None,None   # `plan`'s; `valid`'s counts
         self.shift,self.gap,self.rates = InputShift(),EvalGap(),RateCourse()   # evidence the loss alone lacks
         self.multi = None   # `[multi-hot rows, rows]` of float targets under a cross-entropy (`multi_hot`)
 
@@ -122,13 +122,14 @@ def facts(self:LossWatch, rec:dict|None=None)->dict:
     "What the targets counted so far and an epoch's `Recorder` row `rec` say: classes, scale, multi-hot rows, accuracy"
     s = self.sums or {}
     rms = float((s['sq'].double() / float(s['n'])).max().sqrt()) if 'sq' in s and float(s['n']) else None
-    (vs,vc),self.vsums,self.vclasses = (self.vsums,self.vclasses),None,None   # the next epoch's: counted afresh
+    (vs,vc,cf),self.vsums,self.vclasses,self.vconf = (self.vsums,self.vclasses,self.vconf),None,None,None   # afresh
     return {'counts': s['counts'].tolist() if 'counts' in s else None, 'target_rms': rms,
             'multi': None if self.multi is None else self.multi.tolist(),
             'per_sample': 'seqs' in s and not float(s['seqs']),   # class targets, one per sample: `_unused_outputs`
             'acc': valid_accuracy(rec or {}), 'chance_acc': chance_accuracy(s),
             'valid_nonfinite': None if vs is None else vs.tolist(),   # `nonfinite_counts` of the epoch's validation
             'vcounts': None if vc is None else vc.tolist(),           # `class_counts` of its targets
+            'vconf': None if cf is None else cf.tolist(),             # and its `confusion`
             'past': float(s['past']) if 'past' in s else None, 'custom_loss': self.kind is None,
             'shift': self.shift.read(), 'valid_loss': (rec or {}).get('valid_loss'),   # `shift_alert`'s evidence
             'eval_gap': self.gap.read((rec or {}).get('valid_loss'), self.losses),     # `gap_alert`'s
@@ -136,13 +137,14 @@ def facts(self:LossWatch, rec:dict|None=None)->dict:
 
 # %% ../nbs/03hb_losswatch.ipynb #f58cdcd6
 @patch
-def valid(self:LossWatch, loss, xb:tuple=(), yb:tuple=()):
-    "A validation batch's `loss`, with its inputs `xb` and targets `yb`: their `nonfinite_counts`, summed on the device"
+def valid(self:LossWatch, loss, xb:tuple=(), yb:tuple=(), pred=None):
+    "A validation batch's `loss`, inputs `xb`, targets `yb`, output `pred`: what they hold, counted on the device"
     if not isinstance(loss, torch.Tensor): return
     c = nonfinite_counts(loss, xb, yb)
     self.shift.add(xb, False)
     self.vsums = c if self.vsums is None else self.vsums + c
-    self.vclasses = class_counts(yb, len(self.sums['counts']) if 'counts' in (self.sums or {}) else None, self.vclasses)
+    n = len(self.sums['counts']) if 'counts' in (self.sums or {}) else None   # the classes training's targets count
+    self.vclasses,self.vconf = class_counts(yb, n, self.vclasses),confusion(pred, yb, n, self.vconf)
 
 # %% ../nbs/03hb_losswatch.ipynb #59d9ef31
 MIN_STEPS = 40   # training batches seen before the loss's course is judged (a slow start is no stall)
@@ -370,7 +372,7 @@ def loss_alerts(
         res += [a] if a is not None else []
         if stall and (a := _valid_alert(c[1], max(c[0], statistics.median(v[:3])), chance, valid_loss, facts)):
             res.append({**a, 'hint': HINTS['valid_at_chance'] + eval_hint(evals)})
-    return [{'layer': '', 'stat': 'loss', 'hint': HINTS[a['kind']], **a, 'severity': SEVERITY.get(a['kind'], 'warning'),
+    return [{'layer': '', 'stat': 'loss', 'hint': HINTS.get(a['kind'], ''), **a, 'severity': SEVERITY.get(a['kind'], 'warning'),
              'layers': [a.get('layer') or ''], 'source': 'epoch'} for a in res]
 
 # %% ../nbs/03hb_losswatch.ipynb #1b2d7c6c

@@ -6,12 +6,12 @@ Docs: https://fastexplorer.github.io/fastexplorer/targets.html.md"""
 
 # %% ../nbs/03hc_targets.ipynb #ad9fa58c
 from __future__ import annotations
-import statistics
+import math, statistics
 import torch
 from .alerts import HINTS
 
 # %% auto #0
-__all__ = ['nonfinite_counts', 'class_counts', 'target_alerts']
+__all__ = ['nonfinite_counts', 'class_counts', 'confusion', 'target_alerts']
 
 # %% ../nbs/03hc_targets.ipynb #303dd245
 def _unused_outputs(c:list)->dict|None:
@@ -103,11 +103,39 @@ def _split_classes(c:list|None, vc:list|None)->dict|None:
                      "without shuffling; shuffle them before splitting (fastai's `RandomSplitter`), or split each "
                      "class alike (`TrainTestSplitter(stratify=...)`)")
 
+# %% ../nbs/03hc_targets.ipynb #2b3742de
+def confusion(pred, yb:tuple, n:int|None, acc:torch.Tensor|None=None)->torch.Tensor|None:
+    "`acc` plus the counts of (target, predicted) class pairs of outputs `pred` `(N, n)` and targets `yb[0]` `(N,)`"
+    y = yb[0] if yb else None
+    if (not n or not 2 <= n <= 100 or not isinstance(pred, torch.Tensor) or pred.dim() != 2 or pred.shape[1] != n
+        or not isinstance(y, torch.Tensor) or y.dim() != 1 or y.is_floating_point() or len(y) != len(pred)): return acc
+    y,ok = y.detach(),(y >= 0) & (y < n)
+    idx = torch.where(ok, y * n + pred.detach().argmax(1), n * n)
+    c = torch.zeros(n * n + 1, device=y.device).scatter_add_(0, idx, ok.float())[:-1]
+    return c if acc is None or acc.shape != c.shape else acc + c
+
+def _misaligned(conf:list|None)->dict|None:
+    "`labels_misaligned` if the validation classes of confusion counts `conf` go each to another class, most of them"
+    n = math.isqrt(len(conf or []))
+    if n < 3 or not sum(conf): return None
+    rows = [conf[i * n:(i + 1) * n] for i in range(n)]
+    seen = [i for i,r in enumerate(rows) if sum(r) >= 5]
+    acc = sum(rows[i][i] for i in range(n)) / sum(conf)
+    top = {i: max(range(n), key=rows[i].__getitem__) for i in seen}
+    off = [i for i in seen if top[i] != i and rows[i][top[i]] >= 0.5 * sum(rows[i])]
+    to = {top[i] for i in off}   # the classes they go to: a numbering gives many, a collapse one
+    if acc > 0.5 or len(off) < max(2, len(seen) / 2) or len(to) < max(2, 0.75 * len(off)): return None
+    shown = ', '.join(f"{rows[i][top[i]] / sum(rows[i]):.0%} of class {i} as {top[i]}" for i in off[:3])
+    return dict(kind='labels_misaligned', value=len(off) / len(seen),
+                message=f"the validation accuracy is {acc:.2g}, yet the model is not guessing: {len(off)} of the "
+                        f"{len(seen)} validation classes go mostly to one other class each ({shown}): the validation "
+                        "labels are numbered otherwise than the training labels")
+
 # %% ../nbs/03hc_targets.ipynb #5613bb99
 def target_alerts(facts:dict, losses:list=())->list:
     "Alerts on the training targets counted so far (`LossWatch.facts`), and the finite `losses` they gave"
     res = [_unbounded_loss(losses), _valid_nonfinite(facts.get('valid_nonfinite')), _past_outputs(facts, losses),
-           _split_classes(facts.get('counts'), facts.get('vcounts'))]
+           _split_classes(facts.get('counts'), facts.get('vcounts')), _misaligned(facts.get('vconf'))]
     res = [a for a in res if a is not None]
     c,m,split = facts.get('counts'),facts.get('multi'),any(a['kind'] == 'labels_one_class' for a in res)
     # enough targets that a class of 1% (of 0.1% for two, as imbalanced binary tasks have) would have shown
@@ -126,6 +154,9 @@ def target_alerts(facts:dict, losses:list=())->list:
 
 # %% ../nbs/03hc_targets.ipynb #c8be6821
 HINTS.update({   # findings on the training targets (`LossWatch.facts`)
+    'labels_misaligned': "number the classes once, from the training set, and map both sets with it (fastai's "
+                         "`CategoryBlock` does; a `LabelEncoder` or Keras's `class_indices` fitted on each split apart "
+                         "numbers them apart)",
     'valid_classes_unseen': "the split put the classes apart (items sorted by class, cut without shuffling): "
                             "shuffle before splitting (fastai's `RandomSplitter`)",
     'labels_one_class': "the labels were lost on the way: a label function or column that gives one value "
