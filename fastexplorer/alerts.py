@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/alerts.html.md"""
 
 # %% ../nbs/03h_alerts.ipynb #4d543a6c
 from __future__ import annotations
-import math
+import math, warnings
 import torch
 from fastcore.basics import patch
 from .core import *
@@ -18,8 +18,8 @@ from .stats import *
 
 # %% auto #0
 __all__ = ['BY_INPUT', 'SQUASHING', 'NEGLIGIBLE_GRAD', 'HINTS', 'SEVERITY', 'DEAD_FRAC', 'ALERT_ARGS', 'DEAD_AFTER',
-           'execution_order', 'output_order', 'classes_of', 'constant_by_input', 'group_alerts', 'find_alerts',
-           'rank_alerts', 'bad_threshold', 'LiveAlerts', 'stale_grad_flag', 'stale_grad_alert']
+           'execution_order', 'output_order', 'classes_of', 'constant_by_input', 'guarded', 'group_alerts',
+           'find_alerts', 'rank_alerts', 'bad_threshold', 'LiveAlerts', 'stale_grad_flag', 'stale_grad_alert']
 
 # %% ../nbs/03h_alerts.ipynb #d102e683
 def execution_order(tree:dict)->dict:
@@ -197,6 +197,15 @@ HINTS = {   # why an alert usually happens, and what to try
 }
 SEVERITY = {'nonfinite': 'error', 'nonfinite_loss': 'error', 'loss_diverging': 'error', 'lr_too_high': 'error',
             'replica_drift': 'error', 'grads_not_zeroed': 'error'}
+
+# %% ../nbs/03h_alerts.ipynb #d28da4e3
+def guarded(f, *args):
+    "`f(*args)`, a check; `None` and a warning where the check itself fails: its own error never ends the user's fit"
+    try: return f(*args)
+    except Exception as e:
+        warnings.warn(f"fastexplorer: the check `{getattr(f, '__name__', f)}` failed ({type(e).__name__}: {e}); "
+                      "its finding is skipped")
+        return None
 
 # %% ../nbs/03h_alerts.ipynb #bd0a868b
 def group_alerts(alerts:list)->list:

@@ -11,14 +11,14 @@ import numpy as np
 import torch
 from fastcore.basics import patch
 from .core import StatRecorder
-from .alerts import HINTS, SEVERITY
+from .alerts import HINTS, SEVERITY, guarded
 from .contract import loss_kind, loss_name, multi_hot, softmaxed
 from .targets import target_alerts, nonfinite_counts, class_counts, confusion
 from .shift import InputShift, shift_alert, at_chance, leak_alert
 from .evalgap import EvalGap, gap_alert
 from .ratecuts import RateCourse, cut_alert
 from .modes import eval_layers, eval_hint
-from .nonfinite import loss_jump_alert
+from .nonfinite import loss_jump_alert, nan_loss_alert
 
 # %% auto #0
 __all__ = ['MIN_STEPS', 'RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'LOSS_KINDS', 'SETTLED', 'chance_loss',
@@ -120,7 +120,7 @@ def chance_accuracy(sums:dict|None)->float|None:
 @patch
 def facts(self:LossWatch, rec:dict|None=None)->dict:
     "What the targets counted so far and an epoch's `Recorder` row `rec` say: classes, scale, multi-hot rows, accuracy"
-    s = self.sums or {}
+    s,vl = self.sums or {},(rec or {}).get('valid_loss')
     rms = float((s['sq'].double() / float(s['n'])).max().sqrt()) if 'sq' in s and float(s['n']) else None
     (vs,vc,cf),self.vsums,self.vclasses,self.vconf = (self.vsums,self.vclasses,self.vconf),None,None,None   # afresh
     return {'counts': s['counts'].tolist() if 'counts' in s else None, 'target_rms': rms,
@@ -131,9 +131,9 @@ def facts(self:LossWatch, rec:dict|None=None)->dict:
             'vcounts': None if vc is None else vc.tolist(),           # `class_counts` of its targets
             'vconf': None if cf is None else cf.tolist(),             # and its `confusion`
             'past': float(s['past']) if 'past' in s else None, 'custom_loss': self.kind is None,
-            'shift': self.shift.read(), 'valid_loss': (rec or {}).get('valid_loss'),   # `shift_alert`'s evidence
-            'eval_gap': self.gap.read((rec or {}).get('valid_loss'), self.losses),     # `gap_alert`'s
-            'rates': self.rates.read(len(self.losses), (rec or {}).get('valid_loss'))}   # `cut_alert`'s
+            'shift': guarded(self.shift.read), 'valid_loss': vl,          # `shift_alert`'s evidence, and
+            'eval_gap': guarded(self.gap.read, vl, self.losses),             # `gap_alert`'s, `cut_alert`'s
+            'rates': guarded(self.rates.read, len(self.losses), vl)}
 
 # %% ../nbs/03hb_losswatch.ipynb #f58cdcd6
 @patch
@@ -279,18 +279,6 @@ def _course_alert(
         return _lr_alert('lr_too_low', groups, low, value=last, message=what + steps)
     return dict(kind='loss_stalled', value=last, message=what + steps)
 
-# %% ../nbs/03hb_losswatch.ipynb #b02be7c9
-def _nan_loss_alert(losses:list, stats:dict)->dict|None:
-    "`nonfinite_loss` if the training loss was NaN or Inf at some steps while the epoch's recorded values were finite"
-    bad = [i for i,x in enumerate(losses) if not math.isfinite(x)]
-    held = any((s.get(k) or {}).get('nan', 0) + (s.get(k) or {}).get('inf', 0)
-               for s in stats.values() for k in ('act', 'valid_act', 'grad'))
-    if not bad or held: return None
-    return dict(kind='nonfinite_loss', value=len(bad),
-                message=f"the training loss was NaN or Inf at {len(bad)} of the run's {len(losses)} steps (the first "
-                        f"at step {bad[0]}), while the activations and gradients recorded stayed finite: the loss "
-                        "function made it (fastai's smoothed loss stays NaN from then on)")
-
 # %% ../nbs/03hb_losswatch.ipynb #6a142b05
 def stalled_hint(stats:dict, chance:float|None, last:float, r:float|None, facts:dict)->str:
     "The likeliest cause of a stalled loss that the evidence (`stats`, `chance`, update ratio `r`, `facts`) shows"
@@ -358,8 +346,9 @@ def loss_alerts(
     "Alerts on the run's training `losses` so far, the `chance` level, an epoch's `stats`, its `valid_loss` and `facts`"
     facts = facts or {}
     v = [x for x in losses if math.isfinite(x)]
-    res = [loss_jump_alert(losses) or _nan_loss_alert(losses, stats), *target_alerts(facts, v), shift_alert(facts, v),
-           gap_alert(facts), cut_alert(facts, losses), leak_alert(facts)]
+    res = [guarded(loss_jump_alert, losses) or guarded(nan_loss_alert, losses, stats),
+           *(guarded(target_alerts, facts, v) or []), guarded(shift_alert, facts, v), guarded(gap_alert, facts),
+           guarded(cut_alert, facts, losses), guarded(leak_alert, facts)]   # a check's own error: skipped, said
     res = [a for a in res if a is not None]
 
     judged = judged_kinds(v, wait)
@@ -372,8 +361,9 @@ def loss_alerts(
         res += [a] if a is not None else []
         if stall and (a := _valid_alert(c[1], max(c[0], statistics.median(v[:3])), chance, valid_loss, facts)):
             res.append({**a, 'hint': HINTS['valid_at_chance'] + eval_hint(evals)})
-    return [{'layer': '', 'stat': 'loss', 'hint': HINTS.get(a['kind'], ''), **a, 'severity': SEVERITY.get(a['kind'], 'warning'),
-             'layers': [a.get('layer') or ''], 'source': 'epoch'} for a in res]
+    return [{'layer': '', 'stat': 'loss', 'hint': HINTS.get(a['kind'], ''), **a,
+             'severity': SEVERITY.get(a['kind'], 'warning'), 'layers': [a.get('layer') or ''], 'source': 'epoch'}
+            for a in res]
 
 # %% ../nbs/03hb_losswatch.ipynb #1b2d7c6c
 def learns(losses:list, chance:float|None, facts:dict|None=None)->str|None:

@@ -19,7 +19,7 @@ from .alerts import HINTS, SEVERITY
 # %% auto #0
 __all__ = ['HALF_HINT', 'DATA_HINT', 'GROWN_HINT', 'GROWN', 'JUMP', 'FirstNonFinite', 'NodeOwners', 'input_nonfinite',
            'find_nonfinite', 'find_loss_nonfinite', 'trace_outputs', 'origin_alert', 'loss_op', 'loss_alert',
-           'trace_origin', 'loss_jump_alert']
+           'trace_origin', 'loss_jump_alert', 'nan_loss_alert']
 
 # %% ../nbs/03g_nonfinite.ipynb #c281b751
 def _floats(o)->list: return [t for t in tree_leaves(o) if isinstance(t, torch.Tensor) and t.is_floating_point()]
@@ -304,3 +304,15 @@ def loss_jump_alert(losses:list)->dict|None:
             'hint': "bound what the loss computes: an `exp`, a power or a division of an unbounded value (a "
                     "cross-entropy, a distance) overflows on one bad batch; take the `exp` out, or `clamp` its "
                     "argument, or compute it in log space"}
+
+# %% ../nbs/03g_nonfinite.ipynb #b02be7c9
+def nan_loss_alert(losses:list, stats:dict)->dict|None:
+    "`nonfinite_loss` if the training loss was NaN or Inf at some steps while the epoch's recorded values were finite"
+    bad = [i for i,x in enumerate(losses) if not math.isfinite(x)]
+    held = any((s.get(k) or {}).get('nan', 0) + (s.get(k) or {}).get('inf', 0)
+               for s in stats.values() for k in ('act', 'valid_act', 'grad'))
+    if not bad or held: return None
+    return dict(kind='nonfinite_loss', value=len(bad),
+                message=f"the training loss was NaN or Inf at {len(bad)} of the run's {len(losses)} steps (the first "
+                        f"at step {bad[0]}), while the activations and gradients recorded stayed finite: the loss "
+                        "function made it (fastai's smoothed loss stays NaN from then on)")

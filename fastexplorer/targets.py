@@ -103,7 +103,7 @@ def _split_classes(c:list|None, vc:list|None)->dict|None:
                      "without shuffling; shuffle them before splitting (fastai's `RandomSplitter`), or split each "
                      "class alike (`TrainTestSplitter(stratify=...)`)")
 
-# %% ../nbs/03hc_targets.ipynb #2b3742de
+# %% ../nbs/03hc_targets.ipynb #5389be09
 def confusion(pred, yb:tuple, n:int|None, acc:torch.Tensor|None=None)->torch.Tensor|None:
     "`acc` plus the counts of (target, predicted) class pairs of outputs `pred` `(N, n)` and targets `yb[0]` `(N,)`"
     y = yb[0] if yb else None
