@@ -198,7 +198,7 @@ HINTS = {   # why an alert usually happens, and what to try
 SEVERITY = {'nonfinite': 'error', 'nonfinite_loss': 'error', 'loss_diverging': 'error', 'lr_too_high': 'error',
             'replica_drift': 'error', 'grads_not_zeroed': 'error'}
 
-# %% ../nbs/03h_alerts.ipynb #d28da4e3
+# %% ../nbs/03h_alerts.ipynb #af15b4b4
 def guarded(f, *args):
     "`f(*args)`, a check; `None` and a warning where the check itself fails: its own error never ends the user's fit"
     try: return f(*args)

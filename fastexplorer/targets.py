@@ -124,7 +124,7 @@ def _misaligned(conf:list|None)->dict|None:
     top = {i: max(range(n), key=rows[i].__getitem__) for i in seen}
     off = [i for i in seen if top[i] != i and rows[i][top[i]] >= 0.5 * sum(rows[i])]
     to = {top[i] for i in off}   # the classes they go to: a numbering gives many, a collapse one
-    if acc > 0.5 or len(off) < max(2, len(seen) / 2) or len(to) < max(2, 0.75 * len(off)): return None
+    if acc > 0.5 / n or len(off) < max(2, len(seen) / 2) or len(to) < max(2, 0.75 * len(off)): return None
     shown = ', '.join(f"{rows[i][top[i]] / sum(rows[i]):.0%} of class {i} as {top[i]}" for i in off[:3])
     return dict(kind='labels_misaligned', value=len(off) / len(seen),
                 message=f"the validation accuracy is {acc:.2g}, yet the model is not guessing: {len(off)} of the "
