@@ -70,8 +70,7 @@ class LossWatch(StatRecorder):
         if getattr(getattr(loss_func, 'func', loss_func), 'reduction', 'mean') != 'mean': self.kind = None
         self.axis,self.losses,self.pending,self.sums = getattr(loss_func, 'axis', 1),[],[],None
         self.wait,self.vsums,self.vclasses,self.vconf = None,None,None,None   # `plan`'s; `valid`'s counts
-        self.shift,self.gap,self.rates = InputShift(),EvalGap(),RateCourse()   # evidence the loss alone lacks
-        self.multi = None   # `[multi-hot rows, rows]` of float targets under a cross-entropy (`multi_hot`)
+        self.shift,self.gap,self.rates,self.multi = InputShift(),EvalGap(),RateCourse(),None   # evidence; `multi_hot`'s
 
     def end(self, loss, pred=None, y=None, xb=()):
         "A training batch's `loss`; with its output `pred`, targets `y`, inputs `xb` (sampled): `target_sums`, `shift`"

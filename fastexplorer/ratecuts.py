@@ -46,7 +46,7 @@ class RateCourse:
                 'schedulers': [f"`{c}`'s `{type(s).__name__}`" + (f" (mode '{s.mode}')" if hasattr(s, 'mode') else '')
                                for c,s in schedulers_of(self.learn)]}
 
-# %% ../nbs/03hde_ratecuts.ipynb #6267c473
+# %% ../nbs/03hde_ratecuts.ipynb #c1c51f84
 CUT_FOLD,CUT_RUN = 5.,3   # a cut of 5 times or more at each of 3 epochs in a row: no planned schedule's
 LOW = 1e-4                # a rate at most this part of its peak at two epochs' ends in a row: steps that move nothing
 
@@ -64,6 +64,7 @@ def _falling_cuts(lrs:list, scores:list, fold:float=CUT_FOLD)->int:
     fell = lambda j: j >= 1 and None not in scores[j - 1:j + 1] and scores[j] < 0.99 * scores[j - 1]
     return sum(lrs[i] * fold <= lrs[i - 1] and (fell(i) or fell(i - 1)) for i in range(1, len(lrs)))
 
+# %% ../nbs/03hde_ratecuts.ipynb #d4f6870c
 def cut_alert(facts:dict, losses:list)->dict|None:
     "`lr_too_low` if a rate course (`facts['rates']`) shows cuts that starve a loss still falling when they came"
     c = facts.get('rates')

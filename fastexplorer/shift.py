@@ -12,9 +12,21 @@ from fastcore.basics import patch
 from .alerts import HINTS
 
 # %% auto #0
-__all__ = ['MAX_FPS', 'LEAK', 'InputShift', 'fingerprints', 'at_chance', 'shift_alert', 'leak_alert']
+__all__ = ['MAX_FPS', 'LEAK', 'fingerprints', 'InputShift', 'at_chance', 'shift_alert', 'leak_alert']
 
-# %% ../nbs/03hcb_shift.ipynb #f9a2b06f
+# %% ../nbs/03hcb_shift.ipynb #36c2c391
+MAX_FPS = 1 << 20   # training fingerprints kept at most (8 MiB)
+
+def fingerprints(x:torch.Tensor, n:int=4096)->torch.Tensor|None:
+    "An exact 64-bit fingerprint of each sample of float batch `x`, from the bits of at most `n` values of each"
+    if x.dim() < 2 or x[0].numel() < 32: return None
+    v = x.detach().reshape(len(x), -1)
+    v = v[:, ::max(1, v.shape[1] // n)].float().contiguous().view(torch.int32).long()
+    w = torch.arange(1, v.shape[1] + 1, device=v.device) * 0x5851F42D4C957F2D   # made on the device, wrapping
+    w = torch.bitwise_xor(w, w >> 29) * 0x2545F4914F6CDD1D
+    return (v * w).sum(1)
+
+# %% ../nbs/03hcb_shift.ipynb #267d4cc9
 def _first_float(xb)->torch.Tensor|None:
     "The first floating-point tensor of a batch's inputs `xb` (a tensor or a tuple of them), or `None`"
     for x in (xb if isinstance(xb, (tuple, list)) else (xb,)):
@@ -47,34 +59,12 @@ class InputShift:
         if training: self.train = row if self.train is None else self.train + row
         else: self.valid,self.seen = (row if self.valid is None else self.valid + row),self.seen + 1
 
-# %% ../nbs/03hcb_shift.ipynb #d170134a
-MAX_FPS = 1 << 20   # training fingerprints kept at most (8 MiB)
+    def keep(self, x:torch.Tensor, training:bool):
+        "Keep the fingerprints of batch `x`'s samples, a training or a validation batch"
+        if training and sum(len(f) for f in self.fps) >= MAX_FPS: return
+        if (f := fingerprints(x)) is not None: (self.fps if training else self.vfps).append(f)
 
-def fingerprints(x:torch.Tensor, n:int=4096)->torch.Tensor|None:
-    "An exact 64-bit fingerprint of each sample of float batch `x`, from the bits of at most `n` values of each"
-    if x.dim() < 2 or x[0].numel() < 32: return None
-    v = x.detach().reshape(len(x), -1)
-    v = v[:, ::max(1, v.shape[1] // n)].float().contiguous().view(torch.int32).long()
-    w = torch.arange(1, v.shape[1] + 1, device=v.device) * 0x5851F42D4C957F2D   # made on the device, wrapping
-    w = torch.bitwise_xor(w, w >> 29) * 0x2545F4914F6CDD1D
-    return (v * w).sum(1)
-
-@patch
-def keep(self:InputShift, x:torch.Tensor, training:bool):
-    "Keep the fingerprints of batch `x`'s samples, a training or a validation batch"
-    if training and sum(len(f) for f in self.fps) >= MAX_FPS: return
-    if (f := fingerprints(x)) is not None: (self.fps if training else self.vfps).append(f)
-
-@patch
-def overlap(self:InputShift)->tuple|None:
-    "`(validation samples among the training samples kept, validation samples)` of the epoch (`None`: unknown)"
-    v,self.vfps = self.vfps,[]
-    if not v or not self.fps: return None
-    self.fps = [t := torch.cat(self.fps)]   # one tensor from now on
-    v = torch.cat(v)
-    return float(torch.isin(v, t).sum()),len(v)
-
-# %% ../nbs/03hcb_shift.ipynb #f061c539
+# %% ../nbs/03hcb_shift.ipynb #377bde08
 def _moments(row:list)->tuple:
     n,s,q = row[-3:]
     m = s / n
@@ -90,6 +80,15 @@ def read(self:InputShift)->dict|None:
     ht,hv = t[:-3],v[:-3]
     tv = 0.5 * sum(abs(a / sum(ht) - b / sum(hv)) for a,b in zip(ht, hv))
     return {**res, 'tv': tv, 'train': _moments(t), 'valid': _moments(v)}
+
+@patch
+def overlap(self:InputShift)->tuple|None:
+    "`(validation samples among the training samples kept, validation samples)` of the epoch (`None`: unknown)"
+    v,self.vfps = self.vfps,[]
+    if not v or not self.fps: return None
+    self.fps = [t := torch.cat(self.fps)]   # one tensor from now on
+    v = torch.cat(v)
+    return float(torch.isin(v, t).sum()),len(v)
 
 # %% ../nbs/03hcb_shift.ipynb #37d70e6f
 def at_chance(va:float|None, ca:float|None)->bool:
