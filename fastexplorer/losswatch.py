@@ -16,7 +16,7 @@ from .contract import loss_kind, loss_name, multi_hot, softmaxed
 from .targets import target_alerts, nonfinite_counts, class_counts, confusion
 from .shift import InputShift, shift_alert, at_chance, leak_alert
 from .evalgap import EvalGap, gap_alert
-from .ratecuts import RateCourse, cut_alert
+from .ratecuts import RateCourse, cut_alert, lr_schedule
 from .modes import eval_layers, eval_hint
 from .nonfinite import loss_jump_alert, nan_loss_alert
 
@@ -172,10 +172,7 @@ PLAN_FRAC = 0.2  # the part of a fit's plan its course waits for: the windows it
 
 def warm_up(learn)->float:
     "Where this fit's learning-rate schedule peaks, as a fraction of the fit (one-cycle: `pct_start`); 0 without one"
-    for cb in getattr(learn, 'cbs', []):
-        scheds = getattr(cb, 'scheds', None)   # fastai's `ParamScheduler`, not imported: importing it changes fastai
-        f = scheds.get('lr') if isinstance(scheds, dict) else None
-        if f is None: continue
+    if (f := lr_schedule(learn)) is not None:
         pos = [i / 100 for i in range(100)]
         v = [float(np.max(np.asarray(f(p)))) for p in pos]   # discriminative rates: the largest group's
         i = max(range(len(v)), key=v.__getitem__)

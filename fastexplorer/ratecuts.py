@@ -11,7 +11,8 @@ from torch.optim import lr_scheduler
 from .alerts import HINTS
 
 # %% auto #0
-__all__ = ['CUT_FOLD', 'CUT_RUN', 'LOW', 'MAX_HINT', 'CUT_HINT', 'schedulers_of', 'fastai_lr', 'RateCourse', 'cut_alert']
+__all__ = ['CUT_FOLD', 'CUT_RUN', 'LOW', 'MAX_HINT', 'CUT_HINT', 'schedulers_of', 'lr_schedule', 'fastai_lr', 'RateCourse',
+           'cut_alert']
 
 # %% ../nbs/03hde_ratecuts.ipynb #bcd04b1c
 _SCHEDULER = getattr(lr_scheduler, 'LRScheduler', getattr(lr_scheduler, '_LRScheduler', None))
@@ -22,9 +23,16 @@ def schedulers_of(learn)->list:
     return [(type(cb).__name__, v) for cb in getattr(learn, 'cbs', None) or [] for v in vars(cb).values()
             if isinstance(v, kinds)]
 
+def lr_schedule(learn):
+    "The learning-rate schedule `f(pos)` of a fastai `ParamScheduler` among `learn`'s callbacks, or `None`"
+    for cb in getattr(learn, 'cbs', None) or []:
+        scheds = getattr(cb, 'scheds', None)   # fastai's `ParamScheduler`, not imported: importing it changes fastai
+        if isinstance(scheds, dict) and scheds.get('lr') is not None: return scheds['lr']
+    return None
+
 def fastai_lr(learn)->bool:
     "Whether a fastai `ParamScheduler` among `learn`'s callbacks schedules the learning rate"
-    return any(isinstance(s := getattr(cb, 'scheds', None), dict) and 'lr' in s for cb in getattr(learn, 'cbs', []))
+    return lr_schedule(learn) is not None
 
 class RateCourse:
     "A fit's learning rate at each epoch's end (`lrs`), the training batches seen by then (`ends`), validation losses"

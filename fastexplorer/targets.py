@@ -76,14 +76,22 @@ def _past_outputs(facts:dict, v:list)->dict|None:
                         "makes them rows of zeros, whose loss is 0). Labels counted from 1, not 0, or a head too small")
 
 # %% ../nbs/03hc_targets.ipynb #8181b740
+def _class_targets(yb:tuple, n:int|None)->tuple|None:
+    "`(y, ok)`: targets `yb[0]`, one integer class a sample, and which are classes of `n` (`None`: not such targets)"
+    y = yb[0] if yb else None
+    if not n or not isinstance(y, torch.Tensor) or y.dim() != 1 or y.is_floating_point() or y.is_complex(): return None
+    y = y.detach()
+    return y,(y >= 0) & (y < n)   # an `ignore_index` of -100, or a class past the outputs: not counted
+
+def _tally(idx:torch.Tensor, ok:torch.Tensor, size:int, acc:torch.Tensor|None)->torch.Tensor:
+    "`acc` plus how many of the `ok` entries of `idx` fall in each of `size` bins, counted on their device"
+    c = torch.zeros(size + 1, device=idx.device).scatter_add_(0, torch.where(ok, idx, size), ok.float())[:size]
+    return c if acc is None or acc.shape != c.shape else acc + c
+
 def class_counts(yb:tuple, n:int|None, acc:torch.Tensor|None=None)->torch.Tensor|None:
     "`acc` plus the count of each of `n` classes among the targets `yb[0]`, one integer class a sample (on the device)"
-    y = yb[0] if yb else None
-    if not n or not isinstance(y, torch.Tensor) or y.dim() != 1 or y.is_floating_point() or y.is_complex(): return acc
-    y = y.detach()
-    ok = (y >= 0) & (y < n)   # an `ignore_index` of -100, or a class past the outputs: not counted
-    c = torch.zeros(n + 1, device=y.device).scatter_add_(0, torch.where(ok, y, n), ok.float())[:n]
-    return c if acc is None or acc.shape != c.shape else acc + c
+    if (t := _class_targets(yb, n)) is None: return acc
+    return _tally(t[0], t[1], n, acc)
 
 def _split_classes(c:list|None, vc:list|None)->dict|None:
     "`labels_one_class` or `valid_classes_unseen` if validation targets `vc` are mostly of classes training's `c` lacks"
@@ -106,13 +114,10 @@ def _split_classes(c:list|None, vc:list|None)->dict|None:
 # %% ../nbs/03hc_targets.ipynb #5389be09
 def confusion(pred, yb:tuple, n:int|None, acc:torch.Tensor|None=None)->torch.Tensor|None:
     "`acc` plus the counts of (target, predicted) class pairs of outputs `pred` `(N, n)` and targets `yb[0]` `(N,)`"
-    y = yb[0] if yb else None
     if (not n or not 2 <= n <= 100 or not isinstance(pred, torch.Tensor) or pred.dim() != 2 or pred.shape[1] != n
-        or not isinstance(y, torch.Tensor) or y.dim() != 1 or y.is_floating_point() or len(y) != len(pred)): return acc
-    y,ok = y.detach(),(y >= 0) & (y < n)
-    idx = torch.where(ok, y * n + pred.detach().argmax(1), n * n)
-    c = torch.zeros(n * n + 1, device=y.device).scatter_add_(0, idx, ok.float())[:-1]
-    return c if acc is None or acc.shape != c.shape else acc + c
+        or (t := _class_targets(yb, n)) is None or len(t[0]) != len(pred)): return acc
+    (y,ok) = t
+    return _tally(y * n + pred.detach().argmax(1), ok, n * n, acc)
 
 def _misaligned(conf:list|None)->dict|None:
     "`labels_misaligned` if the validation classes of confusion counts `conf` go each to another class, most of them"
