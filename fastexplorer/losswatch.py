@@ -21,10 +21,10 @@ from .modes import eval_layers, eval_hint
 from .nonfinite import loss_jump_alert, nan_loss_alert
 
 # %% auto #0
-__all__ = ['MIN_STEPS', 'RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'LOSS_KINDS', 'SETTLED', 'chance_loss',
+__all__ = ['MIN_STEPS', 'RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'JUMP', 'LOSS_KINDS', 'SETTLED', 'chance_loss',
            'target_sums', 'LossWatch', 'valid_accuracy', 'chance_accuracy', 'loss_course', 'update_ratio',
-           'group_ratios', 'warm_up', 'course_wait', 'falling', 'stalled_hint', 'judged_kinds', 'loss_alerts', 'learns',
-           'settle', 'explain']
+           'group_ratios', 'warm_up', 'course_wait', 'falling', 'jumped', 'stalled_hint', 'judged_kinds', 'loss_alerts',
+           'learns', 'settle', 'explain']
 
 # %% ../nbs/03hb_losswatch.ipynb #a3087fa5
 def _entropy(p:torch.Tensor)->float:
@@ -234,6 +234,15 @@ def _steps(r:float|None, groups:list=())->str:
                 + ', '.join(f"group {i} (lr {lr:.2g}) by {g:.2g}" for i,lr,g in groups) + " of their size")
     return '' if r is None or not math.isfinite(r) else f"; the weights change by {r:.2g} of their size a step"
 
+# %% ../nbs/03hb_losswatch.ipynb #97b92d6f
+JUMP = 1.25   # a loss this far over its first batch's, and far out of its noise, is a jump (3× needs no noise measure)
+
+def jumped(v:list, w:int, z:float=10.)->bool:
+    "Whether the losses `v` jumped above their first batch's: past `JUMP`× it and `z` median deviations of the last `w`"
+    start,peak,tail = v[0],max(v),v[-w:]
+    m = statistics.median(tail)
+    return peak > JUMP * start and peak - start > z * statistics.median(abs(x - m) for x in tail)
+
 # %% ../nbs/03hb_losswatch.ipynb #0b08aa7d
 def _course_alert(
     v:list,            # the run's finite losses
@@ -265,8 +274,8 @@ def _course_alert(
     elif last >= v[0] > 1e-6: what = f"the loss ends above its first batch's {v[0]:.4g}: {last:.4g} over its last {w}"
     else: return None
     start,(i,peak) = v[0],max(enumerate(v), key=lambda o: o[1])   # the first batch: the loss before any step
-    if peak > 3 * start + 1e-3:   # a jump, and no lower since: the steps threw the weights where nothing learns (a rise)
-        back = 'came back down, but no lower' if last < 0.5 * peak else 'stayed up'   # what the evidence says
+    if peak > 3 * start + 1e-3 or (stall and jumped(v, w)):   # a jump, then no lower: the steps threw the weights
+        back = 'came back down, but no lower' if last < 0.8 * peak else 'stayed up'   # what the evidence says
         return dict(kind='lr_too_high', value=peak,
                     message=f"the training loss jumped from {start:.4g} to {peak:.4g} at batch {i + 1}, then {back}: "
                             f"{what}{steps}")
