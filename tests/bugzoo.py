@@ -31,7 +31,7 @@ FAMILIES = ('bugs_contract', 'bugs_training', 'bugs_data', 'bugs_optim', 'bugs_f
             'bugs_fresh3_loop', 'bugs_fresh4', 'bugs_fresh5', 'bugs_fresh6', 'bugs_fresh7', 'healthy',
             'healthy_more', 'bugs_fresh8', 'bugs_fresh9', 'bugs_fresh10',
             'bugs_fresh11', 'bugs_fresh_gh', 'bugs_fresh_so', 'bugs_fresh_forum',
-            'bugs_fresh_forum2')   # the modules holding cases
+            'bugs_fresh_forum2', 'bugs_fresh_forum3')   # the modules holding cases
 
 @dataclass
 class Case:
