@@ -13,13 +13,13 @@ from .state import learner_autocast, ModelState, preserved_rng
 from .alerts import *
 from .contract import verdict
 from .preflight import preflight_alerts
-from .nonfinite import trace_origin
+from .nonfinite import trace_origin, settle_masks
 from .failures import check_frozen, inplace_error, backward_failed
 from .batch import model_device
 from .losswatch import loss_alerts, settle, explain, judged_kinds, LOSS_KINDS
 from .pipeline import LearnerPass
 from .formats import life_key
-from .updates import WeightCourse, frozen_alerts, stuck_alerts, wd_alert
+from .updates import WeightCourse, update_alerts, wd_alert
 from .modes import train_mode_alert, eval_mode_alert, crash_alert, eval_layers
 
 
@@ -192,6 +192,16 @@ def crashed(self:Findings, e:BaseException, learn, epoch:int, step:int):
     a = crash_alert(e, unwrap_model(learn.model), getattr(getattr(learn, 'dls', None), 'train', None), epoch, step)
     if a is not None: self.add(('last_batch_one',), a)
 
+# %% ../nbs/03ia_findings.ipynb #2e029668
+@patch
+def settle_live(self:Findings, stats:dict, losses:list, chance=None, facts=None, valid_loss=None):
+    "The live findings judged again at a completed epoch's end: `dead` of a run that learns, a mask's Inf, `info`"
+    if self.live is None: return
+    was = [a.get('severity') for a in self.live.alerts]
+    settle(self.live.alerts, losses, chance, facts, self.calm)
+    settle_masks(self.live.alerts, stats, losses, valid_loss)
+    if [a.get('severity') for a in self.live.alerts] != was: self.publish()
+
 # %% ../nbs/03ia_findings.ipynb #ce48feb8
 @patch
 def origin_alerts(self:Findings, epoch:int)->list:
@@ -218,17 +228,15 @@ def epoch_alerts(self:Findings,
     found = self.origin_alerts(epoch) + group_alerts([{**drift, 'source': 'epoch'}] if drift else [])
     found += find_alerts(self.tree, stats, epoch=epoch, **self.thresholds)
     named,course = {l for a in found if a['kind'] == 'frozen' for l in a['layers']},self.course.end()
-    fa = frozen_alerts(stats, course, self.course.steps, named)
-    named |= {a['layer'] for a in fa}
     held = {k for _,ks in groups for k in ks} if groups else None   # what the optimiser updates itself
-    found += group_alerts([{**a, 'source': 'epoch'} for a in fa + stuck_alerts(stats, named, held)])
+    fa = update_alerts(stats, course, self.course.steps, named, held)
+    found += group_alerts([{**a, 'source': 'epoch'} for a in fa])
     if losses is None: return self.resolve(found, step, None, epoch)   # a partial epoch: nothing judged again
     v = [x for x in losses if math.isfinite(x)]
     wd = decay and 'loss_stalled' in judged_kinds(v, wait) and wd_alert(stats, course, decay, v, chance, facts)
     found += loss_alerts(losses, chance, stats, valid_loss, groups, self.evals, wait, facts)
     found = rank_alerts(found + group_alerts([{**wd, 'source': 'epoch'}] if wd else []))
     found = explain(settle(found, losses, chance, facts, self.calm), stats, facts)   # hints from the evidence
-    if self.live is not None and any(a['kind'] == 'dead' and a.get('severity') != 'info' for a in self.live.alerts):
-        settle(self.live.alerts, losses, chance, facts, self.calm)
-        self.publish()
+    found = settle_masks(found, stats, losses, valid_loss)                 # Inf that the loss never read: a mask
+    self.settle_live(stats, losses, chance, facts, valid_loss)
     return self.resolve(found, step, judged_kinds([x for x in losses if math.isfinite(x)], wait), epoch)

@@ -17,9 +17,9 @@ from .contract import verdict, module_label
 from .alerts import HINTS, SEVERITY
 
 # %% auto #0
-__all__ = ['HALF_HINT', 'DATA_HINT', 'GROWN_HINT', 'GROWN', 'JUMP', 'FirstNonFinite', 'NodeOwners', 'input_nonfinite',
-           'find_nonfinite', 'find_loss_nonfinite', 'trace_outputs', 'origin_alert', 'loss_op', 'loss_alert',
-           'trace_origin', 'loss_jump_alert', 'nan_loss_alert']
+__all__ = ['HALF_HINT', 'DATA_HINT', 'GROWN_HINT', 'GROWN', 'JUMP', 'MASK_NOTE', 'FirstNonFinite', 'NodeOwners',
+           'input_nonfinite', 'find_nonfinite', 'find_loss_nonfinite', 'trace_outputs', 'origin_alert', 'loss_op',
+           'loss_alert', 'trace_origin', 'loss_jump_alert', 'nan_loss_alert', 'harmless_inf', 'settle_masks']
 
 # %% ../nbs/03g_nonfinite.ipynb #c281b751
 def _floats(o)->list: return [t for t in tree_leaves(o) if isinstance(t, torch.Tensor) and t.is_floating_point()]
@@ -316,3 +316,24 @@ def nan_loss_alert(losses:list, stats:dict)->dict|None:
                 message=f"the training loss was NaN or Inf at {len(bad)} of the run's {len(losses)} steps (the first "
                         f"at step {bad[0]}), while the activations and gradients recorded stayed finite: the loss "
                         "function made it (fastai's smoothed loss stays NaN from then on)")
+
+# %% ../nbs/03g_nonfinite.ipynb #21cab818
+def _count(s:dict, k:str, what:str)->int: return int((s.get(k) or {}).get(what) or 0)
+
+def harmless_inf(stats:dict, losses:list, valid_loss:float|None=None)->bool:
+    "Whether an epoch's activations held Inf and no NaN while its `losses`, `valid_loss` and gradients stayed finite"
+    acts = [(_count(s, k, 'nan'), _count(s, k, 'inf')) for s in stats.values() for k in ('act', 'valid_act')]
+    if not any(i for _,i in acts) or any(n for n,_ in acts): return False
+    if any(_count(s, 'grad', 'nan') + _count(s, 'grad', 'inf') for s in stats.values()): return False
+    return all(math.isfinite(x) for x in losses) and (valid_loss is None or math.isfinite(valid_loss))
+
+MASK_NOTE = ("Inf only, while the losses and every gradient stayed finite: a mask (`masked_fill` with -inf) that the "
+             "loss does not read, not a failure")
+
+def settle_masks(alerts:list, stats:dict, losses:list, valid_loss:float|None=None)->list:
+    "`alerts` (changed in place) with the `nonfinite` findings on values, not gradients, `info` if `harmless_inf`"
+    if harmless_inf(stats, losses, valid_loss):
+        for a in alerts:
+            if a['kind'] == 'nonfinite' and a.get('stat') != 'grad' and a.get('severity') != 'info':
+                a.update(severity='info', message=f"{a['message']}; {MASK_NOTE}")
+    return alerts

@@ -12,8 +12,9 @@ from .alerts import NEGLIGIBLE_GRAD
 from .losswatch import learns
 
 # %% auto #0
-__all__ = ['FROZEN_STEPS', 'FROZEN_HINT', 'STUCK', 'SHRINK', 'WD_HINT', 'fingerprints', 'WeightCourse', 'frozen_alerts',
-           'stuck_alerts', 'decoupled', 'decay_plan', 'shrink', 'wd_alert']
+__all__ = ['FROZEN_STEPS', 'FROZEN_HINT', 'STUCK', 'GRADLESS_HINT', 'SHRINK', 'WD_HINT', 'fingerprints', 'WeightCourse',
+           'frozen_alerts', 'stuck_alerts', 'gradless_alerts', 'update_alerts', 'decoupled', 'decay_plan', 'shrink',
+           'wd_alert']
 
 # %% ../nbs/03hd_updates.ipynb #3c425a89
 def _fingerprint(p:torch.Tensor)->torch.Tensor:
@@ -88,6 +89,27 @@ def stuck_alerts(stats:dict, skip=(),
              'hint': "keep the weights in float32 and compute in low precision (fastai's `to_bf16()` or `to_fp16()`, "
                      "or `torch.autocast`), so the optimiser updates a float32 copy; not `model.half()` or "
                      "`model.to(torch.bfloat16)` under a plain optimiser"} for k,f in bad]
+
+# %% ../nbs/03hd_updates.ipynb #170706a3
+GRADLESS_HINT = ("the backward never reached the weights: look for what skips it (a callback raising "
+                 "`CancelBackwardException`, a training step that calls `opt.step()` without the closure that runs "
+                 "`loss.backward()`, a loss computed on detached outputs); `learn.preflight()`'s `gradient_flow` "
+                 "traces the path from the loss")
+
+def gradless_alerts(stats:dict, course:dict, steps:int, held=None)->list:
+    "`gradient_flow` at the model when no parameter the optimiser `held` got a gradient, and none changed, in `steps`"
+    keys = [k for k,s in stats.items() if (held is None or k in held) and (s.get('weight') or {}).get('requires_grad')]
+    if steps < FROZEN_STEPS or not keys: return []
+    if any(stats[k].get('grad') or not (course.get(k) or {}).get('unchanged') for k in keys): return []
+    return [{'kind': 'gradient_flow', 'layer': '', 'stat': 'grad', 'value': 0, 'hint': GRADLESS_HINT,
+             'message': f"none of the {len(keys)} parameters the optimiser trains got a gradient in the epoch's "
+                        f"sampled steps, and none changed over its {steps} steps: no weight learns"}]
+
+def update_alerts(stats:dict, course:dict, steps:int, named=(), held=None)->list:
+    "An epoch's findings on its steps: `frozen_alerts`, `stuck_alerts` and `gradless_alerts` (`named`: frozen already)"
+    fa = frozen_alerts(stats, course, steps, named)
+    fa += stuck_alerts(stats, {*named, *(a['layer'] for a in fa)}, held)
+    return fa + gradless_alerts(stats, course, steps, held)
 
 # %% ../nbs/03hd_updates.ipynb #d8d29b4a
 def decoupled(opt)->bool|None:
