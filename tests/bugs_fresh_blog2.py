@@ -118,7 +118,8 @@ def log_one_minus_softmax_nan(fixed):
     cross-entropy plus penalties on the end-of-sequence token, one that 'punishes the model for spitting out an EOS for
     a "positive" example' of the form `log(1 - softmax(...))` of the EOS logit, written first as a 'simple PyTorch
     implementation' on the softmax; training produced NaNs 'out of nowhere', a 'sneaky numerical instability issue with
-    a custom loss function' that 'math tricks helped to solve': the penalty computed from the logits in a stable form.
+    a custom loss function' that 'math tricks helped to solve' (the stored copy shows the problem, not the rewritten
+    code: the port's fix computes the same penalty from the logits in a stable form).
     In float32 a softmax probability rounds to exactly 1 once its logit leads the others by about 17, and `log(1 - 1)`
     is -inf. Ported to a classifier: the digits' pixels in [0, 1], an MLP (64-128-128-10), cross-entropy plus the
     penalty `-log(1 - p_0)` on every example not of class 0 (class 0 standing for the EOS token), Adam at 3e-2; the twin
