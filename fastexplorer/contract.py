@@ -14,8 +14,8 @@ from torch import nn
 __all__ = ['SCALE_BIG', 'verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'ops_on_output', 'own_softmax',
            'graph_kind', 'check_output_activation', 'own_loss_activation', 'ignore_index', 'check_classes',
            'check_targets', 'multi_hot', 'softmaxed', 'check_multi_hot', 'check_shapes', 'check_loss_contract',
-           'check_padding', 'plain_steps', 'summed', 'mean_loss', 'check_reduction', 'module_label', 'name_makers',
-           'channel_values', 'channel_scale', 'InputNorms', 'excuse_normalised', 'input_names', 'scale_words']
+           'plain_steps', 'summed', 'mean_loss', 'check_reduction', 'module_label', 'name_makers', 'channel_values',
+           'channel_scale', 'InputNorms', 'excuse_normalised', 'input_names', 'scale_words']
 
 # %% ../nbs/03ha_contract.ipynb #b140091b
 def verdict(
@@ -278,28 +278,6 @@ def check_loss_contract(
     far = f", {loss / math.log(c):.2g}× ln {c} (confident initial predictions, which training corrects)" if high else ''
     said = f"loss {loss:.4g} at initialisation{far}; " if loss is not None else ''
     return res or [verdict('loss_contract', 'ok', said + "outputs, loss and targets fit in shape and range")]
-
-# %% ../nbs/03ha_contract.ipynb #160710af
-def _tail(t:torch.Tensor, v:int)->torch.Tensor:
-    "How many of each row's last positions of `t` (2-d) hold `v`"
-    return (t == v).flip(1).int().cumprod(1).sum(1)
-
-def check_padding(xb:tuple, yb:tuple, loss_func, rows:float=0.25, share:float=0.1)->list:
-    "Verdict on token targets padded to one length, with the inputs, whose padding token the loss counts"
-    x,y = (xb[0] if xb else None),(yb[0] if yb else None)
-    ids = lambda t: isinstance(t, torch.Tensor) and t.ndim == 2 and not t.is_floating_point()
-    if not (loss_kind(loss_func) == 'ce' and ids(x) and ids(y) and x.shape == y.shape and y.shape[1] >= 4): return []
-    pad = int(y[:, -1].mode().values)
-    ends = (n := _tail(y, pad)) >= 2                    # the target rows that end in two pads or more
-    if float(ends.float().mean()) < rows or pad == ignore_index(loss_func): return []
-    q = int(x[ends, -1].mode().values)                  # the inputs' pad: the same token where the targets pad
-    if not bool((_tail(x[ends], q) >= n[ends] - 1).all()) or float((y == pad).float().mean()) < share: return []
-    f = float((y == pad).float().mean())
-    return [verdict('padding_in_loss', 'warning', f"token {pad} fills the ends of {float(ends.float().mean()):.0%} of "
-                    f"the target sequences, where the inputs end in token {q}: padding, {f:.0%} of the targets, which "
-                    f"the loss counts (its `ignore_index` is {ignore_index(loss_func)})",
-                    f"leave the padding out of the loss: `CrossEntropyLossFlat(ignore_index={pad})` (or "
-                    f"`nn.CrossEntropyLoss(ignore_index={pad})`)", token=pad, share=f)]
 
 # %% ../nbs/03ha_contract.ipynb #c649ea2a
 _PLAIN = {'weight_decay', 'l2_reg', 'average_grad', 'sgd_step', 'momentum_step'}   # fastai's SGD: steps as the gradient

@@ -16,7 +16,7 @@ from .state import scripted
 
 # %% auto #0
 __all__ = ['inplace_error', 'find_inplace', 'backward_runs', 'out_of_place', 'stopped', 'backward_failed', 'no_output',
-           'untrainable', 'untrained_norms', 'check_frozen']
+           'untrainable', 'untrained_norms', 'check_frozen', 'check_loader']
 
 # %% ../nbs/03ig_failures.ipynb #5e15d749
 def inplace_error(e:BaseException)->bool:
@@ -170,3 +170,18 @@ def check_frozen(learn, model:nn.Module|None=None,
     return [verdict('frozen', sev, ev, "set `requires_grad=True` on them where the model's code freezes them, or "
                     "freeze through fastai (`learn.freeze_to`), which `learn.unfreeze()` undoes",
                     layer=names[0].rpartition('.')[0], frozen=names[:64])]
+
+# %% ../nbs/03ig_failures.ipynb #65f6efd8
+def check_loader(dl)->list:
+    "An error verdict when the training loader `dl` yields no batch (`drop_last` and a batch larger than the data)"
+    try: n = len(dl)
+    except TypeError: return []   # a loader without a length: its batches are not known in advance
+    if n: return []
+    try: items = len(dl.dataset)
+    except TypeError: items = None
+    bs,drop = getattr(dl, 'bs', getattr(dl, 'batch_size', None)),getattr(dl, 'drop_last', False)
+    why = (f": its dataset holds {items} items, fewer than the batch size {bs}, and `drop_last=True` drops the only "
+           "(incomplete) batch") if drop and items is not None and bs is not None else ''
+    return [verdict('frozen', 'error', f"the training DataLoader yields no batch{why}: no step will run, and the "
+                    "weights stay as they are", "use a batch size no larger than the training set (`bs=`), or "
+                    "`drop_last=False`")]

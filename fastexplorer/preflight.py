@@ -19,8 +19,9 @@ from .state import *
 from .nonfinite import find_loss_nonfinite, NodeOwners, trace_outputs
 from .nonfinite import loss_op
 from .contract import *
+from .padding import check_padding, padding_read
 from .lint import CallOrder, check_structure
-from .failures import backward_failed, check_frozen, stopped, no_output, untrainable
+from .failures import backward_failed, check_frozen, stopped, no_output, untrainable, check_loader
 from .batch import model_device, to_model_device, split_batch, dl_batch
 from .pipeline import LearnerPass, learner_batch
 from .modes import check_order
@@ -365,6 +366,7 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
         learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
         said = {v['check'] for v in res} & {'nonfinite', 'nonfinite_loss'}   # the output's NaN or the loss's
         lg,gf = [] if said else check_loss_gradient(o),check_gradients(model, _groups(learn, model), own.idle)
+        res += padding_read(xb, yb, o) if kind is None else []   # a loss of one's own: where its gradient went
         with learner_autocast(learn): name_loss_op(res + lg, pl.loss, out)
     if lg or said: gf = [v for v in gf if not v['evidence'].startswith('non-finite')]   # said once, not the layers'
     return name_makers(res + lg + check_output(o, learns, _zero_weights(model)) + gf, *named)
@@ -401,6 +403,7 @@ def preflight(self:Learner,
     model = unwrap_model(self.model)
     dev = model_device(model)
     if b is None:
+        if (empty := check_loader(self.dls.train)): return Verdicts(empty)   # no batch to check: nothing will train
         with preserved_rng(): b = dl_batch(self.dls.train)
     b = to_model_device(b, dev)
     xb = split_batch(self.dls, b); yb = tuple(b)[len(xb):] if not isinstance(b, torch.Tensor) else ()
