@@ -330,15 +330,17 @@ def name_makers(verdicts:list, # changed in place
                 owners:dict,   # `{autograd node: path of the module whose forward made it}` (`NodeOwners`)
                 o, model:nn.Module, axis:int=1)->list:
     "`verdicts` on the output naming, as their `layer`, the module that made the operation at fault (`at`: 0 the last)"
-    ns = out_nodes(o)
+    ns = out_nodes(o, 3)
     units = (o.shape[axis] if o.ndim >= 2 else 1) if isinstance(o, torch.Tensor) else None
     for v in verdicts:
         if v['check'] not in _OUTPUT_CHECKS or v['layer'] or v['severity'] not in ('warning', 'error'): continue
         at = v.get('at', 0)
         if at >= len(ns) or (p := owners.get(ns[at])) is None: continue
-        try: what = module_label(model, p, units)
+        q = owners.get(ns[at + 1]) if not p and at + 1 < len(ns) else None   # a function of `forward` on a module's
+        try: what = module_label(model, q or p, None if q else units)
         except AttributeError: continue
-        v.update(layer=p, evidence=f"{v['evidence']} ({'made by ' if p else 'in '}{what})")
+        said = f"in the model's own `forward`, on the output of {what}" if q else ('made by ' if p else 'in ') + what
+        v.update(layer=q or p, evidence=f"{v['evidence']} ({said})")
     return verdicts
 
 # %% ../nbs/03ha_contract.ipynb #8e27788f

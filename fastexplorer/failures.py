@@ -171,7 +171,7 @@ def check_frozen(learn, model:nn.Module|None=None,
                     "freeze through fastai (`learn.freeze_to`), which `learn.unfreeze()` undoes",
                     layer=names[0].rpartition('.')[0], frozen=names[:64])]
 
-# %% ../nbs/03ig_failures.ipynb #65f6efd8
+# %% ../nbs/03ig_failures.ipynb #b8f226bd
 def check_loader(dl)->list:
     "An error verdict when the training loader `dl` yields no batch (`drop_last` and a batch larger than the data)"
     try: n = len(dl)

@@ -111,7 +111,7 @@ def test_a_relu_before_log_softmax_under_nll_is_named():
     mk = lambda relu: Learner(tensor_dls((x / 16 - 0.3).view(-1, 1, 8, 8), y), _FashionCNN(relu), loss_func=nn.NLLLoss())
     v = said(mk(True))
     assert v['output_activation']['severity'] == 'warning' and 'ReLU before the `log_softmax`' in v['output_activation']['evidence'], v
-    assert "the model's own `forward`" in v['output_activation']['evidence']    # a functional ReLU: no module to name
+    assert "the model's own `forward`, on the output of `fc1`" in v['output_activation']['evidence']   # a ReLU call
     assert 'output_activation' not in said(mk(False))
 
 @pytest.mark.parametrize('name,check,layer,what', [
