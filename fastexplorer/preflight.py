@@ -20,6 +20,7 @@ from .nonfinite import find_loss_nonfinite, NodeOwners, trace_outputs
 from .nonfinite import loss_op
 from .contract import *
 from .padding import check_padding, padding_read
+from .broadcast import check_broadcast
 from .lint import CallOrder, check_structure
 from .failures import backward_failed, check_frozen, stopped, no_output, untrainable, check_loader
 from .batch import model_device, to_model_device, split_batch, dl_batch
@@ -366,7 +367,7 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
         learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
         said = {v['check'] for v in res} & {'nonfinite', 'nonfinite_loss'}   # the output's NaN or the loss's
         lg,gf = [] if said else check_loss_gradient(o),check_gradients(model, _groups(learn, model), own.idle)
-        res += padding_read(xb, yb, o) if kind is None else []   # a loss of one's own: where its gradient went
+        res += (padding_read(xb, yb, o) if kind is None else []) + check_broadcast(learn, o, yb, kind is None)
         with learner_autocast(learn): name_loss_op(res + lg, pl.loss, out)
     if lg or said: gf = [v for v in gf if not v['evidence'].startswith('non-finite')]   # said once, not the layers'
     return name_makers(res + lg + check_output(o, learns, _zero_weights(model)) + gf, *named)
