@@ -80,6 +80,7 @@ const ALERT_HELP = {
   valid_classes_unseen: 'validation targets of classes the training targets never hold',
   valid_leak: 'validation samples that are training samples too',
   labels_misaligned: 'validation labels numbered otherwise than the training labels',
+  gradient_flow: 'no gradient reaching the weights',
   loss_stalled: 'a training loss that does not fall, or sits at the chance level', loss_diverging: 'a training loss that grows',
   lr_too_high: 'steps too large: the loss grows, or jumped and stuck', lr_too_low: 'steps too small to make progress',
   valid_at_chance: 'a validation loss at chance while the training loss falls', grads_not_zeroed: 'gradients that are never zeroed',
@@ -101,7 +102,7 @@ const GLOBAL_CAUSE = {   // what an alert without a layer is about
   output_classes: 'the targets', wd_too_high: 'weight decay',
   nonfinite_input: 'the data', nonfinite_target: 'the targets', valid_input_shift: 'the validation data',
   valid_classes_unseen: 'the split', valid_leak: 'the split', labels_misaligned: 'the labels',
-  eval_nondeterministic: "the model's forward", last_batch_one: 'the data',
+  eval_nondeterministic: "the model's forward", last_batch_one: 'the data', gradient_flow: 'the backward',
 };
 
 /* Alerts raised inside an epoch whose file is not loaded yet (`live_alerts` in run.json, written within a second). */
