@@ -183,6 +183,11 @@ def check_targets(o:torch.Tensor, y, op:str|None, kind:str|None, axis:int=1,
     if not isinstance(y, torch.Tensor) or not y.numel() or y.dtype == torch.bool: return []
     res,c = [],o.shape[axis] if o.ndim >= 2 else 1
     if kind in ('ce', 'nll'): return [] if y.is_floating_point() else check_classes(y, c, ignore)
+    if kind in ('bce', 'bce_logits') and o.ndim == 2 and c > 1 and y.shape == o.shape[:1]:   # one label a sample
+        return [verdict('target_shape', 'error', f"a binary cross-entropy over {c} outputs takes a target for each, "
+                        f"{tuple(o.shape)}, but the targets are {tuple(y.shape)}: one class index a sample",
+                        "one class a sample: `CrossEntropyLossFlat` on the logits; several: one-hot targets of the "
+                        "outputs' shape (fastai's `MultiCategoryBlock`)")]
     # one target per output (regression, binary classes, a sigmoid each); a loss of one's own may turn class indices
     # into what it wants
     if o.numel() != y.numel() or (kind is None and not y.is_floating_point()): return res

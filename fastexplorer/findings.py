@@ -20,6 +20,7 @@ from .losswatch import loss_alerts, settle, explain, judged_kinds, LOSS_KINDS
 from .pipeline import LearnerPass
 from .formats import life_key
 from .updates import WeightCourse, update_alerts, wd_alert
+from .targets import unseen_crash
 from .modes import train_mode_alert, eval_mode_alert, crash_alert, eval_layers
 
 
@@ -188,9 +189,10 @@ def check_mode(self:Findings, model, training:bool, epoch:int, step:int):
 
 @patch
 def crashed(self:Findings, e:BaseException, learn, epoch:int, step:int):
-    "The fit ended on exception `e`: a BatchNorm's error for a batch of one sample, an alert"
+    "The fit ended on exception `e`: a BatchNorm's batch of one, or a validation class the model lacks: an alert"
     a = crash_alert(e, unwrap_model(learn.model), getattr(getattr(learn, 'dls', None), 'train', None), epoch, step)
     if a is not None: self.add(('last_batch_one',), a)
+    elif (a := unseen_crash(e, learn, epoch, step)) is not None: self.add(('valid_classes_unseen',), a)
 
 # %% ../nbs/03ia_findings.ipynb #2e029668
 @patch

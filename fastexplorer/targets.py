@@ -11,7 +11,7 @@ import torch
 from .alerts import HINTS
 
 # %% auto #0
-__all__ = ['nonfinite_counts', 'class_counts', 'confusion', 'target_alerts']
+__all__ = ['nonfinite_counts', 'class_counts', 'confusion', 'target_alerts', 'unseen_crash']
 
 # %% ../nbs/03hc_targets.ipynb #303dd245
 def _unused_outputs(c:list)->dict|None:
@@ -175,3 +175,18 @@ HINTS.update({   # findings on the training targets (`LossWatch.facts`)
     'multi_hot_softmax': "several labels per sample need a sigmoid per class, not a softmax over them: "
                          "`BCEWithLogitsLossFlat` (fastai's `MultiCategoryBlock` chooses it) and `accuracy_multi`",
 })
+
+# %% ../nbs/03hc_targets.ipynb #14881de7
+def unseen_crash(e:BaseException, learn, epoch:int, step:int)->dict|None:
+    "`valid_classes_unseen` if the fit stopped in validation on a target class the model's outputs cannot score"
+    if getattr(learn, 'training', True): return None
+    y,p = (getattr(learn, 'yb', None) or (None,))[0],getattr(learn, 'pred', None)
+    if not (isinstance(y, torch.Tensor) and isinstance(p, torch.Tensor)) or y.is_floating_point() or p.ndim < 2:
+        return None
+    c,m = p.shape[getattr(learn.loss_func, 'axis', 1)],int(y.max()) if y.numel() else -1
+    if m < c: return None
+    return {'kind': 'valid_classes_unseen', 'layer': '', 'severity': 'error', 'step': step, 'epoch': epoch,
+            'message': f"the fit stopped in validation ({type(e).__name__}): a validation target is class {m}, but "
+                       f"the model scores {c} classes, 0 to {c - 1}: validation holds a class training never showed it",
+            'hint': "split so that every validation class is in the training set too (by class, stratified), or "
+                    "leave the validation rows of classes training lacks out"}
