@@ -28,7 +28,7 @@ def _cnn_one_unit():
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 1), nn.Sigmoid())
 
 @case("https://github.com/keras-team/keras/issues/13006",
-      "`flow_from_directory` keeps its default `class_mode='categorical'`: one-hot `(n, 2)` targets meet a single sigmoid "
+      "`flow_from_directory` keeps its default `class_mode='categorical'`: one-hot `(n, 2)` targets meet one sigmoid "
       "unit, the loss broadcasts and is least at 0.5",
       {'target_shape'}, epochs=20, lr=1e-3)
 def categorical_class_mode_one_sigmoid(fixed):
@@ -55,8 +55,8 @@ def categorical_class_mode_one_sigmoid(fixed):
 
 # ---- the loss ----
 @case("https://github.com/keras-team/keras/issues/17029",
-      "a binary classifier with one sigmoid unit is compiled with `categorical_crossentropy`: over one unit Keras's loss is "
-      "a constant near 0, no gradient reaches the model",
+      "a binary classifier of one sigmoid unit is compiled with `categorical_crossentropy`: over one unit Keras's loss "
+      "is a constant near 0, no gradient reaches the model",
       {'loss_for_classes', 'output_classes'}, epochs=10, lr=1e-3)
 def categorical_ce_on_one_sigmoid_unit(fixed):
     """'Raise an error when use categorical_crossentropy for binary classification' (a maintainer's issue, after users'
