@@ -42,9 +42,9 @@ def categorical_class_mode_one_sigmoid(fixed):
     `(n, 1)` against `(n, 2)` as Keras's loss does), Adam at 1e-3 (Keras's default), 20 epochs (160 batches). The
     twin's targets are the class index, `(n, 1)`. No per-layer statistic sees the bug: the network is healthy and
     learns exactly what the loss asks, an output of 0.5; only the targets' shape against the output's gives it away.
-    Measured: the loss sits at 0.6931 (ln 2)
-    from the first batch to the last (ratio 1.00; validation loss 0.6931, accuracy 0.44, below the larger class's
-    share); the twin's falls from 0.694 to 0.50 (ratio 0.77; validation loss 0.51, accuracy 0.86)"""
+    Measured: the loss sits at 0.6931 (ln 2) from the first batch to the last (ratio 1.00; validation loss 0.6931,
+    accuracy 0.44, below the larger class's share); the twin's falls from 0.694 to 0.50 (ratio 0.77; validation loss
+    0.51, accuracy 0.86)"""
     x, y = _digit_images()
     keep = (y == 3) | (y == 8)
     x, c = x[keep], (y[keep] == 8).long()
@@ -59,18 +59,18 @@ def categorical_class_mode_one_sigmoid(fixed):
       "is a constant near 0, no gradient reaches the model",
       {'loss_for_classes', 'output_classes'}, epochs=10, lr=1e-3)
 def categorical_ce_on_one_sigmoid_unit(fixed):
-    """'Raise an error when use categorical_crossentropy for binary classification' (a maintainer's issue, after users'
-    reports such as keras#14729, a breast-cancer classifier ending in `Dense(1, activation="sigmoid")` under
-    `keras.losses.categorical_crossentropy`): 'it does not raise any error, but have all the losses equal to 0 during
-    training. It may confuse the user that the model has some problem, but actually it just because they accidentally
-    used the wrong loss'; the fix (keras#17330, merged) warns 'Consider using binary crossentropy instead of categorical
-    crossentropy if you have only 2 labels'. Keras's categorical cross-entropy divides the probabilities by their sum
-    over the last axis, which over one unit is 1 whatever the input: the loss is -y log(1 - 1e-7) and every gradient is
-    exactly 0. Ported to scikit-learn's breast-cancer data (the data of keras#14729), standardised, an MLP
+    """'Raise an error when use categorical_crossentropy for binary classification', a maintainer's issue (users report
+    the same bug elsewhere, e.g. keras#14729, a breast-cancer classifier ending in `Dense(1, activation="sigmoid")`
+    under `keras.losses.categorical_crossentropy`): 'it does not raise any error, but have all the losses equal to 0
+    during training. It may confuse the user that the model has some problem, but actually it just because they
+    accidentally used the wrong loss'; the fix (keras#17330, merged) warns 'Consider using binary crossentropy instead
+    of categorical crossentropy if you have only 2 labels'. Keras's categorical cross-entropy divides the probabilities
+    by their sum over the last axis, which over one unit is 1 whatever the input: the loss is -y log(1 - 1e-7) and every
+    gradient is exactly 0. Ported to scikit-learn's breast-cancer data (the data of keras#14729), standardised, an MLP
     (30-16-16-1, ReLU, a sigmoid output) with Keras's Glorot-uniform initialiser, Adam at 1e-3 (Keras's default),
     batches of 32, 10 epochs; the loss is `_keras_categorical_ce`, as Keras computes it; the twin's is `keras_bce`.
-    Measured: every batch's loss is about 1e-7 (y times -log(1 - 1e-7)), every gradient exactly 0 and no weight moves
-    in 140 steps (the ratio, 0.98, is the batches' share of positives); the validation accuracy stays at the untrained
+    Measured: every batch's loss is about 1e-7 (y times -log(1 - 1e-7)), every gradient exactly 0 and no weight moves in
+    140 steps (the ratio, 0.98, is the batches' share of positives); the validation accuracy stays at the untrained
     model's 0.76. The twin's loss falls from 0.60 to 0.07 (ratio 0.19; validation loss 0.13, accuracy 0.96)"""
     x, y = _cancer()
     model = _keras_init(nn.Sequential(nn.Linear(30, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1),
