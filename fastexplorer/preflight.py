@@ -257,6 +257,11 @@ def check_loss_gradient(o:torch.Tensor|None)->list:
                         "is not: the loss function makes NaN or Inf, and every layer's gradient will follow",
                         "a log of a probability that is 0? give logits to a loss that takes them "
                         "(`CrossEntropyLossFlat`, `BCEWithLogitsLossFlat`), use `log_softmax`, or clamp")]
+    if o.ndim and o.numel() == len(o) > 1 and bool(torch.isfinite(o).all()) and not bool(g.any()):   # one unit each
+        return [verdict('output_classes', 'error', f"the loss's gradient at the model's output is exactly zero for all "
+                        f"{len(o)} samples, one output unit each: the loss does not depend on it; over one unit a loss "
+                        "over classes (a categorical cross-entropy) normalises it to probability 1, whatever the model "
+                        "says", "one unit: a binary cross-entropy (`BCEWithLogitsLossFlat`); or one output per class")]
     return []
 
 def name_loss_op(verdicts:list, # changed in place

@@ -176,7 +176,7 @@ HINTS.update({   # findings on the training targets (`LossWatch.facts`)
                          "`BCEWithLogitsLossFlat` (fastai's `MultiCategoryBlock` chooses it) and `accuracy_multi`",
 })
 
-# %% ../nbs/03hc_targets.ipynb #14881de7
+# %% ../nbs/03hc_targets.ipynb #c8b3d800
 def unseen_crash(e:BaseException, learn, epoch:int, step:int)->dict|None:
     "`valid_classes_unseen` if the fit stopped in validation on a target class the model's outputs cannot score"
     if getattr(learn, 'training', True): return None
