@@ -21,10 +21,10 @@ from .modes import eval_layers, eval_hint
 from .nonfinite import loss_jump_alert, nan_loss_alert
 
 # %% auto #0
-__all__ = ['MIN_STEPS', 'RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'JUMP', 'LOSS_KINDS', 'SETTLED', 'chance_loss',
-           'target_sums', 'LossWatch', 'valid_accuracy', 'chance_accuracy', 'loss_course', 'update_ratio',
-           'group_ratios', 'warm_up', 'course_wait', 'falling', 'jumped', 'stalled_hint', 'judged_kinds', 'loss_alerts',
-           'learns', 'settle', 'explain']
+__all__ = ['MIN_STEPS', 'RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'STALL_JUMP', 'LOSS_KINDS', 'SETTLED',
+           'chance_loss', 'target_sums', 'LossWatch', 'valid_accuracy', 'chance_accuracy', 'loss_course',
+           'update_ratio', 'group_ratios', 'warm_up', 'course_wait', 'falling', 'jumped', 'stalled_hint',
+           'judged_kinds', 'loss_alerts', 'learns', 'settle', 'explain']
 
 # %% ../nbs/03hb_losswatch.ipynb #a3087fa5
 def _entropy(p:torch.Tensor)->float:
@@ -235,13 +235,13 @@ def _steps(r:float|None, groups:list=())->str:
     return '' if r is None or not math.isfinite(r) else f"; the weights change by {r:.2g} of their size a step"
 
 # %% ../nbs/03hb_losswatch.ipynb #97b92d6f
-JUMP = 1.25   # a loss this far over its first batch's, and far out of its noise, is a jump (3× needs no noise measure)
+STALL_JUMP = 1.25   # a loss this far over its first batch's, far out of its noise, jumped (3× needs no noise)
 
 def jumped(v:list, w:int, z:float=10.)->bool:
-    "Whether the losses `v` jumped above their first batch's: past `JUMP`× it and `z` median deviations of the last `w`"
+    "Whether losses `v` jumped past `STALL_JUMP`× their first and `z` median deviations of the last `w` out"
     start,peak,tail = v[0],max(v),v[-w:]
     m = statistics.median(tail)
-    return peak > JUMP * start and peak - start > z * statistics.median(abs(x - m) for x in tail)
+    return peak > STALL_JUMP * start and peak - start > z * statistics.median(abs(x - m) for x in tail)
 
 # %% ../nbs/03hb_losswatch.ipynb #0b08aa7d
 def _course_alert(

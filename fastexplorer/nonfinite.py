@@ -306,11 +306,14 @@ def loss_jump_alert(losses:list)->dict|None:
                     "argument, or compute it in log space"}
 
 # %% ../nbs/03g_nonfinite.ipynb #b02be7c9
+def _count(s:dict, k:str, what:str)->int:
+    "How many `what` (`nan`, `inf`) values a layer's statistics `s` count among its `k` (`act`, `grad`…)"
+    return int((s.get(k) or {}).get(what) or 0)
+
 def nan_loss_alert(losses:list, stats:dict)->dict|None:
     "`nonfinite_loss` if the training loss was NaN or Inf at some steps while the epoch's recorded values were finite"
     bad = [i for i,x in enumerate(losses) if not math.isfinite(x)]
-    held = any((s.get(k) or {}).get('nan', 0) + (s.get(k) or {}).get('inf', 0)
-               for s in stats.values() for k in ('act', 'valid_act', 'grad'))
+    held = any(_count(s, k, 'nan') + _count(s, k, 'inf') for s in stats.values() for k in ('act', 'valid_act', 'grad'))
     if not bad or held: return None
     return dict(kind='nonfinite_loss', value=len(bad),
                 message=f"the training loss was NaN or Inf at {len(bad)} of the run's {len(losses)} steps (the first "
@@ -318,8 +321,6 @@ def nan_loss_alert(losses:list, stats:dict)->dict|None:
                         "function made it (fastai's smoothed loss stays NaN from then on)")
 
 # %% ../nbs/03g_nonfinite.ipynb #21cab818
-def _count(s:dict, k:str, what:str)->int: return int((s.get(k) or {}).get(what) or 0)
-
 def harmless_inf(stats:dict, losses:list, valid_loss:float|None=None)->bool:
     "Whether an epoch's activations held Inf and no NaN while its `losses`, `valid_loss` and gradients stayed finite"
     acts = [(_count(s, k, 'nan'), _count(s, k, 'inf')) for s in stats.values() for k in ('act', 'valid_act')]
