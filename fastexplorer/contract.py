@@ -238,7 +238,7 @@ def check_shapes(o:torch.Tensor, y)->list:
     try: b = torch.broadcast_shapes(o.shape, y.shape)
     except RuntimeError: return []    # the loss fails, and says so
     if math.prod(b) <= max(o.numel(), y.numel()): return []
-    return [verdict('output_shape', 'error', f"outputs of shape {tuple(o.shape)} and targets of shape "
+    return [verdict('target_shape', 'error', f"outputs of shape {tuple(o.shape)} and targets of shape "
                     f"{tuple(y.shape)} broadcast together to {tuple(b)} in the loss: each output is compared with "
                     "every target", "give them the same shape (`out.squeeze(1)` or `y.unsqueeze(1)`), or use fastai's "
                     "`MSELossFlat`, which flattens both", shapes=[list(o.shape), list(y.shape), list(b)])]
@@ -317,7 +317,7 @@ def check_reduction(loss_func, plain:bool, bs:int, lr:float|None=None)->list:
                     "default), or divide the learning rate by the batch size")]
 
 # %% ../nbs/03ha_contract.ipynb #833b9844
-_OUTPUT_CHECKS = ('output_activation', 'output_classes', 'output_shape', 'target_range', 'target_classes',
+_OUTPUT_CHECKS = ('output_activation', 'output_classes', 'target_shape', 'target_range', 'target_classes',
                   'loss_for_classes', 'loss_at_init', 'constant_output', 'gradient_flow')
 
 def module_label(model:nn.Module, path:str, units:int|None=None)->str:

@@ -10,7 +10,6 @@ from bugzoo import cases, run_case, judge, trains, loss_ratio
 
 CASES = cases()
 MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint names none), and why
-    'regression_output_squeezed': "`target_shape` (assumed): no check compares a regression's shapes after fastai's flat loss",
     'reshape_not_permute': "`input_layout` (assumed): a reshape of the image axes leaves every statistic healthy",
     'pick_labels_one_sample_early': "`labels_misaligned` (assumed): labels shifted by one sample; no statistic sees it",
     'adam_eps_too_large': "no `lr_too_low` or `loss_stalled` on this run (why: not yet studied)",
@@ -49,8 +48,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     # stop 58's families (gh2, so2, forum3, so3, blog2, gh3, fastai2, gh4, keras2): truths written before any run
     'distributed_sampler_without_set_epoch': "dev: `unshuffled_batches` (assumed): no check compares the order of the "
                                              "training samples from one epoch to the next; every statistic is healthy",
-    'mse_loss_unflattened_targets': "held-out, measured once: the loss contract names `output_shape` at the head for "
-                                    "(n, 1) against (n,), not `target_shape`",
     'cyclic_lr_stepped_per_epoch': "held-out, measured once: no active alert (a `loss_stalled` resolved as the loss falls)",
     'accumulated_losses_not_divided': "held-out, measured once: no alert above info",
     'categorical_class_mode_one_sigmoid': "held-out, measured once: no active alert (`loss_stalled` resolved)",
@@ -66,8 +63,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'validation_first_samples_one_class': "the alert is `valid_at_chance` (the symptom), not `labels_one_class` "
                                           "(measured again at stop 57, not studied)",
     # bugs_fresh_gh, _so, _forum, _forum2 (stop 57): measured once at their merge, truths written before any run
-    'regression_labels_broadcast': "dev: the first alert is `output_shape` at `4` (the head), not `target_shape`, the "
-                                   "thread's truth (written before the run, kept)",
     'transfer_learning_batchnorm_frozen': "held-out, measured once: no alert (BatchNorm weights frozen by "
                                           "`train_bn=False` look like an intended freeze)",
 }

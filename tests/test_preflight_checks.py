@@ -27,13 +27,13 @@ def test_outputs_and_targets_that_broadcast_under_mse_are_named(loss):
     x, y = _diabetes()
     model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 1))
     v = said(Learner(tensor_dls(x, y, bs=64), model, loss_func=loss))
-    assert v['output_shape']['severity'] == 'error' and 'loss_contract' not in v, v
-    assert '(64, 1)' in v['output_shape']['evidence'] and '(64, 64)' in v['output_shape']['evidence']
-    assert v['output_shape']['layer'] == '2' and '`2`, a Linear with 1 output' in v['output_shape']['evidence']
+    assert v['target_shape']['severity'] == 'error' and 'loss_contract' not in v, v
+    assert '(64, 1)' in v['target_shape']['evidence'] and '(64, 64)' in v['target_shape']['evidence']
+    assert v['target_shape']['layer'] == '2' and '`2`, a Linear with 1 output' in v['target_shape']['evidence']
     # the reverse, and the fix: fastai's flat loss, which flattens both
     v = said(Learner(tensor_dls(x, y.unsqueeze(1), bs=64), nn.Sequential(*model, nn.Flatten(0)), loss_func=loss))
-    assert v['output_shape']['severity'] == 'error', v
-    assert 'output_shape' not in said(Learner(tensor_dls(x, y, bs=64), model, loss_func=MSELossFlat()))
+    assert v['target_shape']['severity'] == 'error', v
+    assert 'target_shape' not in said(Learner(tensor_dls(x, y, bs=64), model, loss_func=MSELossFlat()))
 
 class _TokensRNN(nn.Module):
     "A text classifier: token ids `(batch, seq)` embedded, an LSTM, the last step's state into a linear layer"
