@@ -31,6 +31,7 @@ from .contract import *
 from .failures import *
 from .preflight import *
 from .targets import *
+from .course import *
 from .losswatch import *
 from .callback import *
 from .explore import *

@@ -16,15 +16,15 @@ from .contract import loss_kind, loss_name, multi_hot, softmaxed
 from .targets import target_alerts, nonfinite_counts, class_counts, confusion
 from .shift import InputShift, shift_alert, at_chance, leak_alert
 from .evalgap import EvalGap, gap_alert
+from .course import MIN_STEPS, loss_course, falling, jumped, rebound
 from .ratecuts import RateCourse, cut_alert, lr_schedule
 from .modes import eval_layers, eval_hint
 from .nonfinite import loss_jump_alert, nan_loss_alert
 
 # %% auto #0
-__all__ = ['MIN_STEPS', 'RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'STALL_JUMP', 'LOSS_KINDS', 'SETTLED',
-           'chance_loss', 'target_sums', 'LossWatch', 'valid_accuracy', 'chance_accuracy', 'loss_course',
-           'update_ratio', 'group_ratios', 'warm_up', 'course_wait', 'falling', 'jumped', 'stalled_hint',
-           'judged_kinds', 'loss_alerts', 'learns', 'settle', 'explain']
+__all__ = ['RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'REBOUND_HINT', 'LOSS_KINDS', 'SETTLED', 'chance_loss',
+           'target_sums', 'LossWatch', 'valid_accuracy', 'chance_accuracy', 'update_ratio', 'group_ratios', 'warm_up',
+           'course_wait', 'stalled_hint', 'judged_kinds', 'loss_alerts', 'learns', 'settle', 'explain']
 
 # %% ../nbs/03hb_losswatch.ipynb #a3087fa5
 def _entropy(p:torch.Tensor)->float:
@@ -146,15 +146,6 @@ def valid(self:LossWatch, loss, xb:tuple=(), yb:tuple=(), pred=None):
     self.vclasses,self.vconf = class_counts(yb, n, self.vclasses),confusion(pred, yb, n, self.vconf)
 
 # %% ../nbs/03hb_losswatch.ipynb #59d9ef31
-MIN_STEPS = 40   # training batches seen before the loss's course is judged (a slow start is no stall)
-
-def loss_course(losses:list, window:float=0.2, min_steps:int=MIN_STEPS)->tuple|None:
-    "The medians of the first and last `window` of the run's finite `losses`, or `None` before `min_steps`"
-    v = [x for x in losses if math.isfinite(x)]
-    if len(v) < min_steps: return None
-    w = max(3, int(len(v) * window))
-    return statistics.median(v[:w]),statistics.median(v[-w:]),w
-
 def update_ratio(stats:dict)->float|None:
     "The median over the weight matrices of their mean update-to-weight ratio in an epoch's `stats`"
     r = [s['weight']['update_ratio'] for s in stats.values() if (s.get('weight') or {}).get('update_ratio') is not None
@@ -207,18 +198,6 @@ def _lr_alert(kind:str, groups:list, bad, **kw)->dict:
     if named: kw['message'] += f": the learning rate of group {' and '.join(map(str, named))} is the one out of range"
     return dict(kind=kind, **kw, **({'groups': named} if named else {}))
 
-# %% ../nbs/03hb_losswatch.ipynb #bb273aea
-def falling(v:list, w:int, z:float=3.)->bool:
-    "Whether the last `2w` finite losses `v` fall: a least-squares line through them slopes down by `z` standard errors"
-    y = v[-2 * w:]
-    n = len(y)
-    if n < 4: return False
-    xm,ym = (n - 1) / 2,statistics.fmean(y)
-    sxx = sum((i - xm) ** 2 for i in range(n))
-    b = sum((i - xm) * (t - ym) for i,t in enumerate(y)) / sxx
-    res = sum((t - ym - b * (i - xm)) ** 2 for i,t in enumerate(y)) / (n - 2)
-    return b < 0 and (res == 0 or -b > z * math.sqrt(res / sxx))
-
 # %% ../nbs/03hb_losswatch.ipynb #6b624489
 def _vs_chance(x:float, chance:float)->str:
     "How a loss `x` stands to the `chance` level, in words: at it, or how far above it (not the same thing)"
@@ -234,14 +213,30 @@ def _steps(r:float|None, groups:list=())->str:
                 + ', '.join(f"group {i} (lr {lr:.2g}) by {g:.2g}" for i,lr,g in groups) + " of their size")
     return '' if r is None or not math.isfinite(r) else f"; the weights change by {r:.2g} of their size a step"
 
-# %% ../nbs/03hb_losswatch.ipynb #97b92d6f
-STALL_JUMP = 1.25   # a loss this far over its first batch's, far out of its noise, jumped (3× needs no noise)
+# %% ../nbs/03hb_losswatch.ipynb #a5dc6b8f
+REBOUND_HINT = ("a training loss that fell and then climbed back was thrown out of the low it had reached by its steps: "
+                "the learning rate is too high for where the weights got to; lower it (`lr_find`), or let a schedule "
+                "anneal it (`fit_one_cycle`, `fit_flat_cos`)")
 
-def jumped(v:list, w:int, z:float=10.)->bool:
-    "Whether losses `v` jumped past `STALL_JUMP`× their first and `z` median deviations of the last `w` out"
-    start,peak,tail = v[0],max(v),v[-w:]
-    m = statistics.median(tail)
-    return peak > STALL_JUMP * start and peak - start > z * statistics.median(abs(x - m) for x in tail)
+def _rise_alert(v:list, course:tuple, r:float|None, groups:list=())->dict|None:
+    "The alert for losses `v` (`course`: their `loss_course`) that doubled from their start, or fell and climbed back"
+    first,last,w = course
+    steps,high,hint = _steps(r, groups),(lambda g: g > HIGH_RATIO),{}
+    if last > 2 * first and last - first > 1e-3:
+        msg = (f"the training loss rose from {first:.4g} (median of the run's first {w} batches) to {last:.4g} "
+               f"(its last {w}){steps}")
+    elif (b := rebound(v, w)) is not None:
+        (low,end),hint = b,{'hint': REBOUND_HINT}
+        msg = (f"the training loss fell from {first:.4g} (median of the run's first {w} batches) to {low:.4g} (batches "
+               f"{end - w + 1} to {end}), then climbed back to {last:.4g} (its last {w}), "
+               f"{(last - low) / (first - low):.0%} of its fall{steps}")
+    else: return None
+    if (r is not None and high(r)) or any(high(g) for *_,g in groups):
+        return {**_lr_alert('lr_too_high', groups, high, value=last, message=msg), **hint}
+    if last > 1e3 * first and r is not None and not math.isfinite(r):   # weights gone NaN: no step to measure
+        return dict(kind='lr_too_high', value=last, message=f"{msg}, by orders of magnitude, until the weights "
+                                                             "were NaN: steps that overshoot and grow")
+    return dict(kind='loss_diverging', value=last, message=msg, **hint)
 
 # %% ../nbs/03hb_losswatch.ipynb #0b08aa7d
 def _course_alert(
@@ -253,18 +248,9 @@ def _course_alert(
     stall:bool=True,   # whether a stall is judged yet (`course_wait`), or only a rise (a jump too)
 )->dict|None:
     "The diverging or stalled alert for the run's losses `v`, if they did either"
+    if (a := _rise_alert(v, course, r, groups)) is not None: return a
     first,last,w = course
-    steps = _steps(r, groups)
-    high,low = (lambda g: g > HIGH_RATIO),(lambda g: 0 < g < LOW_RATIO)
-    if last > 2 * first and last - first > 1e-3:
-        msg = (f"the training loss rose from {first:.4g} (median of the run's first {w} batches) to {last:.4g} "
-               f"(its last {w}){steps}")
-        if (r is not None and high(r)) or any(high(g) for *_,g in groups):
-            return _lr_alert('lr_too_high', groups, high, value=last, message=msg)
-        if last > 1e3 * first and r is not None and not math.isfinite(r):   # weights gone NaN: no step to measure
-            return dict(kind='lr_too_high', value=last, message=f"{msg}, by orders of magnitude, until the weights "
-                                                                 "were NaN: steps that overshoot and grow")
-        return dict(kind='loss_diverging', value=last, message=msg)
+    steps,low = _steps(r, groups),(lambda g: 0 < g < LOW_RATIO)
     if chance is not None and last >= 0.95 * chance:
         what = f"the training loss is {last:.4g} (median of the last {w} batches), {_vs_chance(last, chance)}"
         if last <= 1.5 * chance: what += ": what a prediction that ignores the input scores"
