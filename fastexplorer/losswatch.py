@@ -116,6 +116,12 @@ def chance_accuracy(sums:dict|None)->float|None:
     c = sums['counts'].double()
     return float(c.max() / c.sum())
 
+def _binary(kind:str|None, s:dict)->list|None:
+    "`[n, ones]` of a binary cross-entropy's one column of targets, all 0 or 1 (`s`: `target_sums`'); else `None`"
+    if kind not in ('bce', 'bce_logits') or 'sum' not in s or s['sum'].numel() != 1 or not float(s['n']): return None
+    t,q = float(s['sum'].sum()),float(s['sq'].sum())
+    return [float(s['n']), t] if t == q else None   # x² = x only at 0 and 1
+
 @patch
 def facts(self:LossWatch, rec:dict|None=None)->dict:
     "What the targets counted so far and an epoch's `Recorder` row `rec` say: classes, scale, multi-hot rows, accuracy"
@@ -123,7 +129,7 @@ def facts(self:LossWatch, rec:dict|None=None)->dict:
     rms = float((s['sq'].double() / float(s['n'])).max().sqrt()) if 'sq' in s and float(s['n']) else None
     (vs,vc,cf),self.vsums,self.vclasses,self.vconf = (self.vsums,self.vclasses,self.vconf),None,None,None   # afresh
     return {'counts': s['counts'].tolist() if 'counts' in s else None, 'target_rms': rms,
-            'multi': None if self.multi is None else self.multi.tolist(),
+            'multi': None if self.multi is None else self.multi.tolist(), 'binary': _binary(self.kind, s),
             'per_sample': 'seqs' in s and not float(s['seqs']),   # class targets, one per sample: `_unused_outputs`
             'acc': valid_accuracy(rec or {}), 'chance_acc': chance_accuracy(s),
             'valid_nonfinite': None if vs is None else vs.tolist(),   # `nonfinite_counts` of the epoch's validation

@@ -149,6 +149,10 @@ def target_alerts(facts:dict, losses:list=())->list:
         res.append(dict(kind='labels_one_class', value=k,
                         message=f"all {int(sum(c))} training targets sampled are class {k} of the model's {len(c)} "
                                 "outputs: the labels collapsed to one class, which the model learns to predict"))
+    if (b := facts.get('binary')) and b[0] >= 3000 and b[1] in (0, b[0]) and not split:   # `[n, ones]`, one column
+        res.append(dict(kind='labels_one_class', value=int(b[1] > 0),
+                        message=f"all {int(b[0])} binary training targets sampled are {int(b[1] > 0)}: the labels "
+                                "collapsed to one value, which the model learns to predict"))
     if c and facts.get('per_sample') and (a := _unused_outputs(c)) is not None: res.append(a)
     if m and m[0] >= 1 and m[0] >= 0.01 * m[1]:
         res.append(dict(kind='multi_hot_softmax', value=m[0] / m[1],
