@@ -16,7 +16,7 @@ from .state import scripted
 
 # %% auto #0
 __all__ = ['inplace_error', 'find_inplace', 'backward_runs', 'out_of_place', 'stopped', 'backward_failed', 'no_output',
-           'untrainable', 'untrained_norms', 'check_frozen', 'check_loader']
+           'untrainable', 'untrained_norms', 'check_frozen', 'check_loader', 'check_gradients']
 
 # %% ../nbs/03ig_failures.ipynb #5e15d749
 def inplace_error(e:BaseException)->bool:
@@ -185,3 +185,63 @@ def check_loader(dl)->list:
     return [verdict('frozen', 'error', f"the training DataLoader yields no batch{why}: no step will run, and the "
                     "weights stay as they are", "use a batch size no larger than the training set (`bs=`), or "
                     "`drop_last=False`")]
+
+# %% ../nbs/03ig_failures.ipynb #da86267e
+def _zero_weights(model:nn.Module)->list:
+    "The names of `model`'s weights (not biases) that are all zero: a layer initialised to 0"
+    return [n for n,p in model.named_parameters() if not n.endswith('bias') and p.numel() and not bool(p.any())]
+
+# %% ../nbs/03ig_failures.ipynb #6c444c04
+def _zero_grads(named:list, bad:list)->tuple:
+    """`(zero, verdicts)`: the parameters of `named` (`(name, parameter)`, less the `bad`) whose gradient is exactly
+    zero, but for biases whose weight's is not, which `verdicts` say: the gradient reached their layer, and what follows
+    cancels a shift that is the same for every sample (a norm's mean, the difference of two calls of the layer)"""
+    zero = [n for n,p in named if p.grad is not None and n not in bad and not bool(p.grad.any())]
+    ps = dict(named)
+    def moved(n): return (w := ps.get(n[:-4] + 'weight')) is not None and w.grad is not None and bool(w.grad.any())
+    gone = [n for n in zero if (n == 'bias' or n.endswith('.bias')) and moved(n)]
+    return [n for n in zero if n not in gone],[verdict('gradient_flow', 'info', f"{len(gone)} bias(es) get a gradient "
+        f"of exactly zero while their layer's weight gets one: {', '.join(f'`{n}`' for n in gone[:4])}; what follows "
+        "cancels them (a norm subtracting the mean, a difference of two calls of the layer), so they never change",
+        "nothing to fix; drop the bias (`bias=False`) to save it", layer=gone[0].rpartition('.')[0], params=gone)
+        ] if gone else []
+
+# %% ../nbs/03ig_failures.ipynb #b87e5871
+def check_gradients(model:nn.Module,
+                    groups:list|None=None, # the optimiser's: trainable parameters in none of them are said too
+                    idle:set=frozenset())->list:  # modules the forward never called (`NodeOwners.idle`): unused
+    "Verdicts on the gradients the last backward left in `model`'s trainable parameters"
+    named = [(n, p) for n,p in model.named_parameters() if p.requires_grad and p.numel()]   # empty ones get nothing
+    none = [n for n,p in named if p.grad is None]
+    unused = [n for n in none if n.rpartition('.')[0] in idle]; none = [n for n in none if n not in unused]
+    bad = [n for n,p in named if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
+    zero,res = _zero_grads(named, bad)   # a bias whose layer's weight has a gradient: cancelled, `info`
+    show = lambda ns: ', '.join(f"`{n}`" for n in ns[:4]) + (', …' if len(ns) > 4 else '')
+    if bad: res.append(verdict('gradient_flow', 'error', f"non-finite gradients on the first batch in {show(bad)}",
+                               "look at the loss and at what these layers compute", layer=bad[0].rpartition('.')[0]))
+    if none: res.append(verdict('gradient_flow', 'warning',
+                                f"{len(none)} of {len(named)} trainable parameters get no gradient: {show(none)}",
+                                "the loss does not depend on them: a `detach`, `no_grad`, an `argmax` or an unused "
+                                "branch cuts them off",
+                                layer=none[0].rpartition('.')[0], params=none))
+    if unused: res.append(verdict('gradient_flow', 'info', f"{len(unused)} trainable parameters belong to modules the "
+        f"forward never calls: {show(unused)}", "remove them, or call them (fastai's timm body calls "
+        "`forward_features`: the head is unused)", layer=unused[0].rpartition('.')[0]))
+    if zero and len(zero) == len(named):
+        res.append(verdict('gradient_flow', 'error', "every gradient is exactly zero on the first batch",
+                           "the loss does not depend on the parameters: a constant output, or a loss of 0"))
+    elif zero and not (zw := _zero_weights(model)):   # a zero-initialised layer stops the gradient of those before it
+        res.append(verdict('gradient_flow', 'warning', f"{len(zero)} of {len(named)} trainable parameters get a "
+                           f"gradient of exactly zero on the first batch: {show(zero)}", "nothing reaches them from "
+                           "the loss: a layer after them whose outputs are all 0 (ReLUs after a large negative bias), "
+                           "or a saturated activation", layer=zero[-1].rpartition('.')[0], zero=zero))
+    if groups is not None:
+        held = {id(p) for g in groups for p in g}
+        lost = [n for n,p in named if id(p) not in held]
+        if lost: res.append(verdict('optimizer_groups', 'warning',
+                                    f"{len(lost)} trainable parameters are in no optimiser group: {show(lost)}",
+                                    "they will never change: build the optimiser (or the splitter) after adding or "
+                                    "unfreezing them", layer=lost[0].rpartition('.')[0]))
+    held = f", exactly zero for {len(zero)} of them ({show(zero)}), behind the all-zero `{zw[-1]}`" if zero and not res \
+        else ''
+    return res or [verdict('gradient_flow', 'ok', f"all {len(named)} trainable parameters get a finite gradient{held}")]

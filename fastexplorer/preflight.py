@@ -23,6 +23,7 @@ from .padding import check_padding, padding_read
 from .broadcast import check_broadcast
 from .lint import CallOrder, check_structure
 from .failures import backward_failed, check_frozen, stopped, no_output, untrainable, check_loader
+from .failures import check_gradients, _zero_weights
 from .batch import model_device, to_model_device, split_batch, dl_batch
 from .pipeline import LearnerPass, learner_batch
 from .modes import check_order
@@ -30,8 +31,8 @@ from .dependence import eval_checks
 from .console import Verdicts
 
 # %% auto #0
-__all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'made_by', 'check_first_layers', 'check_gradients',
-           'find_cut', 'explain_cut', 'check_loss_gradient', 'name_loss_op', 'scaled_backward', 'check_overfit']
+__all__ = ['preflight_alerts', 'check_inputs', 'check_output', 'FirstActs', 'made_by', 'check_first_layers', 'find_cut',
+           'explain_cut', 'check_loss_gradient', 'name_loss_op', 'scaled_backward', 'check_overfit']
 
 # %% ../nbs/03i_preflight.ipynb #19db9e9f
 def preflight_alerts(verdicts:list, epoch:int=1)->list:
@@ -84,10 +85,6 @@ def check_inputs(xb:tuple, big:float=SCALE_BIG, tiny:float=0.02,
     return res or [verdict('input_scale', 'ok', "the float inputs are near unit scale")]
 
 # %% ../nbs/03i_preflight.ipynb #c332a6e9
-def _zero_weights(model:nn.Module)->list:
-    "The names of `model`'s weights (not biases) that are all zero: a layer initialised to 0"
-    return [n for n,p in model.named_parameters() if not n.endswith('bias') and p.numel() and not bool(p.any())]
-
 def check_output(out:torch.Tensor,
                  learns:bool=False, # some parameter got a non-zero gradient
                  zeros:list=(),     # the weights that are all zero (`_zero_weights`)
@@ -144,47 +141,6 @@ def check_first_layers(seen:list, frac:float=0.9,
                             "normalise the inputs, or initialise the layers before it smaller", layer=site_of(p)[0])]
     return [verdict('input_saturation', 'ok', "the first activations are not saturated "
                     f"({', '.join(f'`{p}`' for p,*_ in seen)})")] if seen else []
-
-# %% ../nbs/03i_preflight.ipynb #b87e5871
-def check_gradients(model:nn.Module,
-                    groups:list|None=None, # the optimiser's: trainable parameters in none of them are said too
-                    idle:set=frozenset())->list:  # modules the forward never called (`NodeOwners.idle`): unused
-    "Verdicts on the gradients the last backward left in `model`'s trainable parameters"
-    named = [(n, p) for n,p in model.named_parameters() if p.requires_grad and p.numel()]   # empty ones get nothing
-    none = [n for n,p in named if p.grad is None]
-    unused = [n for n in none if n.rpartition('.')[0] in idle]; none = [n for n in none if n not in unused]
-    bad = [n for n,p in named if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
-    zero = [n for n,p in named if p.grad is not None and n not in bad and not bool(p.grad.any())]
-    show = lambda ns: ', '.join(f"`{n}`" for n in ns[:4]) + (', …' if len(ns) > 4 else '')
-    res = []
-    if bad: res.append(verdict('gradient_flow', 'error', f"non-finite gradients on the first batch in {show(bad)}",
-                               "look at the loss and at what these layers compute", layer=bad[0].rpartition('.')[0]))
-    if none: res.append(verdict('gradient_flow', 'warning',
-                                f"{len(none)} of {len(named)} trainable parameters get no gradient: {show(none)}",
-                                "the loss does not depend on them: a `detach`, `no_grad`, an `argmax` or an unused "
-                                "branch cuts them off",
-                                layer=none[0].rpartition('.')[0], params=none))
-    if unused: res.append(verdict('gradient_flow', 'info', f"{len(unused)} trainable parameters belong to modules the "
-        f"forward never calls: {show(unused)}", "remove them, or call them (fastai's timm body calls "
-        "`forward_features`: the head is unused)", layer=unused[0].rpartition('.')[0]))
-    if zero and len(zero) == len(named):
-        res.append(verdict('gradient_flow', 'error', "every gradient is exactly zero on the first batch",
-                           "the loss does not depend on the parameters: a constant output, or a loss of 0"))
-    elif zero and not (zw := _zero_weights(model)):   # a zero-initialised layer stops the gradient of those before it
-        res.append(verdict('gradient_flow', 'warning', f"{len(zero)} of {len(named)} trainable parameters get a "
-                           f"gradient of exactly zero on the first batch: {show(zero)}", "nothing reaches them from "
-                           "the loss: a layer after them whose outputs are all 0 (ReLUs after a large negative bias), "
-                           "or a saturated activation", layer=zero[-1].rpartition('.')[0], zero=zero))
-    if groups is not None:
-        held = {id(p) for g in groups for p in g}
-        lost = [n for n,p in named if id(p) not in held]
-        if lost: res.append(verdict('optimizer_groups', 'warning',
-                                    f"{len(lost)} trainable parameters are in no optimiser group: {show(lost)}",
-                                    "they will never change: build the optimiser (or the splitter) after adding or "
-                                    "unfreezing them", layer=lost[0].rpartition('.')[0]))
-    held = f", exactly zero for {len(zero)} of them ({show(zero)}), behind the all-zero `{zw[-1]}`" if zero and not res \
-        else ''
-    return res or [verdict('gradient_flow', 'ok', f"all {len(named)} trainable parameters get a finite gradient{held}")]
 
 # %% ../nbs/03i_preflight.ipynb #df0e8116
 from torch.overrides import TorchFunctionMode
