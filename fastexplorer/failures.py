@@ -16,7 +16,7 @@ from .state import scripted
 
 # %% auto #0
 __all__ = ['inplace_error', 'find_inplace', 'backward_runs', 'out_of_place', 'stopped', 'backward_failed', 'no_output',
-           'untrainable', 'untrained_norms', 'check_frozen', 'check_loader', 'check_gradients']
+           'untrainable', 'untrained_norms', 'check_frozen', 'check_loader', 'ZeroInputs', 'check_gradients']
 
 # %% ../nbs/03ig_failures.ipynb #5e15d749
 def inplace_error(e:BaseException)->bool:
@@ -190,6 +190,30 @@ def check_loader(dl)->list:
 def _zero_weights(model:nn.Module)->list:
     "The names of `model`'s weights (not biases) that are all zero: a layer initialised to 0"
     return [n for n,p in model.named_parameters() if not n.endswith('bias') and p.numel() and not bool(p.any())]
+
+# %% ../nbs/03ig_failures.ipynb #7a293716
+class ZeroInputs:
+    "Forward pre-hooks on `model`'s layers whose weight is all zero (`_zero_weights`): is their input the same for all?"
+    def __init__(self, model:nn.Module):
+        self.zeros,self.same = _zero_weights(model),{}
+        at = {z.rpartition('.')[0] for z in self.zeros}
+        self.hs = [m.register_forward_pre_hook(self._hook(p)) for p,m in model.named_modules() if p in at]
+
+    def _hook(self, p:str):
+        def f(m, args):
+            x = args[0] if args else None
+            if p not in self.same and isinstance(x, torch.Tensor) and x.ndim and len(x) > 1:
+                self.same[p] = bool((x == x[:1]).all())   # the first call's batch
+        return f
+
+    def split(self)->tuple:
+        "`(zeros, stuck)`: the all-zero weights, and apart those whose layer took the same input for every sample"
+        stuck = [z for z in self.zeros if self.same.get(z.rpartition('.')[0])]
+        return [z for z in self.zeros if z not in stuck],stuck
+
+    def remove(self):
+        "Take the hooks off"
+        for h in self.hs: h.remove()
 
 # %% ../nbs/03ig_failures.ipynb #6c444c04
 def _zero_grads(named:list, bad:list)->tuple:

@@ -23,7 +23,7 @@ from .padding import check_padding, padding_read
 from .broadcast import check_broadcast
 from .lint import CallOrder, check_structure
 from .failures import backward_failed, check_frozen, stopped, no_output, untrainable, check_loader
-from .failures import check_gradients, _zero_weights
+from .failures import check_gradients, ZeroInputs
 from .batch import model_device, to_model_device, split_batch, dl_batch
 from .pipeline import LearnerPass, learner_batch
 from .modes import check_order
@@ -88,12 +88,17 @@ def check_inputs(xb:tuple, big:float=SCALE_BIG, tiny:float=0.02,
 def check_output(out:torch.Tensor,
                  learns:bool=False, # some parameter got a non-zero gradient
                  zeros:list=(),     # the weights that are all zero (`_zero_weights`)
+                 stuck:list=(),     # those of them whose layer took the same input for every sample (`ZeroInputs`)
                 )->list:
     "Verdict on whether the model's output varies over the samples of the batch"
     o = out.detach().float()
     if not (o.ndim and o.shape[0] > 1 and bool((o == o[:1]).all())):
         return [verdict('constant_output', 'ok', "the output varies over the batch")]
     same = f"every sample of the batch gets the same output, {o[0].flatten()[:4].tolist()}"
+    if learns and stuck: return [verdict('constant_output', 'warning', f"{same}: `{stuck[-1]}` is all zero, and "
+        "what its layer takes is the same for every sample too, so its steps alone cannot make the output depend on "
+        "the input", "initialise the layers randomly (PyTorch's do by default): an all-zero layer gives every sample, "
+        "and each of its units, the same value, and its units the same updates")]
     if learns and zeros: return [verdict('constant_output', 'ok', f"{same}, but gradients flow and "
                                          f"`{zeros[-1]}` is all zero: a zero-initialised layer, until its first step")]
     if learns: return [verdict('constant_output', 'warning', f"{same}, though no weight is zero and gradients flow",
@@ -296,14 +301,14 @@ def _overfit(learn, model, xb:tuple, yb:tuple, lr:float)->list:
 def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
     "Checks of a forward and backward in training mode: the loss and what feeds it, its gradient, output, gradient flow"
     model.train()
-    fa,own,co,scale = FirstActs(model),NodeOwners(model),CallOrder(model),learner_amp(learn)[1]
+    fa,own,co,zi,scale = FirstActs(model),NodeOwners(model),CallOrder(model),ZeroInputs(model),learner_amp(learn)[1]
     y,kind,axis = yb[0] if yb else None,loss_kind(learn.loss_func),getattr(learn.loss_func, 'axis', 1)
     flat = getattr(learn.loss_func, 'flatten', False) is True   # fastai's flat losses: shapes need not match
     ig = ignore_index(learn.loss_func)                            # the class index a cross-entropy skips
     with LearnerPass(learn, xb, yb) as pl:
         with learner_autocast(learn):
             try: out = model(*xb)         # the model itself: a DDP wrapper would wait for the other ranks
-            finally: fa.remove(); own.remove(); co.remove()
+            finally: fa.remove(); own.remove(); co.remove(); zi.remove()
             try: out = pl.pred(out)       # as the loss gets it: after the `after_pred` callbacks
             except Exception as e:        # a callback that needs its `before_fit`, say: the program is not judged
                 return [verdict('pipeline', 'skipped', f"the learner's `after_pred` callbacks failed on the output "
@@ -331,7 +336,7 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
         res += (padding_read(xb, yb, o) if kind is None else []) + check_broadcast(learn, o, yb, kind is None)
         with learner_autocast(learn): name_loss_op(res + lg, pl.loss, out)
     if lg or said: gf = [v for v in gf if not v['evidence'].startswith('non-finite')]   # said once, not the layers'
-    return name_makers(res + lg + check_output(o, learns, _zero_weights(model)) + gf, *named)
+    return name_makers(res + lg + check_output(o, learns, *zi.split()) + gf, *named)
 
 # %% ../nbs/03i_preflight.ipynb #af023b95
 def _half_overflow(res:list, model:nn.Module, xb:tuple, dt)->list:
