@@ -191,7 +191,7 @@ def _zero_weights(model:nn.Module)->list:
     "The names of `model`'s weights (not biases) that are all zero: a layer initialised to 0"
     return [n for n,p in model.named_parameters() if not n.endswith('bias') and p.numel() and not bool(p.any())]
 
-# %% ../nbs/03ig_failures.ipynb #7a293716
+# %% ../nbs/03ig_failures.ipynb #9ba13b90
 class ZeroInputs:
     "Forward pre-hooks on `model`'s layers whose weight is all zero (`_zero_weights`): is their input the same for all?"
     def __init__(self, model:nn.Module):

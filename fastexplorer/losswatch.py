@@ -18,7 +18,7 @@ from .shift import InputShift, shift_alert, at_chance, leak_alert
 from .evalgap import EvalGap, gap_alert
 from .course import MIN_STEPS, loss_course, falling, jumped, rebound
 from .ratecuts import RateCourse, cut_alert, lr_schedule
-from .modes import eval_layers, eval_hint
+from .modes import eval_layers, eval_hint, EpochOrder, order_alert
 from .nonfinite import loss_jump_alert, nan_loss_alert
 
 # %% auto #0
@@ -70,11 +70,12 @@ class LossWatch(StatRecorder):
         if getattr(getattr(loss_func, 'func', loss_func), 'reduction', 'mean') != 'mean': self.kind = None
         self.axis,self.losses,self.pending,self.sums = getattr(loss_func, 'axis', 1),[],[],None
         self.wait,self.vsums,self.vclasses,self.vconf = None,None,None,None   # `plan`'s; `valid`'s counts
-        self.shift,self.gap,self.rates,self.multi = InputShift(),EvalGap(),RateCourse(),None   # evidence; `multi_hot`'s
+        self.shift,self.gap,self.rates,self.order,self.multi = InputShift(),EvalGap(),RateCourse(),EpochOrder(),None
 
     def end(self, loss, pred=None, y=None, xb=()):
         "A training batch's `loss`; with its output `pred`, targets `y`, inputs `xb` (sampled): `target_sums`, `shift`"
         if isinstance(loss, torch.Tensor) and loss.numel() == 1: self.pending.append(loss.detach().float().reshape(()))
+        self.order.batch(xb, y)   # every batch counted, an epoch's first (sampled) fingerprinted
         if not (isinstance(pred, torch.Tensor) and isinstance(y, torch.Tensor)): return
         self.shift.add(xb, True)
         pred,y = pred.detach(),y.detach(); self.gap.keep(xb, y)
@@ -91,8 +92,7 @@ class LossWatch(StatRecorder):
     def finish(self)->list:
         "Read the losses kept since the last `finish` (one transfer), and return all of the run's so far"
         if self.pending: self.losses += torch.stack(self.pending).cpu().tolist()
-        self.pending = []
-        return self.losses
+        self.pending = []; return self.losses
 
     def chance(self)->float|None:
         "The chance level of the targets counted so far (`None` where unknown)"
@@ -138,7 +138,8 @@ def facts(self:LossWatch, rec:dict|None=None)->dict:
             'past': float(s['past']) if 'past' in s else None, 'custom_loss': self.kind is None,
             'shift': guarded(self.shift.read), 'valid_loss': vl,          # `shift_alert`'s evidence, and
             'eval_gap': guarded(self.gap.read, vl, self.losses),             # `gap_alert`'s, `cut_alert`'s
-            'rates': guarded(self.rates.read, len(self.losses), vl)}
+            'rates': guarded(self.rates.read, len(self.losses), vl),
+            'order': guarded(self.order.read)}
 
 # %% ../nbs/03hb_losswatch.ipynb #f58cdcd6
 @patch
@@ -220,9 +221,9 @@ def _steps(r:float|None, groups:list=())->str:
     return '' if r is None or not math.isfinite(r) else f"; the weights change by {r:.2g} of their size a step"
 
 # %% ../nbs/03hb_losswatch.ipynb #a5dc6b8f
-REBOUND_HINT = ("a training loss that fell and then climbed back was thrown out of the low it had reached by its steps: "
-                "the learning rate is too high for where the weights got to; lower it (`lr_find`), or let a schedule "
-                "anneal it (`fit_one_cycle`, `fit_flat_cos`)")
+REBOUND_HINT = ("a training loss that fell and then climbed back was thrown out of the low it had reached by "
+                "its steps: the learning rate is too high for where the weights got to; lower it (`lr_find`), or "
+                "let a schedule anneal it (`fit_one_cycle`, `fit_flat_cos`)")
 
 def _rise_alert(v:list, course:tuple, r:float|None, groups:list=())->dict|None:
     "The alert for losses `v` (`course`: their `loss_course`) that doubled from their start, or fell and climbed back"
@@ -327,8 +328,7 @@ LOSS_KINDS = ('loss_diverging', 'lr_too_high', 'loss_stalled', 'lr_too_low', 'va
 def judged_kinds(losses:list, wait:tuple|None=None)->set:
     "The kinds `loss_alerts` judges on the finite `losses` by `wait` (`course_wait`; never below `RISE_STEPS`)"
     rise,stall = wait or (MIN_STEPS, MIN_STEPS)
-    n = len(losses)
-    return set() if n < max(rise, RISE_STEPS) else set(LOSS_KINDS[:2] if n < stall else LOSS_KINDS)
+    return set() if (n := len(losses)) < max(rise, RISE_STEPS) else set(LOSS_KINDS[:2] if n < stall else LOSS_KINDS)
 
 def loss_alerts(
     losses:list,                # the run's training losses so far
@@ -345,7 +345,8 @@ def loss_alerts(
     v = [x for x in losses if math.isfinite(x)]
     res = [guarded(loss_jump_alert, losses) or guarded(nan_loss_alert, losses, stats),
            *(guarded(target_alerts, facts, v) or []), guarded(shift_alert, facts, v), guarded(gap_alert, facts),
-           guarded(cut_alert, facts, losses), guarded(leak_alert, facts)]   # a check's own error: skipped, said
+           guarded(cut_alert, facts, losses), guarded(leak_alert, facts),
+           guarded(order_alert, facts)]   # a check's own error: skipped, said
     res = [a for a in res if a is not None]
 
     judged = judged_kinds(v, wait)

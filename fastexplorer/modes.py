@@ -21,7 +21,7 @@ from .contract import verdict, module_label
 # %% auto #0
 __all__ = ['EVAL_MODE', 'eval_layers', 'eval_hint', 'differ', 'Repeat', 'RandomOps', 'eval_verdict', 'check_eval_repeat',
            'train_mode_alert', 'eval_mode_alert', 'loader_sizes', 'check_last_batch', 'batch_of_one', 'crash_alert',
-           'check_running_stats', 'shuffles', 'check_order']
+           'check_running_stats', 'shuffles', 'check_order', 'EpochOrder', 'order_alert']
 
 # %% ../nbs/03ie_modes.ipynb #9b132698
 EVAL_MODE = ('BatchNorm', 'Dropout')   # in their class names: layers that compute otherwise in evaluation
@@ -310,3 +310,35 @@ def check_order(dl, yb:tuple, n:int=8)->list:
                     "stored class by class each step pulls the model towards one class, and the loss jumps as each "
                     "class arrives", "shuffle the training data: `shuffle=True` (fastai's training DataLoader does by "
                     "default)")]
+
+# %% ../nbs/03ie_modes.ipynb #3a90b271
+class EpochOrder:
+    "A fingerprint of each epoch's first training batch (its position-weighted sums), and each epoch's batch count"
+    def __init__(self): self.prints,self.sizes,self.n = [],[],0
+
+    def batch(self, xb:tuple=(), y=None):
+        "A training batch, its inputs `xb` and targets `y` where sampled: the epoch's first is fingerprinted"
+        self.n += 1
+        if self.n > 1 or not isinstance(y, torch.Tensor): return
+        x = next((t for t in xb if isinstance(t, torch.Tensor)), None) if isinstance(xb, (tuple, list)) else xb
+        with torch.no_grad():
+            f = lambda t: (t.detach().flatten()[:4096].float() * torch.arange(1, min(t.numel(), 4096) + 1,
+                           device=t.device)).sum()
+            self.prints.append(torch.stack([f(y)] + ([f(x)] if isinstance(x, torch.Tensor) and x.numel() else [])))
+
+    def read(self)->tuple|None:
+        "`(epochs whose first batch was the first epoch's, epochs, fewest batches in an epoch)`, the epoch closed"
+        if self.n: self.sizes.append(self.n)
+        self.n = 0
+        if not self.prints: return None
+        p = self.prints[0]
+        return sum(bool(q.shape == p.shape and torch.equal(q, p)) for q in self.prints),len(self.prints),min(self.sizes)
+
+def order_alert(facts:dict)->dict|None:
+    "`unshuffled_batches` when the first training batch was the same in every epoch, three or more (`EpochOrder.read`)"
+    o = facts.get('order')
+    if not o or o[1] < 3 or o[0] < o[1] or o[2] < 2: return None
+    return dict(kind='unshuffled_batches', value=o[1], message=f"the first training batch was the same in each of the "
+                f"{o[1]} epochs: the loader gives the batches in the same order every epoch",
+                hint="draw a new order each epoch: a `DistributedSampler` needs `sampler.set_epoch(epoch)` before each "
+                     "epoch (fastai's `DistributedDL` does it); a loader of one's own, a shuffle")

@@ -79,6 +79,7 @@ const ALERT_HELP = {
   eval_stats_stale: 'BatchNorm running statistics that do not match the data they normalise in evaluation',
   valid_classes_unseen: 'validation targets of classes the training targets never hold',
   valid_leak: 'validation samples that are training samples too',
+  unshuffled_batches: 'training batches in the same order every epoch',
   labels_misaligned: 'validation labels numbered otherwise than the training labels',
   gradient_flow: 'no gradient reaching the weights',
   loss_stalled: 'a training loss that does not fall, or sits at the chance level', loss_diverging: 'a training loss that grows',
@@ -101,7 +102,7 @@ const GLOBAL_CAUSE = {   // what an alert without a layer is about
   optimizer_groups: 'the optimiser', labels_one_class: 'the targets', multi_hot_softmax: 'the loss',
   output_classes: 'the targets', wd_too_high: 'weight decay',
   nonfinite_input: 'the data', nonfinite_target: 'the targets', valid_input_shift: 'the validation data',
-  valid_classes_unseen: 'the split', valid_leak: 'the split', labels_misaligned: 'the labels',
+  valid_classes_unseen: 'the split', valid_leak: 'the split', labels_misaligned: 'the labels', unshuffled_batches: 'the data',
   eval_nondeterministic: "the model's forward", last_batch_one: 'the data', gradient_flow: 'the backward',
 };
 
