@@ -18,7 +18,7 @@ from .shift import InputShift, shift_alert, at_chance, leak_alert
 from .evalgap import EvalGap, gap_alert
 from .course import MIN_STEPS, loss_course, falling, jumped, rebound
 from .ratecuts import RateCourse, cut_alert, lr_schedule
-from .modes import eval_layers, eval_hint, EpochOrder, order_alert
+from .modes import eval_layers, eval_hint, EpochOrder, order_alert, shuffles
 from .nonfinite import loss_jump_alert, nan_loss_alert
 
 # %% auto #0
@@ -194,6 +194,7 @@ def plan(self:LossWatch, learn):
     except TypeError: planned = None                       # a loader without a length
     n,self.gap.learn = len(self.losses) + len(self.pending),learn
     self.rates.begin(learn)
+    self.order.fixed = shuffles(learn.dls.train) is False   # a fixed order asked for
     self.wait = tuple(n + w for w in course_wait(planned, warm_up(learn)))
 
 # %% ../nbs/03hb_losswatch.ipynb #a6efbab3

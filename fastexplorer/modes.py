@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 from torch.utils.data import RandomSampler, SequentialSampler
+from fastai.data.load import DataLoader as FastaiLoader
 from torch.utils._python_dispatch import TorchDispatchMode
 from fastcore.basics import patch
 from .core import is_int
@@ -295,7 +296,8 @@ def check_running_stats(model:nn.Module)->list:
 # %% ../nbs/03ie_modes.ipynb #451a8cda
 def shuffles(dl)->bool|None:
     "Whether DataLoader `dl` (fastai's or PyTorch's) draws its samples in a random order; `None` where it cannot tell"
-    if isinstance(s := getattr(dl, 'shuffle', None), bool): return s   # fastai's
+    if isinstance(s := getattr(dl, 'shuffle', None), bool):   # fastai's, unless a subclass draws its own order
+        return s if getattr(type(dl), 'get_idxs', None) is getattr(FastaiLoader, 'get_idxs', None) else None
     s = getattr(dl, 'sampler', None)
     if isinstance(s, RandomSampler): return True
     return False if isinstance(s, SequentialSampler) else None
@@ -314,7 +316,7 @@ def check_order(dl, yb:tuple, n:int=8)->list:
 # %% ../nbs/03ie_modes.ipynb #3a90b271
 class EpochOrder:
     "A fingerprint of each epoch's first training batch (its position-weighted sums), and each epoch's batch count"
-    def __init__(self): self.prints,self.sizes,self.n = [],[],0
+    def __init__(self): self.prints,self.sizes,self.n,self.fixed = [],[],0,False   # `fixed`: no shuffle, said so
 
     def batch(self, xb:tuple=(), y=None):
         "A training batch, its inputs `xb` and targets `y` where sampled: the epoch's first is fingerprinted"
@@ -327,17 +329,18 @@ class EpochOrder:
             self.prints.append(torch.stack([f(y)] + ([f(x)] if isinstance(x, torch.Tensor) and x.numel() else [])))
 
     def read(self)->tuple|None:
-        "`(epochs whose first batch was the first epoch's, epochs, fewest batches in an epoch)`, the epoch closed"
+        "`(epochs whose first batch was the first epoch's, epochs, fewest batches in an epoch, fixed)`, the epoch closed"
         if self.n: self.sizes.append(self.n)
         self.n = 0
         if not self.prints: return None
         p = self.prints[0]
-        return sum(bool(q.shape == p.shape and torch.equal(q, p)) for q in self.prints),len(self.prints),min(self.sizes)
+        same = sum(bool(q.shape == p.shape and torch.equal(q, p)) for q in self.prints)
+        return same,len(self.prints),min(self.sizes),self.fixed
 
 def order_alert(facts:dict)->dict|None:
     "`unshuffled_batches` when the first training batch was the same in every epoch, three or more (`EpochOrder.read`)"
-    o = facts.get('order')
-    if not o or o[1] < 3 or o[0] < o[1] or o[2] < 2: return None
+    o = facts.get('order')   # a loader that says it keeps the data's order (`shuffles`) was asked to: `check_order`'s
+    if not o or o[1] < 3 or o[0] < o[1] or o[2] < 2 or o[3]: return None
     return dict(kind='unshuffled_batches', value=o[1], message=f"the first training batch was the same in each of the "
                 f"{o[1]} epochs: the loader gives the batches in the same order every epoch",
                 hint="draw a new order each epoch: a `DistributedSampler` needs `sampler.set_epoch(epoch)` before each "
