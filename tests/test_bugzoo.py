@@ -43,8 +43,6 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'softmax_before_cross_entropy_in_validation': "held-out, measured once: no alert (the softmax runs in evaluation only, "
                                                   "where the preflight and the training statistics do not look)",
     # stop 58's families (gh2, so2, forum3, so3, blog2, gh3, fastai2, gh4, keras2): truths written before any run
-    'distributed_sampler_without_set_epoch': "dev: `unshuffled_batches` (assumed): no check compares the order of the "
-                                             "training samples from one epoch to the next; every statistic is healthy",
     'cyclic_lr_stepped_per_epoch': "held-out, measured once: no active alert (a `loss_stalled` resolved as the loss falls)",
     'accumulated_losses_not_divided': "held-out, measured once: no alert above info",
     'categorical_class_mode_one_sigmoid': "held-out, measured once: no active alert (`loss_stalled` resolved)",
