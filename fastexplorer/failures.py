@@ -233,7 +233,8 @@ def _zero_grads(named:list, bad:list)->tuple:
 # %% ../nbs/03ig_failures.ipynb #b87e5871
 def check_gradients(model:nn.Module,
                     groups:list|None=None, # the optimiser's: trainable parameters in none of them are said too
-                    idle:set=frozenset())->list:  # modules the forward never called (`NodeOwners.idle`): unused
+                    idle:set=frozenset(),  # modules the forward never called (`NodeOwners.idle`): unused
+                    zeros:list|None=None)->list:  # the all-zero weights, if known (`ZeroInputs.zeros`)
     "Verdicts on the gradients the last backward left in `model`'s trainable parameters"
     named = [(n, p) for n,p in model.named_parameters() if p.requires_grad and p.numel()]   # empty ones get nothing
     none = [n for n,p in named if p.grad is None]
@@ -254,7 +255,7 @@ def check_gradients(model:nn.Module,
     if zero and len(zero) == len(named):
         res.append(verdict('gradient_flow', 'error', "every gradient is exactly zero on the first batch",
                            "the loss does not depend on the parameters: a constant output, or a loss of 0"))
-    elif zero and not (zw := _zero_weights(model)):   # a zero-initialised layer stops the gradient of those before it
+    elif zero and not (zw := _zero_weights(model) if zeros is None else zeros):   # zero: none before
         res.append(verdict('gradient_flow', 'warning', f"{len(zero)} of {len(named)} trainable parameters get a "
                            f"gradient of exactly zero on the first batch: {show(zero)}", "nothing reaches them from "
                            "the loss: a layer after them whose outputs are all 0 (ReLUs after a large negative bias), "
