@@ -171,7 +171,7 @@ def _lenet():
 @case("https://github.com/FluxML/fluxml.github.io/pull/119",
       "the test set pairs the test images with the first training labels: each validation image has another's label",
       {'labels_misaligned', 'valid_at_chance'}, epochs=6, lr=0.05)
-def test_images_with_training_labels(fixed):
+def valid_images_with_training_labels(fixed):
     """'Minor error with 60 minute blitz tutorial': 'There was a minor error where the training labels were applied to
     the test data, which naturally gave random accuracy results later on'; the merged fix takes the test labels.
     Training is sound and every layer healthy: only the labels the validation scores against are wrong. Ported: the
