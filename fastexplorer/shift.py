@@ -12,7 +12,7 @@ from fastcore.basics import patch
 from .alerts import HINTS
 
 # %% auto #0
-__all__ = ['MAX_FPS', 'LEAK', 'fingerprints', 'InputShift', 'at_chance', 'shift_alert', 'leak_alert']
+__all__ = ['MAX_FPS', 'LEAK', 'fingerprints', 'blank', 'InputShift', 'at_chance', 'shift_alert', 'leak_alert']
 
 # %% ../nbs/03hcb_shift.ipynb #36c2c391
 MAX_FPS = 1 << 20   # training fingerprints kept at most (8 MiB)
@@ -25,6 +25,11 @@ def fingerprints(x:torch.Tensor, n:int=4096)->torch.Tensor|None:
     w = torch.arange(1, v.shape[1] + 1, device=v.device) * 0x5851F42D4C957F2D   # made on the device, wrapping
     w = torch.bitwise_xor(w, w >> 29) * 0x2545F4914F6CDD1D
     return (v * w).sum(1)
+
+def blank(x:torch.Tensor)->torch.Tensor:
+    "Whether each sample of batch `x` holds one value throughout (a blank image, a zero row)"
+    v = x.detach().reshape(len(x), -1)
+    return (v == v[:, :1]).all(1)
 
 # %% ../nbs/03hcb_shift.ipynb #267d4cc9
 def _first_float(xb)->torch.Tensor|None:
@@ -60,9 +65,9 @@ class InputShift:
         else: self.valid,self.seen = (row if self.valid is None else self.valid + row),self.seen + 1
 
     def keep(self, x:torch.Tensor, training:bool):
-        "Keep the fingerprints of batch `x`'s samples, a training or a validation batch"
+        "Keep the fingerprints of training or validation batch `x`'s samples but blank ones (any set repeats those)"
         if training and sum(len(f) for f in self.fps) >= MAX_FPS: return
-        if (f := fingerprints(x)) is not None: (self.fps if training else self.vfps).append(f)
+        if (f := fingerprints(x)) is not None: (self.fps if training else self.vfps).append(f[~blank(x)])
 
 # %% ../nbs/03hcb_shift.ipynb #377bde08
 def _moments(row:list)->tuple:
