@@ -378,12 +378,14 @@ def learns(losses:list, chance:float|None, facts:dict|None=None)->str|None:
         return f"the loss still falls ({start:.3g} to {c[1]:.3g})"
     return None
 
-SETTLED = {'dead': 'capacity lost, not a failure', 'saturated': 'the run learns through it, not a failure'}
+SETTLED = {'dead': 'capacity lost, not a failure', 'saturated': 'the run learns through it, not a failure',
+           'exploding_grad': 'the run learns with these gradients, not a failure',
+           'vanishing_grad': 'the run learns with these gradients, not a failure'}
 
 def settle(alerts:list, losses:list, chance:float|None, facts:dict|None=None,
            calm:set|None=None, # the layers whose alerts were settled before (updated): they stay `info`
           )->list:
-    "`alerts` (changed in place) with `dead` and `saturated` ones as `info` if the run `learns`: not a failure"
+    "`alerts` (changed in place) with those of a `SETTLED` kind as `info` if the run `learns`: not a failure"
     how = learns(losses, chance, facts)
     for a in alerts:
         if a['kind'] not in SETTLED: continue

@@ -69,9 +69,6 @@ ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, a
     'linear_regression_sgd_rate_diverges': "held-out, measured once: the twin (the rate lowered to 1e-4, x from 1 to 20 "
                                            "kept) raises `input_scale` and `valid_input_shift`",
     'lora_trained_in_float16': "held-out, measured once: the bfloat16 twin raises `frozen` at `net.0.lora_A`",
-    'mixture_log_sum_exp_overflow': "dev: the twin raises `exploding_grad` at `enc.0.weight`: the first-to-last ratio "
-                                    "compares it with `mixing.weight`, a 4-unit head beside the 256-unit templates "
-                                    "whose gradient is small, not a chain whose gradient grows towards the input",
     'batchnorm_moving_averages_not_caught_up': "held-out, measured once: true of the twin, which keeps the thread's "
                                                "raw pixels (`input_scale`) and validates on its 30 training images "
                                                "(`valid_leak`), as the thread did",
