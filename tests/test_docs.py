@@ -3,8 +3,8 @@ internal link and anchor resolves, every image loads, and every public symbol of
 the API reference with its docstring.
 
 The site is what `python scripts/docs.py` builds into `docs/` (scripts/test.sh builds it before pytest); when `docs/`
-is missing or older than a notebook, the fixture builds it first."""
-import functools, http.server, inspect, os, re, subprocess, sys, threading
+is missing or older than a notebook, the fixture builds it first, one pytest-xdist worker at a time."""
+import fcntl, functools, http.server, inspect, os, re, subprocess, sys, tempfile, threading
 from pathlib import Path
 from urllib.parse import urljoin, urldefrag, urlparse
 import pytest
@@ -28,7 +28,9 @@ def _stale()->bool:
 @pytest.fixture(scope='module')
 def site():
     "The built site served over http on a free port (the search and the notebooks' pages expect http, not file://)"
-    if _stale(): subprocess.run([sys.executable, str(ROOT/'scripts'/'docs.py')], check=True, cwd=ROOT)
+    with open(Path(tempfile.gettempdir())/f'fastexplorer-docs-{os.getuid()}.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # another worker building the site: wait, then find it fresh
+        if _stale(): subprocess.run([sys.executable, str(ROOT/'scripts'/'docs.py')], check=True, cwd=ROOT)
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *a): pass
     class Server(http.server.ThreadingHTTPServer):
