@@ -12,24 +12,20 @@ from fastcore.basics import patch
 from .alerts import HINTS
 
 # %% auto #0
-__all__ = ['MAX_FPS', 'LEAK', 'fingerprints', 'blank', 'InputShift', 'at_chance', 'shift_alert', 'leak_alert']
+__all__ = ['MAX_FPS', 'BLANK', 'LEAK', 'fingerprints', 'InputShift', 'at_chance', 'shift_alert', 'leak_alert']
 
 # %% ../nbs/03hcb_shift.ipynb #36c2c391
 MAX_FPS = 1 << 20   # training fingerprints kept at most (8 MiB)
+BLANK = 0           # the fingerprint of a blank sample: one value throughout (an empty image, a zero row)
 
 def fingerprints(x:torch.Tensor, n:int=4096)->torch.Tensor|None:
-    "An exact 64-bit fingerprint of each sample of float batch `x`, from the bits of at most `n` values of each"
+    "An exact 64-bit fingerprint of each sample of float batch `x` (`BLANK` if blank), from at most `n` values of each"
     if x.dim() < 2 or x[0].numel() < 32: return None
     v = x.detach().reshape(len(x), -1)
     v = v[:, ::max(1, v.shape[1] // n)].float().contiguous().view(torch.int32).long()
     w = torch.arange(1, v.shape[1] + 1, device=v.device) * 0x5851F42D4C957F2D   # made on the device, wrapping
     w = torch.bitwise_xor(w, w >> 29) * 0x2545F4914F6CDD1D
-    return (v * w).sum(1)
-
-def blank(x:torch.Tensor)->torch.Tensor:
-    "Whether each sample of batch `x` holds one value throughout (a blank image, a zero row)"
-    v = x.detach().reshape(len(x), -1)
-    return (v == v[:, :1]).all(1)
+    return torch.where((v == v[:, :1]).all(1), BLANK, (v * w).sum(1))
 
 # %% ../nbs/03hcb_shift.ipynb #267d4cc9
 def _first_float(xb)->torch.Tensor|None:
@@ -65,9 +61,9 @@ class InputShift:
         else: self.valid,self.seen = (row if self.valid is None else self.valid + row),self.seen + 1
 
     def keep(self, x:torch.Tensor, training:bool):
-        "Keep the fingerprints of training or validation batch `x`'s samples but blank ones (any set repeats those)"
+        "Keep the fingerprints of batch `x`'s samples, a training or a validation batch"
         if training and sum(len(f) for f in self.fps) >= MAX_FPS: return
-        if (f := fingerprints(x)) is not None: (self.fps if training else self.vfps).append(f[~blank(x)])
+        if (f := fingerprints(x)) is not None: (self.fps if training else self.vfps).append(f)
 
 # %% ../nbs/03hcb_shift.ipynb #377bde08
 def _moments(row:list)->tuple:
@@ -88,12 +84,13 @@ def read(self:InputShift)->dict|None:
 
 @patch
 def overlap(self:InputShift)->tuple|None:
-    "`(validation samples among the training samples kept, validation samples)` of the epoch (`None`: unknown)"
+    "`(validation samples among the training samples kept, validation samples)` of the epoch, blank ones left out"
     v,self.vfps = self.vfps,[]
     if not v or not self.fps: return None
     self.fps = [t := torch.cat(self.fps)]   # one tensor from now on
     v = torch.cat(v)
-    return float(torch.isin(v, t).sum()),len(v)
+    seen = v != BLANK                       # blank samples repeat in any set: neither shared nor checked
+    return float((torch.isin(v, t) & seen).sum()),int(seen.sum())
 
 # %% ../nbs/03hcb_shift.ipynb #37d70e6f
 def at_chance(va:float|None, ca:float|None)->bool:
