@@ -22,9 +22,10 @@ from .modes import eval_layers, eval_hint, EpochOrder, order_alert, shuffles
 from .nonfinite import loss_jump_alert, nan_loss_alert
 
 # %% auto #0
-__all__ = ['RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'REBOUND_HINT', 'LOSS_KINDS', 'SETTLED', 'chance_loss',
-           'target_sums', 'LossWatch', 'valid_accuracy', 'chance_accuracy', 'update_ratio', 'group_ratios', 'warm_up',
-           'course_wait', 'stalled_hint', 'judged_kinds', 'loss_alerts', 'learns', 'settle', 'explain']
+__all__ = ['RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'REBOUND_HINT', 'LOSS_KINDS', 'SETTLED', 'ANCHORED',
+           'chance_loss', 'target_sums', 'LossWatch', 'valid_accuracy', 'chance_accuracy', 'update_ratio',
+           'group_ratios', 'warm_up', 'course_wait', 'stalled_hint', 'judged_kinds', 'loss_alerts', 'learns', 'settle',
+           'explain']
 
 # %% ../nbs/03hb_losswatch.ipynb #a3087fa5
 def _entropy(p:torch.Tensor)->float:
@@ -365,14 +366,16 @@ def loss_alerts(
             for a in res]
 
 # %% ../nbs/03hb_losswatch.ipynb #1b2d7c6c
-def learns(losses:list, chance:float|None, facts:dict|None=None)->str|None:
+def learns(losses:list, chance:float|None, facts:dict|None=None,
+           anchored:bool=False, # only evidence measured against a reference: the accuracy, or a known `chance`
+          )->str|None:
     """How the run shows clear learning, in words (`None`: it does not): a validation accuracy well above chance
     (`facts`), or the training `losses` down to 70% of where they began, and of `chance` if known"""
     va,ca = (facts or {}).get('acc'),(facts or {}).get('chance_acc')
     if va is not None and ca is not None and va >= ca + 0.7 * (1 - ca):   # 0.73 for 10 balanced classes
         return f"the validation accuracy is {va:.3g}, against {ca:.3g} at chance"
     v = [x for x in losses if math.isfinite(x)]
-    if (c := loss_course(v, min_steps=10)) is None: return None
+    if (c := loss_course(v, min_steps=10)) is None or (anchored and chance is None): return None
     start = max(c[0], statistics.median(v[:3]))   # the loss before the first steps: a fast start is learning too
     if c[1] < 0.7 * start and (chance is None or c[1] < 0.7 * chance):
         return f"the loss still falls ({start:.3g} to {c[1]:.3g})"
@@ -380,19 +383,21 @@ def learns(losses:list, chance:float|None, facts:dict|None=None)->str|None:
 
 SETTLED = {'dead': 'capacity lost, not a failure', 'saturated': 'the run learns through it, not a failure',
            'exploding_grad': 'the run learns with these gradients, not a failure',
-           'vanishing_grad': 'the run learns with these gradients, not a failure'}
+           'vanishing_grad': 'the run learns with these gradients, not a failure',
+           'input_scale': 'the run learns at this input scale, not a failure'}
+ANCHORED = {'input_scale'}   # settled only by learning measured against a reference (`learns(anchored=True)`)
 
 def settle(alerts:list, losses:list, chance:float|None, facts:dict|None=None,
            calm:set|None=None, # the layers whose alerts were settled before (updated): they stay `info`
           )->list:
     "`alerts` (changed in place) with those of a `SETTLED` kind as `info` if the run `learns`: not a failure"
-    how = learns(losses, chance, facts)
+    how,sure = learns(losses, chance, facts),learns(losses, chance, facts, anchored=True)
     for a in alerts:
         if a['kind'] not in SETTLED: continue
-        key = (a['kind'], a.get('layer'))
-        if a.get('severity') != 'info' and (how or (calm is not None and key in calm)):
+        key,why = (a['kind'], a.get('layer')),(sure if a['kind'] in ANCHORED else how)
+        if a.get('severity') != 'info' and (why or (calm is not None and key in calm)):
             a['severity'] = 'info'   # once settled, a layer's finding never bounces back to a warning
-            a['message'] += f"; {how or 'the run learnt with this layer so'}: {SETTLED[a['kind']]}"
+            a['message'] += f"; {why or 'the run learnt with this layer so'}: {SETTLED[a['kind']]}"
         if calm is not None and a.get('severity') == 'info': calm.add(key)
     return alerts
 
