@@ -10,15 +10,16 @@ trains.
 The search was asked for five cases and found two it could port faithfully. The stored copies of Stack Overflow and
 Cross Validated hold few such threads with their answers: most pages found were generated checklists with no thread
 behind them, copies of questions without their answers (Cross Validated 261704, a box regressor that predicts the
-mean; 387150, three points fitted by Adam at 1e-5; 550353, a softmax normalised over the whole batch), threads other
-families already cite (the `(n, 1)` against `(n,)` MSE of the `whosebug.com` copy, cited at the PyTorch forum by
-`bugs_fresh8`; the unnormalised Keras CNN of `pullrequest.ru` 10248037, cited through `xue-jishu.com` by
-`bugs_fresh_so5`), answers that name no one bug (Stack Overflow 41488279, 37213388), or fixes whose claimed symptom the
-port could not reproduce: Stack Overflow 37232782 ('NaN loss when training regression network', 35 one-hot features,
-plain SGD at 0.01, the answer normalising the targets) trained without a NaN at every setting tried, and Stack Overflow
-42327543 (Adam 'goes haywire' after long training, the answer raising `epsilon`) showed no blow-up in 1,760 batches.
-Stack Overflow 33712178, left out by `bugs_fresh_so6` because its port kept the smallest probability near 1e-12, is
-ported here at a learning rate high enough for the network to grow as confident as the thread's did."""
+mean; 387150, three points fitted by Adam at 1e-5; 550353, a softmax normalised over the whole batch), questions other
+families already cite (the `(n, 1)` against `(n,)` MSE read at `whosebug.com`, the same question as the PyTorch-forum
+thread of `bugs_fresh8`; the unnormalised Keras CNN of `pullrequest.ru` 10248037, cited through `xue-jishu.com` by
+`bugs_fresh_so5`), a checklist for an answer (Stack Overflow 41488279), a bug already in the zoo three times (a softmax
+over one output unit), or fixes whose claimed symptom the port did not reproduce: Stack Overflow 37232782 ('NaN loss
+when training regression network', 35 one-hot features, plain SGD at 0.01, the answer normalising the targets) trained
+without a NaN in the setting tried, and Stack Overflow 42327543 (Adam 'goes haywire' after long training, the answer
+raising `epsilon`) showed no blow-up in 1,760 batches on the digits. Stack Overflow 33712178, left out by
+`bugs_fresh_so6` because its port kept the smallest probability near 1e-12, is ported here at a learning rate high
+enough for the network to grow as confident as the thread's did."""
 import torch.nn.functional as F
 from fastai.metrics import accuracy
 from bugzoo import *
@@ -39,13 +40,13 @@ def _hand_cross_entropy(clip):
       "underflows to 0, `0 * log(0)` makes the loss NaN",
       {'nonfinite_loss'}, epochs=15, lr=1e-2)
 def hand_cross_entropy_log_zero(fixed):
-    """'Tensorflow NaN bug?': the TensorFlow tutorial's network, its loss written `cross_entropy =
-    -tf.reduce_sum(y_*tf.log(y_conv))`, trains well and then breaks with NaN. The poster's accepted answer (read in the
-    copy quoted at e-com-net.com/article/1304760392261603328.htm): 'In some samples, certain classes could be excluded
+    """'Tensorflow NaN bug?': a network whose loss is written `cross_entropy = -tf.reduce_sum(y_*tf.log(y_conv))`
+    trains, then its values turn NaN. The poster's accepted answer (read in the copy quoted at
+    e-com-net.com/article/1304760392261603328.htm): 'In some samples, certain classes could be excluded
     with certainty after a while, resulting in y_conv=0 for that sample ... it yields 0*log(0) for that particular
     sample/class. Hence the NaN', fixed by `tf.log(tf.clip_by_value(y_conv,1e-10,1.0))`. The digits standardised, an
-    MLP (64-256-256-10), the softmax then the hand-written log, Adam at 1e-2 (the tutorial's 1e-4 makes the network
-    confident only after far more steps than a port can take), batches of 32; the twin clips the probabilities as the
+    MLP (64-256-256-10), the softmax then the hand-written log, Adam at 1e-2 (at 1e-4 the network grows
+    that confident only after far more steps than a port can take), batches of 32; the twin clips the probabilities as the
     answer does. Measured over 15 epochs: the run trains well (validation accuracy 0.950 after the first epoch, 0.972
     after the tenth), then the loss is NaN from batch 457 of 660 (the eleventh epoch) and every later one, validation
     accuracy 0.106; the twin never meets a NaN and ends at an accuracy of 0.975 (loss ratio 0.11)"""
