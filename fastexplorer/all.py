@@ -33,6 +33,7 @@ from .preflight import *
 from .targets import *
 from .course import *
 from .losswatch import *
+from .settle import *
 from .callback import *
 from .explore import *
 from .landscape import *

@@ -16,7 +16,8 @@ from .preflight import preflight_alerts
 from .nonfinite import trace_origin, settle_masks
 from .failures import check_frozen, inplace_error, backward_failed
 from .batch import model_device
-from .losswatch import loss_alerts, settle, explain, judged_kinds, LOSS_KINDS
+from .losswatch import loss_alerts, judged_kinds, LOSS_KINDS
+from .settle import settle, explain
 from .pipeline import LearnerPass
 from .formats import life_key
 from .updates import WeightCourse, update_alerts, wd_alert

@@ -24,7 +24,8 @@ from .probe import *
 from .batch import model_device
 from .distributed import is_distributed, agree_ranges, agree_on_start
 from .steps import StepQueue, step_layout, db_sink
-from .losswatch import LossWatch, SETTLED
+from .losswatch import LossWatch
+from .settle import SETTLED
 from .formats import life_key, MAX_HIST_BINS
 from .findings import Findings
 from .console import Console

@@ -12,7 +12,7 @@ import torch
 from fastcore.basics import patch
 from .core import StatRecorder
 from .alerts import HINTS, SEVERITY, guarded
-from .contract import loss_kind, loss_name, multi_hot, softmaxed
+from .contract import loss_kind, loss_name, multi_hot, softmaxed, _probabilities
 from .targets import target_alerts, nonfinite_counts, class_counts, confusion
 from .shift import InputShift, shift_alert, at_chance, leak_alert
 from .evalgap import EvalGap, gap_alert
@@ -22,10 +22,9 @@ from .modes import eval_layers, eval_hint, EpochOrder, order_alert, shuffles
 from .nonfinite import loss_jump_alert, nan_loss_alert
 
 # %% auto #0
-__all__ = ['RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'REBOUND_HINT', 'LOSS_KINDS', 'SETTLED', 'ANCHORED',
-           'chance_loss', 'target_sums', 'LossWatch', 'valid_accuracy', 'chance_accuracy', 'update_ratio',
-           'group_ratios', 'warm_up', 'course_wait', 'stalled_hint', 'judged_kinds', 'loss_alerts', 'learns', 'settle',
-           'explain']
+__all__ = ['RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'REBOUND_HINT', 'LOSS_KINDS', 'chance_loss', 'target_sums',
+           'ce_axis', 'LossWatch', 'valid_accuracy', 'chance_accuracy', 'update_ratio', 'group_ratios', 'warm_up',
+           'course_wait', 'stalled_hint', 'judged_kinds', 'loss_alerts']
 
 # %% ../nbs/03hb_losswatch.ipynb #a3087fa5
 def _entropy(p:torch.Tensor)->float:
@@ -62,6 +61,20 @@ def target_sums(kind:str, axis:int, pred:torch.Tensor, y:torch.Tensor)->dict|Non
         return {'n': f.new_full((), float(len(y))), 'sum': f.sum(0), 'sq': (f * f).sum(0)}
     return None
 
+# %% ../nbs/03hb_losswatch.ipynb #f9031825
+def ce_axis(loss_func, pred:torch.Tensor, y:torch.Tensor, axis:int=1)->int|None:
+    """The class axis, `axis` or the last, at which `loss_func`, a loss of one's own, scores a constant prediction of
+    the targets' frequencies as cross-entropy does (`None`: at neither, or it cannot score one)"""
+    for a in dict.fromkeys((axis % pred.ndim, pred.ndim - 1)) if pred.ndim >= 2 else ():
+        if (s := target_sums('ce', a, pred, y)) is None or not float(s['n']): continue
+        p = s['counts'].double() / s['counts'].double().sum()
+        const = p if _probabilities(pred.float(), a) else p.clamp_min(1e-12).log()   # probabilities, else logits
+        shape = [1] * pred.ndim; shape[a] = -1
+        try: v = float(loss_func(const.to(pred.dtype).reshape(shape).expand_as(pred).contiguous(), y))
+        except Exception: continue
+        if math.isfinite(v) and abs(v - _entropy(p)) <= 0.02 * _entropy(p) + 1e-4: return a
+    return None
+
 # %% ../nbs/03hb_losswatch.ipynb #a275c804
 class LossWatch(StatRecorder):
     "Every training batch's loss, and the target sums of the chance level (`chance_loss`), on the device until `finish`"
@@ -70,6 +83,7 @@ class LossWatch(StatRecorder):
         self.kind = 'mse' if k == 'regression' and 'mse' in loss_name(loss_func).lower() else k
         if getattr(getattr(loss_func, 'func', loss_func), 'reduction', 'mean') != 'mean': self.kind = None
         self.axis,self.losses,self.pending,self.sums = getattr(loss_func, 'axis', 1),[],[],None
+        self.custom,self.plain = (loss_func if self.kind is None else None),None   # a loss of one's own: `ce_axis`
         self.wait,self.vsums,self.vclasses,self.vconf = None,None,None,None   # `plan`'s; `valid`'s counts
         self.shift,self.gap,self.rates,self.order,self.multi = InputShift(),EvalGap(),RateCourse(),EpochOrder(),None
 
@@ -81,6 +95,9 @@ class LossWatch(StatRecorder):
         self.shift.add(xb, True)
         pred,y = pred.detach(),y.detach(); self.gap.keep(xb, y)
         with torch.no_grad():
+            if self.custom is not None and self.plain is None:   # asked once, before any sums: classes on its axis
+                self.plain = (a := ce_axis(self.custom, pred, y, self.axis)) is not None
+                self.axis = self.axis if a is None else a
             if softmaxed(pred, self.kind, self.axis) and (m := multi_hot(self.axis, pred, y)) is not None:
                 self.multi = m if self.multi is None else self.multi + m
             if self.sums == {}: return   # targets that did not fit once: the chance level stays unknown
@@ -95,13 +112,15 @@ class LossWatch(StatRecorder):
         if self.pending: self.losses += torch.stack(self.pending).cpu().tolist()
         self.pending = []; return self.losses
 
-    def chance(self)->float|None:
-        "The chance level of the targets counted so far (`None` where unknown)"
-        if self.kind is not None: return chance_loss(self.kind, self.sums)
-        c = chance_loss('ce', self.sums)
-        if c is None or not self.losses: return None
-        n = len(self.sums['counts'])
-        return c if n > 1 and 0.7 * math.log(n) <= self.losses[0] <= 1.5 * math.log(n) else None
+# %% ../nbs/03hb_losswatch.ipynb #4d058302
+@patch
+def chance(self:LossWatch)->float|None:
+    "The chance level of the targets counted so far (`None` where unknown)"
+    if self.kind is not None: return chance_loss(self.kind, self.sums)
+    c = chance_loss('ce', self.sums)
+    if c is None or not self.losses or not self.plain: return None
+    n = len(self.sums['counts'])
+    return c if n > 1 and 0.7 * math.log(n) <= self.losses[0] <= 1.5 * math.log(n) else None
 
 # %% ../nbs/03hb_losswatch.ipynb #cb126430
 def valid_accuracy(rec:dict)->float|None:
@@ -364,82 +383,3 @@ def loss_alerts(
     return [{'layer': '', 'stat': 'loss', 'hint': HINTS.get(a['kind'], ''), **a,
              'severity': SEVERITY.get(a['kind'], 'warning'), 'layers': [a.get('layer') or ''], 'source': 'epoch'}
             for a in res]
-
-# %% ../nbs/03hb_losswatch.ipynb #1b2d7c6c
-def learns(losses:list, chance:float|None, facts:dict|None=None,
-           anchored:bool=False, # only evidence measured against a reference: the accuracy, or a known `chance`
-          )->str|None:
-    """How the run shows clear learning, in words (`None`: it does not): a validation accuracy well above chance
-    (`facts`), or the training `losses` down to 70% of where they began, and of `chance` if known"""
-    va,ca = (facts or {}).get('acc'),(facts or {}).get('chance_acc')
-    if va is not None and ca is not None and va >= ca + 0.7 * (1 - ca):   # 0.73 for 10 balanced classes
-        return f"the validation accuracy is {va:.3g}, against {ca:.3g} at chance"
-    v = [x for x in losses if math.isfinite(x)]
-    if (c := loss_course(v, min_steps=10)) is None or (anchored and chance is None): return None
-    start = max(c[0], statistics.median(v[:3]))   # the loss before the first steps: a fast start is learning too
-    if c[1] < 0.7 * start and (chance is None or c[1] < 0.7 * chance):
-        return f"the loss still falls ({start:.3g} to {c[1]:.3g})"
-    return None
-
-SETTLED = {'dead': 'capacity lost, not a failure', 'saturated': 'the run learns through it, not a failure',
-           'exploding_grad': 'the run learns with these gradients, not a failure',
-           'vanishing_grad': 'the run learns with these gradients, not a failure',
-           'input_scale': 'the run learns at this input scale, not a failure'}
-ANCHORED = {'input_scale'}   # settled only by learning measured against a reference (`learns(anchored=True)`)
-
-def settle(alerts:list, losses:list, chance:float|None, facts:dict|None=None,
-           calm:set|None=None, # the layers whose alerts were settled before (updated): they stay `info`
-          )->list:
-    "`alerts` (changed in place) with those of a `SETTLED` kind as `info` if the run `learns`: not a failure"
-    how,sure = learns(losses, chance, facts),learns(losses, chance, facts, anchored=True)
-    for a in alerts:
-        if a['kind'] not in SETTLED: continue
-        key,why = (a['kind'], a.get('layer')),(sure if a['kind'] in ANCHORED else how)
-        if a.get('severity') != 'info' and (why or (calm is not None and key in calm)):
-            a['severity'] = 'info'   # once settled, a layer's finding never bounces back to a warning
-            a['message'] += f"; {why or 'the run learnt with this layer so'}: {SETTLED[a['kind']]}"
-        if calm is not None and a.get('severity') == 'info': calm.add(key)
-    return alerts
-
-# %% ../nbs/03hb_losswatch.ipynb #97a48499
-def _constant_hint(a:dict, stats:dict)->str|None:
-    "The likeliest cause of a layer whose output did not vary: its own zero weights, else what feeds it"
-    w = (stats.get(f"{a.get('layer')}.weight") or {}).get('weight') or {}
-    if w.get('norm') == 0: return ("its weights are all zero, so its output cannot vary: initialise them (fastai's "
-                                   "layers do; a `zero_()` or `constant_` does not)")
-    if w: return "its weights are not zero, so what feeds it does not vary: look at the layers before it"
-    return None
-
-# %% ../nbs/03hb_losswatch.ipynb #302e6209
-def _layer_hint(a:dict, r:float|None, facts:dict, saturating:bool)->str|None:
-    "The likeliest cause of a layer's finding `a`, from the update ratio `r`, the targets' `facts`, saturated layers"
-    if r is None or not math.isfinite(r): return None   # no steps measured, or weights already NaN: the default hint
-    steep = r > HIGH_RATIO
-    big = f"the weights change by {r:.2g} of their size a step, above {HIGH_RATIO:g}" if steep else ''
-    if a['kind'] == 'nonfinite' and a.get('stat') in ('act', 'valid_act', 'grad'):
-        if steep: return f"{big}: steps that large overflow; lower the learning rate, or clip gradients"
-        return (f"the steps are of a normal size ({r:.2g} of the weights): not the learning rate, an operation "
-                "made it; the `op` finding (or `find_nonfinite`) names which")
-    if a['kind'] == 'dead' and a.get('rule') != 'constant':
-        if steep: return f"{big}: steps that large push the units' inputs below zero for good; lower the learning rate"
-        return ("the steps are of a normal size, so the units' inputs sit below zero by construction (non-negative "
-                "inputs, a shift pushed down): a LeakyReLU or GELU keeps a gradient for them")
-    if a['kind'] == 'saturated':
-        if (t := facts.get('target_rms')) is not None and t > 1.5:
-            return (f"the targets are of the order of {t:.3g}, outside the activation's range: the output is pushed to "
-                    "its limits; scale the targets into it, or drop the output activation")
-        if steep: return f"{big}: steps that large throw its inputs far out; lower the learning rate"
-        return "what feeds it is too large: normalise it (a BatchNorm before it, or inputs at unit scale)"
-    if a['kind'] == 'vanishing_grad':
-        if saturating: return "the saturated activations (see `saturated`) pass little gradient: use ReLU-family ones"
-        return None   # depth, no normalisation, an initialisation: the statistics cannot tell, the default hint lists them
-    return None
-
-def explain(alerts:list, stats:dict, facts:dict|None=None)->list:
-    "`alerts` (changed in place): the hints of non-finite, dead, saturated, vanishing-gradient findings from evidence"
-    r,sat = update_ratio(stats),any(a['kind'] == 'saturated' for a in alerts)
-    for a in alerts:
-        if a.get('severity') == 'info': continue
-        h = _constant_hint(a, stats) if a.get('rule') == 'constant' else _layer_hint(a, r, facts or {}, sat)
-        if h is not None: a['hint'] = h
-    return alerts

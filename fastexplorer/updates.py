@@ -9,7 +9,7 @@ from __future__ import annotations
 import math, statistics
 import torch
 from .alerts import NEGLIGIBLE_GRAD
-from .losswatch import learns
+from .settle import learns
 
 # %% auto #0
 __all__ = ['FROZEN_STEPS', 'FROZEN_HINT', 'STUCK', 'GRADLESS_HINT', 'SHRINK', 'WD_HINT', 'fingerprints', 'WeightCourse',
