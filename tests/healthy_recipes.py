@@ -1,9 +1,11 @@
 """Bug zoo: healthy runs of fastai's own training recipes (issue 45), each the digits CNN (`fastexplorer.cli`'s
 `digits_cnn` on scikit-learn's digits) trained as fastai's documentation offers: label smoothing, focal loss, MixUp and
 CutMix (soft targets mixed inside the loss), gradient accumulation, SGDR's warm restarts, `ReduceLROnPlateau`, the
-ranger and LAMB optimisers, SGD with momentum, a strong weight decay, batches of 8. The list was written before any of
-them ran under the tool, and none was left out for what it raised. Each runs 130 training batches or more in a few
-seconds on one CPU core and learns (its last losses at most 0.9× its first). Every finding above `info` on them is a
+ranger and LAMB optimisers, SGD with momentum, a strong weight decay, batches of 8; then five more set-ups: an L1
+regression (`tabular_learner`), class weights for imbalanced classes, discriminative rates on an unfrozen resnet18, a
+long warm-up, one output under `BCEWithLogitsLossFlat`. Each list was written before any of its runs ran under the
+tool, and none was left out for what it raised. Each runs 50 training batches or more, in seconds on one CPU core, and
+learns (its last losses at most 0.9× its first). Every finding above `info` on them is a
 false alarm. See `bugzoo.py`."""
 from bugzoo import *
 from fastai.losses import CrossEntropyLossFlat, FocalLossFlat, LabelSmoothingCrossEntropyFlat
@@ -78,3 +80,53 @@ def recipe_strong_weight_decay(fixed):
 def recipe_batches_of_8(fixed):
     "Batches of 8: a noisy loss, its batch statistics (BatchNorm) from 8 samples"
     return _digits(bs=8)
+
+@healthy(epochs=5, lr=1e-2, fit='fit_one_cycle')
+def recipe_l1_regression(fixed):
+    "`tabular_learner` regression on scikit-learn's diabetes table under `L1LossFlat`, a loss with no chance level known"
+    from sklearn.datasets import load_diabetes
+    from fastai.tabular.all import tabular_learner, RegressionBlock
+    from fastai.losses import L1LossFlat
+    from healthy_more import _tabular
+    d = load_diabetes(as_frame=True, scaled=False).frame
+    d['target'] = (d['target'] / 100).astype('float32')
+    dls = _tabular(d, [], ['age', 'bmi', 'bp', 's1', 's2', 's3', 's4', 's5', 's6'], 'target', y_block=RegressionBlock())
+    return tabular_learner(dls, layers=[64, 32], loss_func=L1LossFlat())
+
+@healthy(epochs=4, lr=1e-2, fit='fit_one_cycle')
+def recipe_class_weights(fixed):
+    """Imbalanced digits (class 0 kept whole, the others at a quarter) under a cross-entropy weighted by inverse class
+    frequency, as fastai's forums advise for imbalance"""
+    x,y = digits_raw()
+    g = torch.Generator().manual_seed(0)
+    keep = (y == 0) | (torch.rand(len(y), generator=g) < 0.25)
+    x,y = (x[keep] / 16).view(-1, 1, 8, 8),y[keep]
+    n = torch.bincount(y, minlength=10).float()
+    return Learner(tensor_dls(x, y, bs=32), digits_cnn(), metrics=accuracy, loss_func=CrossEntropyLossFlat(weight=n.sum() / (10 * n)))
+
+@healthy(epochs=3, lr=slice(1e-4, 1e-2), fit='fit_one_cycle', every=10)
+def recipe_discriminative_rates(fixed):
+    """`vision_learner` (torchvision resnet18, random weights) unfrozen and trained with discriminative rates,
+    `slice(1e-4, 1e-2)`: the body's groups at a hundredth of the head's"""
+    from fastai.vision.all import vision_learner, resnet18
+    from healthy import _digits16
+    x,y = _digits16()
+    learn = vision_learner(tensor_dls(x, y, bs=16), resnet18, pretrained=False, n_out=10,
+                           loss_func=CrossEntropyLossFlat(), metrics=accuracy)
+    learn.unfreeze()
+    return learn
+
+@healthy(epochs=4, lr=1e-2, fit='fit_one_cycle', fit_kw={'pct_start': 0.5, 'moms': (0.95, 0.85, 0.95)})
+def recipe_long_warm_up(fixed):
+    "One-cycle with half the run warming up (`pct_start=0.5`) and momentum from 0.95: a slow first half"
+    return _digits()
+
+@healthy(epochs=4, lr=1e-2, fit='fit_one_cycle')
+def recipe_binary_one_output(fixed):
+    "Odd or even digits: one output under `BCEWithLogitsLossFlat`, targets 0 or 1 as floats, `accuracy_multi` its metric"
+    from fastai.losses import BCEWithLogitsLossFlat
+    from fastai.metrics import accuracy_multi
+    x,y = digits_raw()
+    m = digits_cnn(); m[-1] = nn.Linear(m[-1].in_features, 1)
+    dls = tensor_dls((x / 16).view(-1, 1, 8, 8), (y % 2).float().unsqueeze(1), bs=32)
+    return Learner(dls, m, loss_func=BCEWithLogitsLossFlat(), metrics=accuracy_multi)
