@@ -12,7 +12,7 @@ import torch
 from fastcore.basics import patch
 from .core import StatRecorder
 from .alerts import HINTS, SEVERITY, guarded
-from .contract import loss_kind, loss_name, multi_hot, softmaxed, _probabilities
+from .contract import loss_kind, loss_name, multi_hot, softmaxed
 from .targets import target_alerts, nonfinite_counts, class_counts, confusion
 from .shift import InputShift, shift_alert, at_chance, leak_alert
 from .evalgap import EvalGap, gap_alert
@@ -68,7 +68,7 @@ def ce_axis(loss_func, pred:torch.Tensor, y:torch.Tensor, axis:int=1)->int|None:
     for a in dict.fromkeys((axis % pred.ndim, pred.ndim - 1)) if pred.ndim >= 2 else ():
         if (s := target_sums('ce', a, pred, y)) is None or not float(s['n']): continue
         p = s['counts'].double() / s['counts'].double().sum()
-        const = p if _probabilities(pred.float(), a) else p.clamp_min(1e-12).log()   # probabilities, else logits
+        const = p if softmaxed(pred, None, a) else p.clamp_min(1e-12).log()   # probabilities, else logits
         shape = [1] * pred.ndim; shape[a] = -1
         try: v = float(loss_func(const.to(pred.dtype).reshape(shape).expand_as(pred).contiguous(), y))
         except Exception: continue

@@ -1,4 +1,4 @@
-"""A finding judged by what the run did: `learns`, `settle` (what does no harm to a run that learns is `info`) and `explain` (one likeliest cause, from the evidence).
+"""A finding judged by what the run did: `learns`, `settle` (harmless to a run that learns: `info`), `explain`.
 
 Docs: https://fastexplorer.github.io/fastexplorer/settle.html.md"""
 
@@ -80,7 +80,7 @@ def _layer_hint(a:dict, r:float|None, facts:dict, saturating:bool)->str|None:
         return "what feeds it is too large: normalise it (a BatchNorm before it, or inputs at unit scale)"
     if a['kind'] == 'vanishing_grad':
         if saturating: return "the saturated activations (see `saturated`) pass little gradient: use ReLU-family ones"
-        return None   # depth, no normalisation, an initialisation: the statistics cannot tell, the default hint lists them
+        return None   # depth, no normalisation, an initialisation: the statistics cannot tell them apart
     return None
 
 def explain(alerts:list, stats:dict, facts:dict|None=None)->list:

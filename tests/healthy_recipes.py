@@ -83,7 +83,7 @@ def recipe_batches_of_8(fixed):
 
 @healthy(epochs=5, lr=1e-2, fit='fit_one_cycle')
 def recipe_l1_regression(fixed):
-    "`tabular_learner` regression on scikit-learn's diabetes table under `L1LossFlat`, a loss with no chance level known"
+    "`tabular_learner` regression on scikit-learn's diabetes table under `L1LossFlat`, whose chance level is unknown"
     from sklearn.datasets import load_diabetes
     from fastai.tabular.all import tabular_learner, RegressionBlock
     from fastai.losses import L1LossFlat
@@ -102,17 +102,15 @@ def recipe_class_weights(fixed):
     keep = (y == 0) | (torch.rand(len(y), generator=g) < 0.25)
     x,y = (x[keep] / 16).view(-1, 1, 8, 8),y[keep]
     n = torch.bincount(y, minlength=10).float()
-    return Learner(tensor_dls(x, y, bs=32), digits_cnn(), metrics=accuracy, loss_func=CrossEntropyLossFlat(weight=n.sum() / (10 * n)))
+    return Learner(tensor_dls(x, y, bs=32), digits_cnn(), metrics=accuracy,
+                   loss_func=CrossEntropyLossFlat(weight=n.sum() / (10 * n)))
 
 @healthy(epochs=3, lr=slice(1e-4, 1e-2), fit='fit_one_cycle', every=10)
 def recipe_discriminative_rates(fixed):
-    """`vision_learner` (torchvision resnet18, random weights) unfrozen and trained with discriminative rates,
-    `slice(1e-4, 1e-2)`: the body's groups at a hundredth of the head's"""
-    from fastai.vision.all import vision_learner, resnet18
-    from healthy import _digits16
-    x,y = _digits16()
-    learn = vision_learner(tensor_dls(x, y, bs=16), resnet18, pretrained=False, n_out=10,
-                           loss_func=CrossEntropyLossFlat(), metrics=accuracy)
+    """`healthy.vision_resnet` (`vision_learner`, a torchvision resnet18, random weights) unfrozen and trained with
+    discriminative rates, `slice(1e-4, 1e-2)`: the body's groups at a hundredth of the head's"""
+    from healthy import vision_resnet   # the healthy set's resnet18 on digits at 16 px
+    learn = vision_resnet(fixed)
     learn.unfreeze()
     return learn
 
@@ -123,7 +121,7 @@ def recipe_long_warm_up(fixed):
 
 @healthy(epochs=4, lr=1e-2, fit='fit_one_cycle')
 def recipe_binary_one_output(fixed):
-    "Odd or even digits: one output under `BCEWithLogitsLossFlat`, targets 0 or 1 as floats, `accuracy_multi` its metric"
+    "Odd or even digits: one output under `BCEWithLogitsLossFlat`, float targets 0 or 1, `accuracy_multi` its metric"
     from fastai.losses import BCEWithLogitsLossFlat
     from fastai.metrics import accuracy_multi
     x,y = digits_raw()
