@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
-from .contract import verdict
+from .contract import verdict, module_label
 from .hooks import first_tensor
 from .state import scripted
 
@@ -230,6 +230,21 @@ def _zero_grads(named:list, bad:list)->tuple:
         "nothing to fix; drop the bias (`bias=False`) to save it", layer=gone[0].rpartition('.')[0], params=gone)
         ] if gone else []
 
+# %% ../nbs/03ig_failures.ipynb #5465f41f
+def _one_step(model:nn.Module, zero:list, res:list)->tuple:
+    """`(zero, res)`: the zero-gradient parameters `zero` less the hidden-state weights (`weight_hh_l*`) of recurrent
+    layers, which run over sequences of one step, and the `res` verdicts with an `input_layout` verdict about each"""
+    mods,rec = dict(model.named_modules()),{}
+    for n in zero:
+        p,_,w = n.rpartition('.')
+        if w.startswith('weight_hh') and isinstance(mods.get(p), nn.RNNBase): rec.setdefault(p, []).append(n)
+    said = [verdict('input_layout', 'warning', f"{module_label(model, p)}, ran over sequences of one step: its weights "
+                    f"on the hidden state ({', '.join(f'`{n}`' for n in ns[:4])}) get a gradient of exactly zero, as they "
+                    "do only when no step follows another", "give each sample its whole sequence on the time axis: "
+                    "`(batch, time, features)` with `batch_first=True`, else `(time, batch, features)`", layer=p)
+            for p,ns in rec.items()]
+    return [n for n in zero if not any(n in ns for ns in rec.values())],res + said
+
 # %% ../nbs/03ig_failures.ipynb #b87e5871
 def check_gradients(model:nn.Module,
                     groups:list|None=None, # the optimiser's: trainable parameters in none of them are said too
@@ -240,7 +255,7 @@ def check_gradients(model:nn.Module,
     none = [n for n,p in named if p.grad is None]
     unused = [n for n in none if n.rpartition('.')[0] in idle]; none = [n for n in none if n not in unused]
     bad = [n for n,p in named if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
-    zero,res = _zero_grads(named, bad)   # a bias whose layer's weight has a gradient: cancelled, `info`
+    zero,res = _one_step(model, *_zero_grads(named, bad))   # cancelled biases (`info`), one-step recurrences
     show = lambda ns: ', '.join(f"`{n}`" for n in ns[:4]) + (', …' if len(ns) > 4 else '')
     if bad: res.append(verdict('gradient_flow', 'error', f"non-finite gradients on the first batch in {show(bad)}",
                                "look at the loss and at what these layers compute", layer=bad[0].rpartition('.')[0]))
