@@ -12,9 +12,9 @@ from .alerts import NEGLIGIBLE_GRAD
 from .settle import learns
 
 # %% auto #0
-__all__ = ['FROZEN_STEPS', 'FROZEN_HINT', 'STUCK', 'GRADLESS_HINT', 'SHRINK', 'WD_HINT', 'fingerprints', 'WeightCourse',
-           'frozen_alerts', 'stuck_alerts', 'gradless_alerts', 'update_alerts', 'decoupled', 'decay_plan', 'shrink',
-           'wd_alert']
+__all__ = ['FROZEN_STEPS', 'FROZEN_HINT', 'STUCK', 'GRADLESS_HINT', 'SHRINK', 'WD_HINT', 'STRONG', 'HALVED', 'fingerprints',
+           'WeightCourse', 'frozen_alerts', 'stuck_alerts', 'gradless_alerts', 'update_alerts', 'decoupled',
+           'plain_sgd', 'decay_plan', 'shrink', 'wd_alert']
 
 # %% ../nbs/03hd_updates.ipynb #3c425a89
 def _fingerprint(p:torch.Tensor)->torch.Tensor:
@@ -120,13 +120,21 @@ def decoupled(opt)->bool|None:
     names = {getattr(getattr(cb, 'func', cb), '__name__', '') for cb in getattr(opt, 'cbs', None) or []}
     return True if 'weight_decay' in names else False if 'l2_reg' in names else None
 
+def plain_sgd(opt)->bool:
+    "Whether `opt` is SGD, under which an L2 term too multiplies each weight by `1 - lr·wd` a step (momentum amplifies)"
+    if (inner := getattr(opt, 'opt', None)) is not None: return isinstance(inner, torch.optim.SGD)
+    names = {getattr(getattr(cb, 'func', cb), '__name__', '') for cb in getattr(opt, 'cbs', None) or []}
+    return 'average_sqr_grad' not in names and bool(names & {'sgd_step', 'momentum_step'})
+
 def decay_plan(learn)->dict:
-    "The optimiser's `(lr, wd)` a group (`hypers`), whether it is `decoupled`, and the fit's `planned` steps"
+    """The optimiser's `(lr, wd)` a group (`hypers`), whether it is `decoupled`, whether its decay multiplies the
+    weights by `1 - lr·wd` a step (`per_step`: decoupled, or SGD), and the fit's `planned` steps"""
     opt = getattr(learn, 'opt', None)
     hypers = [(float(h.get('lr', 0.) or 0.), float(h.get('wd', 0.) or 0.)) for h in getattr(opt, 'hypers', None) or []]
     try: planned = learn.n_epoch * len(learn.dls.train)
     except (TypeError, AttributeError): planned = None      # a loader without a length
-    return {'hypers': hypers, 'decoupled': decoupled(opt), 'planned': planned}
+    d = decoupled(opt)
+    return {'hypers': hypers, 'decoupled': d, 'per_step': bool(d) or plain_sgd(opt), 'planned': planned}
 
 # %% ../nbs/03hd_updates.ipynb #f3abc076
 SHRINK = 0.25   # the median weight matrix below this fraction of its norm at the run's start: collapsed
@@ -144,13 +152,17 @@ WD_HINT = ("weight decay pulls the weights to zero faster than the gradients mov
            "is 0.01; 1e-4 to 0.1 is usual), and prefer decoupled decay (AdamW, fastai's `true_wd`) to an L2 term "
            "under Adam")
 
+STRONG,HALVED = 1.,0.5   # a decay that alone divides the weights by e over the plan, and a matrix it halved
+
 def wd_alert(stats:dict, course:dict, plan:dict, losses:list, chance=None, facts=None)->dict|None:
     "`wd_too_high` if the optimiser decays (`decay_plan`), the weights collapsed (`shrink`), the loss learns nothing"
     wds,planned = [(lr, wd) for lr,wd in plan['hypers'] if wd > 0],plan['planned']
-    if not wds or (s := shrink(stats, course)) is None or s[0] >= SHRINK or learns(losses, chance, facts): return None
+    if not wds or (s := shrink(stats, course)) is None or learns(losses, chance, facts): return None
     lr,wd = max(wds, key=lambda o: o[0] * o[1])
+    strong = plan.get('per_step') and planned and lr * wd * planned >= STRONG   # alone, it takes them below 1/e
+    if not (s[0] < SHRINK or (strong and s[3] < HALVED)): return None
     how = (f"each step multiplies them by 1 - lr·wd = {1 - lr * wd:.3g}" + (f", by {math.exp(-lr * wd * planned):.2g} "
-           f"over the {planned} steps planned" if planned else '') if plan.get('decoupled') else
+           f"over the {planned} steps planned" if planned else '') if plan.get('per_step') else
            "an L2 term in the gradients (under Adam it moves each weight towards zero by up to lr a step)")
     return {'kind': 'wd_too_high', 'layer': '', 'stat': 'weight', 'value': s[0], 'hint': WD_HINT,
             'message': f"the weight matrices shrank to {s[0]:.2g} of their norm at the start of the run (the median "
