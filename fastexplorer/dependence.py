@@ -7,6 +7,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/dependence.html.md"""
 
 # %% ../nbs/03ih_dependence.ipynb #a2859506
 from __future__ import annotations
+import math
 from functools import partial
 import torch
 from torch import nn
@@ -17,8 +18,8 @@ from .contract import verdict, module_label
 from .modes import check_eval_repeat, check_last_batch, check_running_stats
 
 # %% auto #0
-__all__ = ['EVAL_SAMPLES', 'next_token_axis', 'ends', 'check_future', 'batch_stats_in_eval', 'batch_stats_verdict',
-           'mixing_module', 'check_batch_independence', 'eval_checks']
+__all__ = ['EVAL_SAMPLES', 'next_token_axis', 'copied_labels', 'ends', 'check_future', 'batch_stats_in_eval',
+           'batch_stats_verdict', 'mixing_module', 'check_batch_independence', 'eval_checks']
 
 # %% ../nbs/03ih_dependence.ipynb #63928efa
 def next_token_axis(x, y, o)->int|None:
@@ -27,6 +28,27 @@ def next_token_axis(x, y, o)->int|None:
     if not (ids(x) and ids(y) and x.shape == y.shape and x.shape[1] >= 3 and isinstance(o, torch.Tensor)): return None
     if float((y[:, :-1] == x[:, 1:]).float().mean()) < 0.9: return None
     return next((a for a in (1, 2) if o.ndim > a and o.shape[a] == x.shape[1]), None)
+
+# %% ../nbs/03ih_dependence.ipynb #26a09b2b
+def copied_labels(xb:tuple, yb:tuple, o, loss_func)->list:
+    "`labels_misaligned` if the targets are the input tokens at their own positions and `loss_func` rewards copying"
+    x,y = next((t for t in xb if isinstance(t, torch.Tensor)), None),(yb[0] if yb else None)
+    ids = lambda t: isinstance(t, torch.Tensor) and t.ndim == 2 and not t.is_floating_point()
+    if not (ids(x) and ids(y) and x.shape == y.shape and x.shape[1] >= 3 and isinstance(o, torch.Tensor)
+            and o.is_floating_point() and o.ndim == 3 and o.shape[:2] == x.shape and o.shape[2] > int(x.max())
+            and int(x.min()) >= 0 and float((y == x).float().mean()) >= 0.9): return []
+    v = o.shape[2]
+    def scored(t):   # the loss of a prediction putting 0.9 on token `t` at each position, the rest spread evenly
+        p = torch.full(o.shape, 0.1 / (v - 1), device=o.device).scatter_(2, t.unsqueeze(2), 0.9)
+        with torch.no_grad(): return float(loss_func(p.log().to(o.dtype), *yb))
+    try: own,nxt = scored(x),scored(torch.cat([x[:, 1:], x[:, -1:]], 1))
+    except Exception: return []   # a loss that takes no such prediction: nothing to say
+    if not (math.isfinite(own) and own < 0.5 * min(nxt, math.log(v))): return []
+    return [verdict('labels_misaligned', 'error', f"the targets are the input tokens at their own positions, and the "
+                    f"loss scores a prediction that copies each one {own:.3g}, against {nxt:.3g} for the next token and "
+                    f"{math.log(v):.3g} at chance: the model is taught to copy what it reads, not to predict what follows",
+                    "shift the labels by one (targets `x[:, 1:]` for the outputs `[:, :-1]`), or let a loss that "
+                    "shifts them inside (transformers' causal LMs given `labels`) score the model")]
 
 # %% ../nbs/03ih_dependence.ipynb #6fa6f3c3
 def ends(o:torch.Tensor, axis:int|None)->torch.Tensor:

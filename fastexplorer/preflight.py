@@ -27,7 +27,7 @@ from .failures import check_gradients, ZeroInputs
 from .batch import model_device, to_model_device, split_batch, dl_batch
 from .pipeline import LearnerPass, learner_batch
 from .modes import check_order
-from .dependence import eval_checks
+from .dependence import eval_checks, copied_labels
 from .console import Verdicts
 
 # %% auto #0
@@ -303,8 +303,7 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
     model.train()
     fa,own,co,zi,scale = FirstActs(model),NodeOwners(model),CallOrder(model),ZeroInputs(model),learner_amp(learn)[1]
     y,kind,axis = yb[0] if yb else None,loss_kind(learn.loss_func),getattr(learn.loss_func, 'axis', 1)
-    flat = getattr(learn.loss_func, 'flatten', False) is True   # fastai's flat losses: shapes need not match
-    ig = ignore_index(learn.loss_func)                            # the class index a cross-entropy skips
+    flat,ig = getattr(learn.loss_func, 'flatten', False) is True,ignore_index(learn.loss_func)   # `ig`: a CE skips it
     with LearnerPass(learn, xb, yb) as pl:
         with learner_autocast(learn):
             try: out = model(*xb)         # the model itself: a DDP wrapper would wait for the other ranks
@@ -334,6 +333,7 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
         lg = [] if (said := {v['check'] for v in res} & {'nonfinite', 'nonfinite_loss'}) else check_loss_gradient(o)
         gf = check_gradients(model, _groups(learn, model), own.idle, zi.zeros)   # the zeros `zi` found, not again
         res += (padding_read(xb, yb, o) if kind is None else []) + check_broadcast(learn, o, yb, kind is None)
+        res += copied_labels(xb, yb, o, learn.loss_func)   # targets that are the inputs, unshifted
         with learner_autocast(learn): name_loss_op(res + lg, pl.loss, out)
     if lg or said: gf = [v for v in gf if not v['evidence'].startswith('non-finite')]   # said once, not the layers'
     return name_makers(res + lg + check_output(o, learns, *zi.split()) + gf, *named)
