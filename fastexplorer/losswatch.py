@@ -369,7 +369,6 @@ def loss_alerts(
            guarded(cut_alert, facts, losses), guarded(leak_alert, facts),
            guarded(order_alert, facts)]   # a check's own error: skipped, said
     res = [a for a in res if a is not None]
-
     judged = judged_kinds(v, wait)
     if not judged and losses and not math.isfinite(losses[-1]) and len(v) >= RISE_STEPS:
         judged = set(LOSS_KINDS[:2])   # the losses ended in NaN or Inf: no more evidence comes, the rise is judged now
@@ -378,7 +377,8 @@ def loss_alerts(
         a = _course_alert(v, c, chance, r, group_ratios(stats, groups), stall)
         if a is not None and a['kind'] == 'loss_stalled': a['hint'] = stalled_hint(stats, chance, c[1], r, facts)
         res += [a] if a is not None else []
-        if stall and (a := _valid_alert(c[1], max(c[0], statistics.median(v[:3])), chance, valid_loss, facts)):
+        mean = max(c[1], statistics.fmean(v[-c[2]:]))   # a mean, as validation's: batches of one sample skew a median
+        if stall and (a := _valid_alert(mean, max(c[0], statistics.median(v[:3])), chance, valid_loss, facts)):
             res.append({**a, 'hint': HINTS['valid_at_chance'] + eval_hint(evals)})
     return [{'layer': '', 'stat': 'loss', 'hint': HINTS.get(a['kind'], ''), **a,
              'severity': SEVERITY.get(a['kind'], 'warning'), 'layers': [a.get('layer') or ''], 'source': 'epoch'}
