@@ -12,7 +12,8 @@ from fastcore.basics import patch
 from .alerts import HINTS
 
 # %% auto #0
-__all__ = ['MAX_FPS', 'BLANK', 'LEAK', 'fingerprints', 'InputShift', 'at_chance', 'shift_alert', 'leak_alert']
+__all__ = ['MAX_FPS', 'BLANK', 'OWN_TOL', 'LEAK', 'fingerprints', 'InputShift', 'own_normalised', 'at_chance', 'shift_alert',
+           'leak_alert']
 
 # %% ../nbs/03hcb_shift.ipynb #36c2c391
 MAX_FPS = 1 << 20   # training fingerprints kept at most (8 MiB)
@@ -39,13 +40,14 @@ class InputShift:
     def __init__(self, bins:int=32, n:int=16384, valid_batches:int=8):
         self.bins,self.n,self.valid_batches,self.range = bins,n,valid_batches,None
         self.train,self.valid,self.seen = None,None,0   # `[histogram..., count, sum, sum of squares]` of each set
-        self.fps,self.vfps = [],[]   # each sample's fingerprint (`fingerprints`), in each set
+        self.fps,self.vfps,self.cols = [],[],None   # each sample's fingerprint, in each set; validation's columns
 
     def add(self, xb, training:bool):
         "Count a batch's inputs `xb`: a sampled training batch, or one of an epoch's first validation batches"
         if not training and self.seen >= self.valid_batches: return
         if (x := _first_float(xb)) is None: return
         self.keep(x, training)
+        if not training: self.columns(x)
         v = x.detach().reshape(-1)[::max(1, x.numel() // self.n)].float()
         if self.range is None:
             if not training: return                          # the range is the training inputs'
@@ -65,6 +67,32 @@ class InputShift:
         if training and sum(len(f) for f in self.fps) >= MAX_FPS: return
         if (f := fingerprints(x)) is not None: (self.fps if training else self.vfps).append(f)
 
+# %% ../nbs/03hcb_shift.ipynb #4d8d65ca
+@patch
+def columns(self:InputShift, x:torch.Tensor):
+    "Add validation batch `x`'s column statistics (a table's columns, images' channels) to `cols`, on its device"
+    if x.ndim not in (2, 4) or x.shape[1] < 2: return
+    d,v = ((0,) if x.ndim == 2 else (0, 2, 3)),x.detach().double()
+    row = torch.stack([torch.full_like(v.sum(d), x.numel() / x.shape[1]), v.sum(d), (v * v).sum(d)])
+    lo,hi = v.amin(d),v.amax(d)
+    if self.cols is None or self.cols[0].shape != row.shape: self.cols = [row, lo, hi]
+    else: self.cols = [self.cols[0] + row, torch.minimum(self.cols[1], lo), torch.maximum(self.cols[2], hi)]
+
+OWN_TOL = 1e-5   # a mean this close to zero, a spread or range this close to one, next to the spread: by construction
+
+def own_normalised(cols:list|None)->tuple|None:
+    "`(columns, 'spread' or 'range')` if every column of `cols` (`columns`) is centred and scaled by its own statistics"
+    if cols is None: return None
+    (n,s,q),lo,hi = cols[0].cpu(),cols[1].cpu(),cols[2].cpu()
+    m = s / n; sd = (q / n - m * m).clamp(min=0).sqrt(); rg = hi - lo
+    keep = sd > 0                                                  # constant columns: no statistics to read
+    if int(keep.sum()) < 2: return None
+    m,sd,rg,n = m[keep],sd[keep],rg[keep],n[keep]
+    if not bool((m.abs() <= OWN_TOL * sd).all()): return None
+    one = lambda t: bool(((t - 1).abs() <= OWN_TOL).all())
+    by = 'spread' if one(sd) or one(sd * (n / (n - 1)).sqrt()) else 'range' if one(rg) else None
+    return (int(keep.sum()), by) if by else None
+
 # %% ../nbs/03hcb_shift.ipynb #377bde08
 def _moments(row:list)->tuple:
     n,s,q = row[-3:]
@@ -73,10 +101,10 @@ def _moments(row:list)->tuple:
 
 @patch
 def read(self:InputShift)->dict|None:
-    "`{'tv', 'train', 'valid', 'dup'}`: the histograms' total variation, each set's `(mean, spread)`, the `overlap`"
-    t,v,self.valid,self.seen = self.train,self.valid,None,0
-    res = {'dup': self.overlap()}
-    if t is None or v is None: return res if res['dup'] else None
+    "`{'tv', 'train', 'valid', 'dup', 'own'}`: the histograms' distance, each set's `(mean, spread)`, `overlap`, `cols`"
+    t,v,self.valid,self.seen,cols,self.cols = self.train,self.valid,None,0,self.cols,None
+    res = {'dup': self.overlap(), 'own': own_normalised(cols)}
+    if t is None or v is None: return res if res['dup'] or res['own'] else None
     t,v = t.tolist(),v.tolist()
     ht,hv = t[:-3],v[:-3]
     tv = 0.5 * sum(abs(a / sum(ht) - b / sum(hv)) for a,b in zip(ht, hv))
@@ -97,9 +125,18 @@ def at_chance(va:float|None, ca:float|None)->bool:
     "Whether a validation accuracy `va` is at the chance level `ca`: within a fifth of the way from it to 1"
     return va is not None and ca is not None and va <= ca + 0.2 * (1 - ca)
 
+def _own_alert(n:int, by:str)->dict:
+    what = 'a spread (standard deviation)' if by == 'spread' else 'a range (greatest less least value)'
+    return dict(kind='valid_input_shift', value=1.,
+                message=f"each of the {n} columns of the validation inputs has a mean of exactly 0 and {what} of "
+                        "exactly 1 over the validation batches: the validation set was normalised by its own "
+                        "statistics, not the training set's, so its inputs are scaled otherwise than those the model "
+                        "was fitted on")
+
 def shift_alert(facts:dict, v:list)->dict|None:
     "`valid_input_shift` if the inputs differ by half (`facts['shift']`) and validation does badly (against losses `v`)"
     shift,valid_loss,va,ca = (facts.get(k) for k in ('shift', 'valid_loss', 'acc', 'chance_acc'))
+    if shift and (own := shift.get('own')): return _own_alert(*own)
     if not shift or shift.get('tv', 0) < 0.5 or not v: return None
     train_loss = statistics.median(v[-5:])   # the training loss at the epoch's end
     worse = valid_loss is not None and math.isfinite(valid_loss) and train_loss > 0 and valid_loss > 2 * train_loss
