@@ -18,7 +18,7 @@ from .contract import verdict, module_label
 from .modes import check_eval_repeat, check_last_batch, check_running_stats
 
 # %% auto #0
-__all__ = ['EVAL_SAMPLES', 'next_token_axis', 'copied_labels', 'ends', 'check_future', 'batch_stats_in_eval',
+__all__ = ['EVAL_SAMPLES', 'next_token_axis', 'copied_labels', 'ends', 'later_read', 'check_future', 'batch_stats_in_eval',
            'batch_stats_verdict', 'mixing_module', 'check_batch_independence', 'eval_checks']
 
 # %% ../nbs/03ih_dependence.ipynb #63928efa
@@ -56,13 +56,16 @@ def ends(o:torch.Tensor, axis:int|None)->torch.Tensor:
     first = o[0] if axis is None else o[0].select(axis - 1, 0)
     return first.float().sum() + (o[-1].float().sum() if len(o) > 2 else 0.)
 
+def later_read(g:torch.Tensor)->int:
+    "How many later positions sample 0's output at position 0 reached (`g`: their gradient), past rounding"
+    own = float(g[0, :1].abs().max())
+    return int(g[0, 1:].flatten(1).abs().amax(1).gt(1e-6 * max(own, 1e-30)).sum())
+
 def check_future(g:torch.Tensor, axis:int|None)->list:
     "Verdict on whether sample 0's output at position 0 reached later positions of its input (`g`: their gradient)"
     if axis is None or g is None or g.ndim < 2 or g.shape[1] < 2: return []
-    own,later = float(g[0, :1].abs().max()),float(g[0, 1:].abs().max())
-    if later <= 1e-6 * max(own, 1e-30): return [verdict('future_leak', 'ok', "each position's output depends on the "
-                                                       "positions before it alone")]
-    n = int(g[0, 1:].flatten(1).abs().amax(1).gt(1e-6 * max(own, 1e-30)).sum())
+    if not (n := later_read(g)): return [verdict('future_leak', 'ok', "each position's output depends on the "
+                                                 "positions before it alone")]
     return [verdict('future_leak', 'error', f"the targets are the inputs shifted by one position (next-token "
                     f"prediction), but in eval mode the output at position 0 depends on {n} later positions of the "
                     "input: the model reads the token it is asked to predict",
@@ -173,6 +176,7 @@ def _mixing_verdict(model:nn.Module, p:str|None)->dict:
 def check_batch_independence(model:nn.Module, # already in eval mode
                              xb:tuple,        # the inputs
                              yb:tuple=(),     # the targets: next-token ones have their positions charted too
+                             loss_func=None,  # the learner's: targets that are the inputs are asked of it
                             )->list:
     "Verdicts on whether, in eval mode, the end samples' outputs depend on other samples' inputs, or later positions"
     x = xb[0] if xb else None
@@ -190,13 +194,15 @@ def check_batch_independence(model:nn.Module, # already in eval mode
     # the first and the last sample: a recurrence run along the batch (an LSTM without `batch_first`) reaches only the
     # later ones
     axis = next_token_axis(xb[0], yb[0] if yb else None, o)
+    copy = [] if axis is not None or loss_func is None else copied_labels(xb, yb, o, loss_func)   # a causal LM's?
+    axis = 1 if copy else axis
     g, = torch.autograd.grad(ends(o, axis), x, allow_unused=True)
     if g is not None and bool((g[1:-1] if len(o) > 2 else g[1:]).any()):
         if (p := batch_stats_in_eval(model, xb)) is not None:   # a norm that ignores `model.eval()`: that is the cause
             return [batch_stats_verdict(model, p)]
         return [_mixing_verdict(model, mixing_module(model, xb))]
     ok = verdict('batch_independence', 'ok', "each sample's output depends on its own input alone")
-    return [ok] + check_future(g, axis)
+    return [ok] + ((copy if not later_read(g) else []) if copy else check_future(g, axis))   # an autoencoder copies
 
 # %% ../nbs/03ih_dependence.ipynb #17fda7ba
 EVAL_SAMPLES = 8   # the samples the eval-mode checks run on
@@ -206,13 +212,15 @@ def _rows(t, n:int, bs:int):
     return t[:n] if isinstance(t, torch.Tensor) and t.ndim and len(t) == bs else t
 
 def eval_checks(model:nn.Module, # in eval mode
-                xb:tuple, yb:tuple, dl, n:int=EVAL_SAMPLES)->list:
+                xb:tuple, yb:tuple, dl, n:int=EVAL_SAMPLES,
+                loss_func=None)->list: # the learner's, for `copied_labels`
     "Batch independence and a second forward (`check_eval_repeat`) on `n` samples of the batch, then the last batch's"
     x = next((t for t in xb if isinstance(t, torch.Tensor) and t.ndim), None)
+    bi = partial(check_batch_independence, model)
     bs,shapes = (len(x) if x is not None else 0),None
     if bs > n:   # the first `n`; the whole batch where the model cannot take them
         sx,sy = tuple(_rows(t, n, bs) for t in xb),tuple(_rows(t, n, bs) for t in yb)
-        try: vs,shapes = check_eval_repeat(model, sx, partial(check_batch_independence, model, sx, sy))
+        try: vs,shapes = check_eval_repeat(model, sx, partial(bi, sx, sy, loss_func))
         except Exception: pass
-    if shapes is None: vs,shapes = check_eval_repeat(model, xb, partial(check_batch_independence, model, xb, yb))
+    if shapes is None: vs,shapes = check_eval_repeat(model, xb, partial(bi, xb, yb, loss_func))
     return vs + check_last_batch(dl, shapes, model) + check_running_stats(model)

@@ -27,7 +27,7 @@ from .failures import check_gradients, ZeroInputs
 from .batch import model_device, to_model_device, split_batch, dl_batch
 from .pipeline import LearnerPass, learner_batch
 from .modes import check_order
-from .dependence import eval_checks, copied_labels
+from .dependence import eval_checks
 from .console import Verdicts
 
 # %% auto #0
@@ -333,7 +333,6 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
         lg = [] if (said := {v['check'] for v in res} & {'nonfinite', 'nonfinite_loss'}) else check_loss_gradient(o)
         gf = check_gradients(model, _groups(learn, model), own.idle, zi.zeros)   # the zeros `zi` found, not again
         res += (padding_read(xb, yb, o) if kind is None else []) + check_broadcast(learn, o, yb, kind is None)
-        res += copied_labels(xb, yb, o, learn.loss_func)   # targets that are the inputs, unshifted
         with learner_autocast(learn): name_loss_op(res + lg, pl.loss, out)
     if lg or said: gf = [v for v in gf if not v['evidence'].startswith('non-finite')]   # said once, not the layers'
     return name_makers(res + lg + check_output(o, learns, *zi.split()) + gf, *named)
@@ -389,7 +388,7 @@ def preflight(self:Learner,
                 trace_outputs(res, model, xb)
                 if (v := next((v for v in res if v.get('params')), None)) is not None: explain_cut(v, model, xb)
                 if not stopped(res[-1]):   # a second forward in eval mode: the same outputs? (`modes`)
-                    model.eval(); res += eval_checks(model, xb, yb, self.dls.train)
+                    model.eval(); res += eval_checks(model, xb, yb, self.dls.train, loss_func=self.loss_func)
             _half_overflow(res, model, xb, learner_amp(self)[0])
     finally:
         for p,g in zip(params, grads): p.grad = g
