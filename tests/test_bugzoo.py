@@ -66,6 +66,13 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'softmax_loss_head_not_optimised': "held-out, measured once: no alert (the classifier lives in the loss, outside the "
                                        "model, where no statistic looks)",
     'loss_normalised_twice_last_batch_spikes': "held-out, measured once: no alert (`loss_summed` or `last_batch_one`)",
+    # bugs_fresh_gh8, _hf8 and _ds8 (stop 62): measured once at their merge, truths written before any run
+    'vae_mean_reconstruction_summed_kl': "held-out, measured once: no alert (a posterior collapsed by the loss's weights, "
+                                         "while the loss falls)",
+    'causal_lm_labels_shifted_twice': "held-out, measured once: no alert (targets two tokens ahead; the loss falls)",
+    'warmup_schedule_stepped_per_epoch': "held-out, measured once: no alert (`lr_too_low` or `loss_stalled`)",
+    'test_set_scaled_by_its_own_range': "held-out, measured once: the alert is `valid_at_chance` (the symptom), not "
+                                        "`valid_input_shift`",
 }
 ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench
     'linear_regression_sgd_rate_diverges': "held-out, measured once: the twin (the rate lowered to 1e-4, x from 1 to 20 "
@@ -129,8 +136,8 @@ def test_the_fixed_twin_or_healthy_run_trains_and_raises_nothing(name, tmp_path)
     assert trains(run.losses), f"it does not learn: its last losses are {loss_ratio(run.losses):.2f} of its first"
     assert list(zip(al.kind, al.layer, al.message)) == []   # a slow start's stall, if raised, is resolved: not active
 
-@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 93 of 123 "
-                                       "bugs, the first alert names it in 82, and 8 of 123 fixed twins alert "
+@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 97 of 131 "
+                                       "bugs, the first alert names it in 84, and 8 of 131 fixed twins alert "
                                        "(bench/diagnosis.py, one thread, seed 0)")
 def test_the_zoo_meets_its_targets():
     """At least 24 reported bugs and 30 healthy set-ups; on the held-out half, alerts name the cause of 90% of the bugs, the
