@@ -91,7 +91,9 @@ class Findings:
 def resolve(self:Findings, found:list, step:int, judged:set|None, epoch:int|None=None)->list:
     "An epoch's `found` alerts (`track`), the active findings it judges again (`judged`) and no longer shows, the rest"
     track(self.active, found, step)
-    keys,gone = {life_key(a) for a in found},[]
+    warned = lambda k: any(x.get('severity') in ('warning', 'error') for x in self.active.get(k, []))
+    # shown only as `info` now (`settle`), a finding that warned before is resolved: judged again, it is no failure
+    keys,gone = {life_key(a) for a in found if a.get('severity') != 'info' or not warned(life_key(a))},[]
     for k,life in list(self.active.items()):            # `judged` is `None` for a partial epoch: nothing judged again
         if k in keys or judged is None or not rejudged(life[-1], judged): continue
         del self.active[k]
