@@ -73,6 +73,10 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'warmup_schedule_stepped_per_epoch': "held-out, measured once: no alert (`lr_too_low` or `loss_stalled`)",
     'test_set_scaled_by_its_own_range': "held-out, measured once: the alert is `valid_at_chance` (the symptom), not "
                                         "`valid_input_shift`",
+    # bugs_fresh_fa9, _so9 and _pf9 (stop 62)
+    'normalised_only_when_reloaded': "dev: no alert; the validation inputs, normalised where training's are in 0..1, "
+                                     "fill the histograms' edge bins as the raw zeros do (0.39 of the mass apart)",
+    'multiclass_softmax_under_binary_crossentropy': "held-out, measured once: no alert (`loss_for_classes`)",
 }
 ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench
     'linear_regression_sgd_rate_diverges': "held-out, measured once: the twin (the rate lowered to 1e-4, x from 1 to 20 "
@@ -99,9 +103,7 @@ ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, a
     'property_targets_unscaled': "measured once: the twin raises `target_scale` too",
     'attention_dropout_left_on_in_eval': "measured once: the twin raises `gradient_flow` at `afm.projection` and `loss_stalled` "
                                          "(its loss falls only from 1.15 to 0.99)",
-    # bugs_fresh8 and bugs_fresh9 (dev half)
-    'augmentation_erases_the_label': "the twin (Adam at 1e-2) loses about 60% of `3`'s units: `dead` warnings at epochs "
-                                     "3 to 5, settled as info by epoch 6 (true of the twin, whose loss ratio is 0.51)",
+    # bugs_fresh8 and bugs_fresh9
     'arcface_sqrt_at_domain_edge': "measured once (held-out, not studied): the twin raises `loss_at_init` at `margin` "
                                    "and `loss_stalled` twice",
 }
@@ -136,8 +138,8 @@ def test_the_fixed_twin_or_healthy_run_trains_and_raises_nothing(name, tmp_path)
     assert trains(run.losses), f"it does not learn: its last losses are {loss_ratio(run.losses):.2f} of its first"
     assert list(zip(al.kind, al.layer, al.message)) == []   # a slow start's stall, if raised, is resolved: not active
 
-@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 97 of 131 "
-                                       "bugs, the first alert names it in 84, and 8 of 131 fixed twins alert "
+@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 99 of 134 "
+                                       "bugs, the first alert names it in 86, and 8 of 134 fixed twins alert "
                                        "(bench/diagnosis.py, one thread, seed 0)")
 def test_the_zoo_meets_its_targets():
     """At least 24 reported bugs and 30 healthy set-ups; on the held-out half, alerts name the cause of 90% of the bugs, the
