@@ -45,8 +45,9 @@ def copied_labels(xb:tuple, yb:tuple, o, loss_func)->list:
     except Exception: return []   # a loss that takes no such prediction: nothing to say
     if not (math.isfinite(own) and own < 0.5 * min(nxt, math.log(v))): return []
     return [verdict('labels_misaligned', 'error', f"the targets are the input tokens at their own positions, and the "
-                    f"loss scores a prediction that copies each one {own:.3g}, against {nxt:.3g} for the next token and "
-                    f"{math.log(v):.3g} at chance: the model is taught to copy what it reads, not to predict what follows",
+                    f"loss scores a prediction that copies each one {own:.3g}, against {nxt:.3g} for the next token "
+                    f"and {math.log(v):.3g} at chance: the model is taught to copy what it reads, not to predict what "
+                    "follows",
                     "shift the labels by one (targets `x[:, 1:]` for the outputs `[:, :-1]`), or let a loss that "
                     "shifts them inside (transformers' causal LMs given `labels`) score the model")]
 

@@ -238,10 +238,11 @@ def _one_step(model:nn.Module, zero:list, res:list)->tuple:
     for n in zero:
         p,_,w = n.rpartition('.')
         if w.startswith('weight_hh') and isinstance(mods.get(p), nn.RNNBase): rec.setdefault(p, []).append(n)
+    names = lambda ns: ', '.join(f'`{n}`' for n in ns[:4])
     said = [verdict('input_layout', 'warning', f"{module_label(model, p)}, ran over sequences of one step: its weights "
-                    f"on the hidden state ({', '.join(f'`{n}`' for n in ns[:4])}) get a gradient of exactly zero, as they "
-                    "do only when no step follows another", "give each sample its whole sequence on the time axis: "
-                    "`(batch, time, features)` with `batch_first=True`, else `(time, batch, features)`", layer=p)
+                    f"on the hidden state ({names(ns)}) get a gradient of exactly zero, as they do only when no step "
+                    "follows another", "give each sample its whole sequence on the time axis: `(batch, time, "
+                    "features)` with `batch_first=True`, else `(time, batch, features)`", layer=p)
             for p,ns in rec.items()]
     return [n for n in zero if not any(n in ns for ns in rec.values())],res + said
 

@@ -24,7 +24,6 @@ __all__ = ['HALF_HINT', 'DATA_HINT', 'GROWN_HINT', 'GROWN', 'JUMP', 'MASK_NOTE',
 # %% ../nbs/03g_nonfinite.ipynb #c281b751
 def _floats(o)->list: return [t for t in tree_leaves(o) if isinstance(t, torch.Tensor) and t.is_floating_point()]
 def _finite(ts:list)->bool: return all(bool(torch.isfinite(t).all()) for t in ts)
-def _inside(q:str, p:str)->bool: return not p or q == p or q.startswith(p + '.')   # module `q` in `p`
 
 # operations that return memory they did not write: what it holds (NaN under `torch.use_deterministic_algorithms`) is
 # no result
@@ -123,8 +122,8 @@ def find_nonfinite(
         def leave(m, a, o):                                 # returns `None`: the output is left as it is
             p = stack.pop()
             if loss is not None: _node_owners(o, p, nodes)
-            if mode.found is not None and _inside(mode.found['module'], p) and _finite(_floats(o)):
-                mode.found = None   # a module whose output is finite masked it (T5's `log` of relative positions)
+            if mode.found is not None and mode.found['module'] == p and _finite(_floats(o)):
+                mode.found = None   # the module that made it returns finite: it masked it (T5's `log` of positions)
         for path,m in model.named_modules():
             if scripted(m): continue    # TorchScript takes no hooks: its operations count as its eager parent's
             hooks += [m.register_forward_pre_hook(enter(path)), m.register_forward_hook(leave)]
