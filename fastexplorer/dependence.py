@@ -22,10 +22,14 @@ __all__ = ['EVAL_SAMPLES', 'next_token_axis', 'copied_labels', 'ends', 'later_re
            'batch_stats_verdict', 'mixing_module', 'check_batch_independence', 'eval_checks']
 
 # %% ../nbs/03ih_dependence.ipynb #63928efa
+def _tokens(x, y, o)->bool:
+    "Whether inputs `x` and targets `y` are token ids of one shape `(batch, 3 positions or more)`, `o` an output tensor"
+    ids = lambda t: isinstance(t, torch.Tensor) and t.ndim == 2 and not t.is_floating_point()
+    return ids(x) and ids(y) and x.shape == y.shape and x.shape[1] >= 3 and isinstance(o, torch.Tensor)
+
 def next_token_axis(x, y, o)->int|None:
     "The position axis of output `o` if the targets `y` are the token ids `x` shifted by one; else `None`"
-    ids = lambda t: isinstance(t, torch.Tensor) and t.ndim == 2 and not t.is_floating_point()
-    if not (ids(x) and ids(y) and x.shape == y.shape and x.shape[1] >= 3 and isinstance(o, torch.Tensor)): return None
+    if not _tokens(x, y, o): return None
     if float((y[:, :-1] == x[:, 1:]).float().mean()) < 0.9: return None
     return next((a for a in (1, 2) if o.ndim > a and o.shape[a] == x.shape[1]), None)
 
@@ -33,10 +37,8 @@ def next_token_axis(x, y, o)->int|None:
 def copied_labels(xb:tuple, yb:tuple, o, loss_func)->list:
     "`labels_misaligned` if the targets are the input tokens at their own positions and `loss_func` rewards copying"
     x,y = next((t for t in xb if isinstance(t, torch.Tensor)), None),(yb[0] if yb else None)
-    ids = lambda t: isinstance(t, torch.Tensor) and t.ndim == 2 and not t.is_floating_point()
-    if not (ids(x) and ids(y) and x.shape == y.shape and x.shape[1] >= 3 and isinstance(o, torch.Tensor)
-            and o.is_floating_point() and o.ndim == 3 and o.shape[:2] == x.shape and o.shape[2] > int(x.max())
-            and int(x.min()) >= 0 and float((y == x).float().mean()) >= 0.9): return []
+    if not (_tokens(x, y, o) and o.is_floating_point() and o.ndim == 3 and o.shape[:2] == x.shape
+            and o.shape[2] > int(x.max()) and int(x.min()) >= 0 and float((y == x).float().mean()) >= 0.9): return []
     v = o.shape[2]
     def scored(t):   # the loss of a prediction putting 0.9 on token `t` at each position, the rest spread evenly
         p = torch.full(o.shape, 0.1 / (v - 1), device=o.device).scatter_(2, t.unsqueeze(2), 0.9)
@@ -203,7 +205,8 @@ def check_batch_independence(model:nn.Module, # already in eval mode
             return [batch_stats_verdict(model, p)]
         return [_mixing_verdict(model, mixing_module(model, xb))]
     ok = verdict('batch_independence', 'ok', "each sample's output depends on its own input alone")
-    return [ok] + ((copy if not later_read(g) else []) if copy else check_future(g, axis))   # an autoencoder copies
+    if copy: return [ok] + ([] if later_read(g) else copy)   # an autoencoder, reading every position, copies rightly
+    return [ok] + check_future(g, axis)
 
 # %% ../nbs/03ih_dependence.ipynb #17fda7ba
 EVAL_SAMPLES = 8   # the samples the eval-mode checks run on

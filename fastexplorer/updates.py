@@ -112,18 +112,22 @@ def update_alerts(stats:dict, course:dict, steps:int, named=(), held=None)->list
     return fa + gradless_alerts(stats, course, steps, held)
 
 # %% ../nbs/03hd_updates.ipynb #d8d29b4a
+def _cb_names(opt)->set:
+    "The names of a fastai `Optimizer`'s step callbacks (`weight_decay`, `sgd_step`…)"
+    return {getattr(getattr(cb, 'func', cb), '__name__', '') for cb in getattr(opt, 'cbs', None) or []}
+
 def decoupled(opt)->bool|None:
     "Whether `opt` decays the weights apart from their gradients (AdamW, fastai's `true_wd`); `None`: not known"
     if (inner := getattr(opt, 'opt', None)) is not None:    # fastai's `OptimWrapper` of a torch optimiser
         g = inner.param_groups[0] if getattr(inner, 'param_groups', None) else {}
         return isinstance(inner, torch.optim.AdamW) or bool(g.get('decoupled_weight_decay'))
-    names = {getattr(getattr(cb, 'func', cb), '__name__', '') for cb in getattr(opt, 'cbs', None) or []}
+    names = _cb_names(opt)
     return True if 'weight_decay' in names else False if 'l2_reg' in names else None
 
 def plain_sgd(opt)->bool:
     "Whether `opt` is SGD, under which an L2 term too multiplies each weight by `1 - lr·wd` a step (momentum amplifies)"
     if (inner := getattr(opt, 'opt', None)) is not None: return isinstance(inner, torch.optim.SGD)
-    names = {getattr(getattr(cb, 'func', cb), '__name__', '') for cb in getattr(opt, 'cbs', None) or []}
+    names = _cb_names(opt)
     return 'average_sqr_grad' not in names and bool(names & {'sgd_step', 'momentum_step'})
 
 def decay_plan(learn)->dict:
