@@ -243,6 +243,26 @@ def check_shapes(o:torch.Tensor, y)->list:
                     "every target", "give them the same shape (`out.squeeze(1)` or `y.unsqueeze(1)`), or use fastai's "
                     "`MSELossFlat`, which flattens both", shapes=[list(o.shape), list(y.shape), list(b)])]
 
+# %% ../nbs/03ha_contract.ipynb #3dfd2494
+def _log_probs(o:torch.Tensor, axis:int=1)->bool:
+    "Whether output `o` holds log-probabilities over classes on `axis`: none above 0, each sample's `logsumexp` 0"
+    return (o.ndim >= 2 and o.shape[axis] > 1 and bool((o <= 0).all())
+            and bool((o.logsumexp(axis).abs() < 1e-3).all()))
+
+def _loss_not_finite(o:torch.Tensor, loss:float, axis:int=1)->list:
+    "The verdict on a first loss that is NaN or Inf: made by the model's output `o`, or by the loss from finite ones"
+    if not bool(torch.isfinite(o).all()):
+        return [verdict('nonfinite', 'error', "the model's outputs hold NaN or Inf on the first batch, before any "
+                        "step", "look at what the model computes: `find_nonfinite` names the operation")]
+    if _log_probs(o, axis):   # named: the module that made them (`name_makers`, `at` 0)
+        return [verdict('nonfinite_loss', 'error', f"the loss is {loss} on the first batch, from finite outputs that "
+                        "are log-probabilities already (none above 0, their exponentials summing to 1 over the "
+                        "classes): the loss takes their log again", "give them to a loss that takes log-probabilities "
+                        "(`NLLLoss`), or drop the `LogSoftmax` and give the logits to `CrossEntropyLossFlat`", at=0)]
+    return [verdict('nonfinite_loss', 'error', f"the loss is {loss} on the first batch, from finite outputs: the loss "
+                    "function made it", "a log of a probability that is 0? give logits to a loss that takes them, or "
+                    "clamp")]
+
 # %% ../nbs/03ha_contract.ipynb #6bb73d10
 def check_loss_contract(
     out:torch.Tensor,  # the model's output
@@ -256,13 +276,7 @@ def check_loss_contract(
     ignore:int|None=-100)->list: # the class index the loss skips (`ignore_index`)
     "Verdicts on the loss at initialisation and on what feeds it"
     res,o = [],out.detach().float()
-    if loss is not None and not math.isfinite(loss):
-        if bool(torch.isfinite(o).all()):
-            res.append(verdict('nonfinite_loss', 'error', f"the loss is {loss} on the first batch, from finite "
-                               "outputs: the loss function made it",
-                               "a log of a probability that is 0? give logits to a loss that takes them, or clamp"))
-        else: res.append(verdict('nonfinite', 'error', "the model's outputs hold NaN or Inf on the first batch, before "
-                                 "any step", "look at what the model computes: `find_nonfinite` names the operation"))
+    if loss is not None and not math.isfinite(loss): res += _loss_not_finite(o, loss, axis)
     c = o.shape[axis] if o.ndim >= 2 else 1
     if kind == 'ce' and o.ndim >= 2 and c == 1:
         res.append(verdict('output_classes', 'error', "cross-entropy over one output unit: its softmax is always 1, "
@@ -338,7 +352,8 @@ def name_makers(verdicts:list, # changed in place
     ns = out_nodes(o, 3)
     units = (o.shape[axis] if o.ndim >= 2 else 1) if isinstance(o, torch.Tensor) else None
     for v in verdicts:
-        if v['check'] not in _OUTPUT_CHECKS or v['layer'] or v['severity'] not in ('warning', 'error'): continue
+        about = v['check'] in _OUTPUT_CHECKS or 'at' in v   # about the output, or an operation named by `at`
+        if not about or v['layer'] or v['severity'] not in ('warning', 'error'): continue
         at = v.get('at', 0)
         if at >= len(ns) or (p := owners.get(ns[at])) is None: continue
         q = owners.get(ns[at + 1]) if not p and at + 1 < len(ns) else None   # a function of `forward` on a module's

@@ -19,7 +19,7 @@ from .state import ModelState, preserved_rng, learner_autocast
 from .contract import module_label
 
 # %% auto #0
-__all__ = ['running_norms', 'eval_gap', 'EvalGap', 'gap_alert']
+__all__ = ['BROKEN_HINT', 'running_norms', 'eval_gap', 'EvalGap', 'gap_alert']
 
 # %% ../nbs/03hcc_evalgap.ipynb #d8dd1531
 _NORMS = nn.modules.batchnorm._BatchNorm
@@ -35,6 +35,7 @@ def _z(z:dict, p:str, run:tuple, m:nn.Module, args:tuple):
     x,(rm,rv,eps) = x.detach().float(),run
     mu = x.mean([d for d in range(x.dim()) if d != 1])
     z[p] = ((mu - rm.float()).abs() / (rv.float() + eps).sqrt()).mean()
+    z[p] = torch.where(rm.isfinite().all() & rv.isfinite().all(), z[p], math.inf)   # NaN or Inf: off by any measure
 
 def eval_gap(learn, xb:tuple, yb:tuple)->dict|None:
     """`{'eval', 'batch', 'z'}`: the loss of the training batch `xb`, `yb` in evaluation mode, and with the BatchNorms
@@ -87,9 +88,12 @@ def gap_alert(facts:dict)->dict|None:
     if not g or not all(math.isfinite(g[k]) for k in ('eval', 'batch')): return None
     if not (g['eval'] > 2 * g['batch'] and g['eval'] - g['batch'] > 1e-6): return None
     if (p := next((p for p,v in g['z'].items() if v > 1), None)) is None: return None   # many a little off: no culprit
-    at = (f"{g.get('labels', {}).get(p, f'`{p}`')}'s running mean is {g['z'][p]:.3g} running standard deviations "
-          "from its input's mean")
-    return dict(kind='eval_stats_stale', layer=p, stat='eval', value=g['eval'] / max(g['batch'], 1e-12),
+    who = g.get('labels', {}).get(p, f'`{p}`')
+    at = (f"{who}'s running statistics hold NaN or Inf: evaluation normalises by them, whatever the input"
+          if g['z'][p] == math.inf else
+          f"{who}'s running mean is {g['z'][p]:.3g} running standard deviations from its input's mean")
+    hint = {'hint': BROKEN_HINT} if g['z'][p] == math.inf else {}
+    return dict(kind='eval_stats_stale', layer=p, stat='eval', value=g['eval'] / max(g['batch'], 1e-12), **hint,
                 message=f"the validation loss is {g['valid']:.4g} against {g['train']:.4g} in training, and evaluation "
                         f"mode alone does it: a training batch's loss is {g['eval']:.4g} in evaluation mode and "
                         f"{g['batch']:.4g} with each BatchNorm normalising by the batch's own statistics; {at}")
@@ -97,3 +101,6 @@ def gap_alert(facts:dict)->dict|None:
 HINTS['eval_stats_stale'] = ("the BatchNorm's running statistics lag the data it normalises (a momentum of 0.1 "
                              "averages batches whose inputs still change): build it with `track_running_stats=False`, "
                              "raise its `momentum`, or re-estimate the statistics on training batches before validating")
+BROKEN_HINT = ("NaN or Inf reached the running statistics in training mode: a batch that held them, or a tensor from "
+               "`torch.empty` run through the model (a dummy input to trace it); run such passes in `eval()` mode on "
+               "zeros, and reset the statistics (`reset_running_stats()`)")

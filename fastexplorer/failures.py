@@ -15,8 +15,9 @@ from .hooks import first_tensor
 from .state import scripted
 
 # %% auto #0
-__all__ = ['inplace_error', 'find_inplace', 'backward_runs', 'out_of_place', 'stopped', 'backward_failed', 'no_output',
-           'untrainable', 'untrained_norms', 'check_frozen', 'check_loader', 'ZeroInputs', 'check_gradients']
+__all__ = ['ZERO_HINT', 'UNDERFLOW_HINT', 'inplace_error', 'find_inplace', 'backward_runs', 'out_of_place', 'stopped',
+           'backward_failed', 'no_output', 'untrainable', 'untrained_norms', 'check_frozen', 'check_loader',
+           'ZeroInputs', 'check_gradients']
 
 # %% ../nbs/03ig_failures.ipynb #5e15d749
 def inplace_error(e:BaseException)->bool:
@@ -127,7 +128,7 @@ def untrainable(loss, model:nn.Module)->list:
         return [verdict('loss', 'error', f"the loss returns a tensor of shape {tuple(loss.shape)}, not a scalar: "
                         "`backward` needs one value", "reduce it, e.g. `.mean()` (or pass `reduction='mean'` to the "
                         "loss)", shape=list(loss.shape))]
-    if loss.requires_grad or any(p.requires_grad for p in model.parameters()): return []
+    if any(p.requires_grad for p in model.parameters()): return []   # not the loss's: an input may need a gradient
     n = sum(1 for _ in model.parameters())
     ev = (f"none of the model's {n} parameters can be trained (each has `requires_grad=False`)" if n else
           "the model has no parameters to train: nothing it computes can change")
@@ -246,6 +247,19 @@ def _one_step(model:nn.Module, zero:list, res:list)->tuple:
             for p,ns in rec.items()]
     return [n for n in zero if not any(n in ns for ns in rec.values())],res + said
 
+# %% ../nbs/03ig_failures.ipynb #1768ae10
+ZERO_HINT = ("nothing reaches them from the loss: a layer after them whose outputs are all 0 (ReLUs after a large "
+             "negative bias), or a saturated activation")
+UNDERFLOW_HINT = ("in float16 a gradient below 6e-8 rounds to zero: theirs underflow. Keep the weights in float32 and "
+                  "train in mixed precision (fastai's `to_fp16` scales the loss so that small gradients survive)")
+
+def _zero_verdict(named:list, zero:list, show)->dict:
+    "The warning on parameters `zero` (of `named`) whose gradient is exactly zero: cut off, or underflown in float16"
+    half = all(p.dtype == torch.float16 for n,p in named if n in zero)
+    return verdict('gradient_flow', 'warning', f"{len(zero)} of {len(named)} trainable parameters get a gradient of "
+                   f"exactly zero on the first batch: {show(zero)}" + (", all of them float16" if half else ''),
+                   UNDERFLOW_HINT if half else ZERO_HINT, layer=zero[-1].rpartition('.')[0], zero=zero)
+
 # %% ../nbs/03ig_failures.ipynb #b87e5871
 def check_gradients(model:nn.Module,
                     groups:list|None=None, # the optimiser's: trainable parameters in none of them are said too
@@ -272,10 +286,7 @@ def check_gradients(model:nn.Module,
         res.append(verdict('gradient_flow', 'error', "every gradient is exactly zero on the first batch",
                            "the loss does not depend on the parameters: a constant output, or a loss of 0"))
     elif zero and not (zw := _zero_weights(model) if zeros is None else zeros):   # zero: none before
-        res.append(verdict('gradient_flow', 'warning', f"{len(zero)} of {len(named)} trainable parameters get a "
-                           f"gradient of exactly zero on the first batch: {show(zero)}", "nothing reaches them from "
-                           "the loss: a layer after them whose outputs are all 0 (ReLUs after a large negative bias), "
-                           "or a saturated activation", layer=zero[-1].rpartition('.')[0], zero=zero))
+        res.append(_zero_verdict(named, zero, show))
     if groups is not None:
         held = {id(p) for g in groups for p in g}
         lost = [n for n,p in named if id(p) not in held]

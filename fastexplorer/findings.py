@@ -21,6 +21,7 @@ from .settle import settle, explain
 from .pipeline import LearnerPass
 from .formats import life_key
 from .updates import WeightCourse, update_alerts, wd_alert
+from .ratecuts import starved
 from .targets import unseen_crash
 from .modes import train_mode_alert, eval_mode_alert, crash_alert, eval_layers
 
@@ -236,6 +237,8 @@ def epoch_alerts(self:Findings,
     held = {k for _,ks in groups for k in ks} if groups else None   # what the optimiser updates itself
     fa = update_alerts(stats, course, self.course.steps, named, held)
     found += group_alerts([{**a, 'source': 'epoch'} for a in fa])
+    if starved(facts) and life_key({'kind': 'frozen', 'stat': 'weight'}) not in self.active:   # stilled by the rate
+        found = [a for a in found if a['kind'] != 'frozen']
     if losses is None: return self.resolve(found, step, None, epoch)   # a partial epoch: nothing judged again
     v = [x for x in losses if math.isfinite(x)]
     wd = decay and 'loss_stalled' in judged_kinds(v, wait) and wd_alert(stats, course, decay, v, chance, facts)

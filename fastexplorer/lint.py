@@ -177,7 +177,15 @@ def check_dropout_rate(model:nn.Module, rates:dict, most:float=0.5)->list:
                     layer=p, p=q, layers=list(bad))]
 
 # %% ../nbs/03if_lint.ipynb #d3dd16df
-def check_registered(model:nn.Module, o)->list:
+def _per_batch(v:torch.Tensor, inputs:tuple)->bool:
+    "Whether leaf `v` is made from the batch `inputs`, not learnt: one of them (its storage), or as long as the batch"
+    xs = [x for x in inputs if isinstance(x, torch.Tensor)]
+    if isinstance(v, nn.Parameter) or not xs: return False
+    same = lambda x: x.untyped_storage().data_ptr() == v.untyped_storage().data_ptr()
+    return any(same(x) for x in xs) or (len(xs[0]) > 1 and v.ndim > 0 and len(v) == len(xs[0]))
+
+def check_registered(model:nn.Module, o,
+                     inputs:tuple=())->list: # the batch's inputs: a tensor made from them needing a gradient is none
     "Verdict on the tensors output `o` depends on that require gradients but are not parameters of `model`"
     if not isinstance(o, torch.Tensor) or o.grad_fn is None: return []
     own,todo,seen,found = {id(p) for p in model.parameters()},[o.grad_fn],set(),{}
@@ -186,7 +194,8 @@ def check_registered(model:nn.Module, o)->list:
         if f is None or f in seen: continue
         seen.add(f)
         # a leaf that requires gradients: its `AccumulateGrad` node holds it
-        if (v := getattr(f, 'variable', None)) is not None and id(v) not in own: found[id(v)] = v
+        if (v := getattr(f, 'variable', None)) is not None and id(v) not in own and not _per_batch(v, inputs):
+            found[id(v)] = v
         todo += [g for g,_ in f.next_functions]
     if not found: return []
     vs = list(found.values())
@@ -198,8 +207,8 @@ def check_registered(model:nn.Module, o)->list:
                     "Python list or dict, and make learnt tensors `nn.Parameter`s", count=len(vs))]
 
 # %% ../nbs/03if_lint.ipynb #20a1ce46
-def check_structure(co:CallOrder, model:nn.Module, o)->list:
+def check_structure(co:CallOrder, model:nn.Module, o, inputs:tuple=())->list:
     "Verdicts on the structure one forward ran (`co`, its hooks already off; `o`, the output it made, graph intact)"
     # word vectors averaged into linear layers (fastText, CBOW) are a linear model by design: not judged
     return (check_linear_stack(model, o, {} if co.lookups else co.lin) + check_norm_placement(model, co.seen)
-            + check_dropout_rate(model, co.rates) + check_registered(model, o))
+            + check_dropout_rate(model, co.rates) + check_registered(model, o, inputs))

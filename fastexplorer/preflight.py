@@ -322,8 +322,9 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
                 return name_makers([v for v in vs if v['severity'] != 'ok'] + [
                     verdict('loss', 'error', msg, "check the output's shape and classes against the targets'")], *named)
         if (stop := untrainable(loss, model)): return stop   # not a scalar, or nothing to train
-        res = check_first_layers(fa.seen, out=made_by(own.nodes, o)) + check_structure(co, model, o) + check_loss_contract(
-            o, y, mean_loss(learn.loss_func, loss, o, axis), kind, axis, final_op(o), final_op(o, 1), flat, ig)
+        res = check_first_layers(fa.seen, out=made_by(own.nodes, o)) + check_structure(co, model, o, xb)
+        res += check_loss_contract(o, y, mean_loss(learn.loss_func, loss, o, axis), kind, axis, final_op(o),
+                                   final_op(o, 1), flat, ig)
         if kind is None and (act := own_loss_activation(loss, o, axis)):   # a loss of one's own: what it does to `o`
             res = act + [v for v in res if v['check'] != 'loss_contract']
         ps = [p for p in model.parameters() if p.requires_grad]

@@ -12,7 +12,7 @@ from .alerts import HINTS
 
 # %% auto #0
 __all__ = ['CUT_FOLD', 'CUT_RUN', 'LOW', 'MAX_HINT', 'CUT_HINT', 'schedulers_of', 'lr_schedule', 'fastai_lr', 'RateCourse',
-           'cut_alert']
+           'cut_alert', 'starved']
 
 # %% ../nbs/03hde_ratecuts.ipynb #bcd04b1c
 _SCHEDULER = getattr(lr_scheduler, 'LRScheduler', getattr(lr_scheduler, '_LRScheduler', None))
@@ -102,3 +102,11 @@ MAX_HINT = ("the learning rate is cut by the scheduler, not by a plateau of the 
 CUT_HINT = ("the learning rate is cut while the loss still falls: look at what cuts it, a scheduler stepped more often "
             "than meant (at every batch, or in a loop that runs more than once an epoch), or let fastai schedule the "
             "rate (`fit_one_cycle`)")
+
+# %% ../nbs/03hde_ratecuts.ipynb #5cb83084
+def starved(facts:dict|None)->bool:
+    "Whether the learning rate at the epoch's end (`facts['rates']`) is at most `LOW` of its peak: steps round away"
+    c = (facts or {}).get('rates')
+    if not c or not c.get('lrs'): return False
+    peak = max(c['lrs'])
+    return peak > 0 and c['lrs'][-1] <= LOW * peak
