@@ -77,6 +77,19 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'normalised_only_when_reloaded': "dev: no alert; the validation inputs, normalised where training's are in 0..1, "
                                      "fill the histograms' edge bins as the raw zeros do (0.39 of the mass apart)",
     'multiclass_softmax_under_binary_crossentropy': "held-out, measured once: no alert (`loss_for_classes`)",
+    # bugs_fresh_gh9 to _gh12 (stop 63): truths written before any run; the held-out cases measured at their merge
+    'train_metrics_ground_truth_unshuffled': "dev: no alert; only the loop's own training metric is wrong, scored "
+                                             "against unshuffled labels, and training is sound: no statistic sees it",
+    'report_scores_stale_preds': "dev: no alert; the epoch's report scores a stale global, and training is sound: no "
+                                 "statistic sees it",
+    'peft_adapter_loaded_not_trainable': "held-out: the preflight's error says no parameter can be trained, as "
+                                         "`gradient_flow`, not `frozen`",
+    'attention_mask_inverted_to_padding': "held-out, measured once: the first alert is `gradient_flow` at `attn.v`, "
+                                          "not `constant_output` or `ignores_input` at `attn`",
+    'sft_loss_mask_dropped': "held-out, measured once: no alert (`padding_in_loss` on prompt tokens)",
+    'midtraining_lr_ramps_up': "held-out, measured once: no alert (a rate ramped up from 0; the run still learns)",
+    'rotary_embedding_arguments_swapped': "held-out, measured once: no alert (the saturated softmax is inside "
+                                          "`scaled_dot_product_attention`, no module's output)",
 }
 ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench
     'linear_regression_sgd_rate_diverges': "held-out, measured once: the twin (the rate lowered to 1e-4, x from 1 to 20 "
@@ -138,8 +151,8 @@ def test_the_fixed_twin_or_healthy_run_trains_and_raises_nothing(name, tmp_path)
     assert trains(run.losses), f"it does not learn: its last losses are {loss_ratio(run.losses):.2f} of its first"
     assert list(zip(al.kind, al.layer, al.message)) == []   # a slow start's stall, if raised, is resolved: not active
 
-@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 99 of 134 "
-                                       "bugs, the first alert names it in 86, and 8 of 134 fixed twins alert "
+@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 104 of 144 "
+                                       "bugs, the first alert names it in 93, and 8 of 144 fixed twins alert "
                                        "(bench/diagnosis.py, one thread, seed 0)")
 def test_the_zoo_meets_its_targets():
     """At least 24 reported bugs and 30 healthy set-ups; on the held-out half, alerts name the cause of 90% of the bugs, the
