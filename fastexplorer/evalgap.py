@@ -19,9 +19,9 @@ from .state import ModelState, preserved_rng, learner_autocast
 from .contract import module_label
 
 # %% auto #0
-__all__ = ['BROKEN_HINT', 'running_norms', 'eval_gap', 'EvalGap', 'gap_alert']
+__all__ = ['BROKEN_HINT', 'running_norms', 'broken_norms', 'eval_gap', 'EvalGap', 'gap_alert']
 
-# %% ../nbs/03hcc_evalgap.ipynb #d8dd1531
+# %% ../nbs/03hcc_evalgap.ipynb #654722af
 _NORMS = nn.modules.batchnorm._BatchNorm
 
 def running_norms(model:nn.Module)->list:
@@ -29,6 +29,14 @@ def running_norms(model:nn.Module)->list:
     return [(p, m) for p,m in model.named_modules() if isinstance(m, _NORMS) and m.track_running_stats
             and m.running_mean is not None and m.running_var is not None]
 
+def broken_norms(model:nn.Module)->list:
+    "The paths of `model`'s BatchNorms whose running statistics hold NaN or Inf (one transfer)"
+    norms = running_norms(model)
+    if not norms: return []
+    ok = torch.stack([m.running_mean.isfinite().all() & m.running_var.isfinite().all() for _,m in norms]).tolist()
+    return [p for (p,_),k in zip(norms, ok) if not k]
+
+# %% ../nbs/03hcc_evalgap.ipynb #d8dd1531
 def _z(z:dict, p:str, run:tuple, m:nn.Module, args:tuple):
     "Note in `z[p]` how far the running mean and variance `run` are from the input's mean, in running deviations"
     if p in z or not args or not isinstance(x := args[0], torch.Tensor) or x.dim() < 2: return
@@ -72,35 +80,45 @@ class EvalGap:
     def read(self, valid_loss:float|None, losses:list)->dict|None:
         "`eval_gap` of the kept batch with the epoch's `valid_loss` and training loss (`losses`' last five), or `None`"
         v = [x for x in losses[-5:] if math.isfinite(x)]
-        if self.learn is None or not v or valid_loss is None or not math.isfinite(valid_loss): return None
-        train = statistics.median(v)
-        if not (train > 0 and valid_loss > 2 * train): return None
-        if not self.xb: return None
+        if self.learn is None or not v or not self.xb: return None
+        train,model = statistics.median(v),unwrap_model(self.learn.model)
+        bad = valid_loss is None or not math.isfinite(valid_loss)
+        if not broken_norms(model) and (bad or not (train > 0 and valid_loss > 2 * train)): return None
         try: g = eval_gap(self.learn, self.xb, self.yb)
         except Exception: return None   # a model that cannot run a batch again: nothing measured, nothing said
-        m = unwrap_model(self.learn.model)
-        return g and {**g, 'valid': valid_loss, 'train': train, 'labels': {p: module_label(m, p) for p in g['z']}}
+        return g and {**g, 'valid': math.nan if bad else valid_loss, 'train': train,
+                      'labels': {p: module_label(model, p) for p in g['z']}}
 
 # %% ../nbs/03hcc_evalgap.ipynb #ad460031
+def _broken_alert(g:dict)->dict|None:
+    "`eval_stats_stale` at the first BatchNorm of `g` (`eval_gap`) whose running statistics hold NaN or Inf"
+    if (p := next((p for p,v in g['z'].items() if v == math.inf), None)) is None: return None
+    r = g['eval'] / max(g['batch'], 1e-12)
+    return dict(kind='eval_stats_stale', layer=p, stat='eval', value=r if math.isfinite(r) else None, hint=BROKEN_HINT,
+                message=f"{g.get('labels', {}).get(p, f'`{p}`')}'s running statistics hold NaN or Inf, and evaluation "
+                        f"normalises by them whatever the input: a training batch's loss is {g['eval']:.4g} in "
+                        f"evaluation mode and {g['batch']:.4g} with each BatchNorm normalising by the batch's own "
+                        "statistics")
+
+BROKEN_HINT = ("NaN or Inf reached the running statistics in training mode: a batch that held them, or a tensor from "
+               "`torch.empty` run through the model (a dummy input to trace it); run such passes in `eval()` mode on "
+               "zeros, and reset the statistics (`reset_running_stats()`)")
+
+# %% ../nbs/03hcc_evalgap.ipynb #d3faeee0
 def gap_alert(facts:dict)->dict|None:
     "`eval_stats_stale` at the BatchNorm whose running statistics are off, if evaluation mode doubles a batch's loss"
-    g = facts.get('eval_gap')
-    if not g or not all(math.isfinite(g[k]) for k in ('eval', 'batch')): return None
+    if not (g := facts.get('eval_gap')): return None
+    if (a := _broken_alert(g)) is not None: return a
+    if not all(math.isfinite(g[k]) for k in ('eval', 'batch', 'valid')): return None
     if not (g['eval'] > 2 * g['batch'] and g['eval'] - g['batch'] > 1e-6): return None
     if (p := next((p for p,v in g['z'].items() if v > 1), None)) is None: return None   # many a little off: no culprit
-    who = g.get('labels', {}).get(p, f'`{p}`')
-    at = (f"{who}'s running statistics hold NaN or Inf: evaluation normalises by them, whatever the input"
-          if g['z'][p] == math.inf else
-          f"{who}'s running mean is {g['z'][p]:.3g} running standard deviations from its input's mean")
-    hint = {'hint': BROKEN_HINT} if g['z'][p] == math.inf else {}
-    return dict(kind='eval_stats_stale', layer=p, stat='eval', value=g['eval'] / max(g['batch'], 1e-12), **hint,
+    return dict(kind='eval_stats_stale', layer=p, stat='eval', value=g['eval'] / max(g['batch'], 1e-12),
                 message=f"the validation loss is {g['valid']:.4g} against {g['train']:.4g} in training, and evaluation "
                         f"mode alone does it: a training batch's loss is {g['eval']:.4g} in evaluation mode and "
-                        f"{g['batch']:.4g} with each BatchNorm normalising by the batch's own statistics; {at}")
+                        f"{g['batch']:.4g} with each BatchNorm normalising by the batch's own statistics; "
+                        f"{g.get('labels', {}).get(p, f'`{p}`')}'s running mean is {g['z'][p]:.3g} running standard "
+                        "deviations from its input's mean")
 
 HINTS['eval_stats_stale'] = ("the BatchNorm's running statistics lag the data it normalises (a momentum of 0.1 "
                              "averages batches whose inputs still change): build it with `track_running_stats=False`, "
                              "raise its `momentum`, or re-estimate the statistics on training batches before validating")
-BROKEN_HINT = ("NaN or Inf reached the running statistics in training mode: a batch that held them, or a tensor from "
-               "`torch.empty` run through the model (a dummy input to trace it); run such passes in `eval()` mode on "
-               "zeros, and reset the statistics (`reset_running_stats()`)")
