@@ -92,7 +92,9 @@ class EvalGap:
 # %% ../nbs/03hcc_evalgap.ipynb #ad460031
 def _broken_alert(g:dict)->dict|None:
     "`eval_stats_stale` at the first BatchNorm of `g` (`eval_gap`) whose running statistics hold NaN or Inf"
-    if (p := next((p for p,v in g['z'].items() if v == math.inf), None)) is None: return None
+    # a batch's loss NaN on its own statistics: the model is broken, and its norms' statistics only follow it
+    if not math.isfinite(g['batch']) or (p := next((p for p,v in g['z'].items() if v == math.inf), None)) is None:
+        return None
     r = g['eval'] / max(g['batch'], 1e-12)
     return dict(kind='eval_stats_stale', layer=p, stat='eval', value=r if math.isfinite(r) else None, hint=BROKEN_HINT,
                 message=f"{g.get('labels', {}).get(p, f'`{p}`')}'s running statistics hold NaN or Inf, and evaluation "
