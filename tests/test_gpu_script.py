@@ -23,3 +23,13 @@ def test_gpu_script_refuses_a_missing_device():
     import torch
     if torch.cuda.device_count() > 7: return
     assert r.returncode == 2 and '--device cuda:7' in r.stderr, r.stderr[-2000:]
+
+def test_gpu_script_times_a_slow_contender_once(tmp_path):
+    "A contender whose first fit passes `--slow` is timed by that fit alone and still gets its row (here: every one)"
+    out = tmp_path/'table.md'
+    r = subprocess.run([sys.executable, 'bench/gpu.py', '--device', 'cpu', '--quick', '--only', 'overhead', '--slow', '0',
+                        '--out', str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = [l.split(' | ') for l in out.read_text().splitlines() if l.startswith('| overhead')]
+    assert len(rows) == 4 and sum('its first fit only' in r[2] for r in rows) == 3, rows
+    assert 'ratio 1.000' in rows[0][3], rows
