@@ -403,8 +403,10 @@ class InputNorms:
             x = args[0] if args else None
             if self.first is not None or not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.ndim >= 2
                                               and len(x) == len(x0) and x.numel()): return
+            own = (x.data_ptr(), tuple(x.shape)) in self.keys   # the input itself
+            if own and next(m.children(), None) is not None: return   # a container with weights: its layers tell
             self.first = p
-            if (x.data_ptr(), tuple(x.shape)) in self.keys: return   # the input itself
+            if own: return
             a,s = channel_scale(x)
             if a <= SCALE_BIG and 0.02 < s <= SCALE_BIG:   # at unit scale: the model standardised the input first
                 self.found.setdefault(i, (p, cls, "is the first layer to run, and takes it rescaled by the model "
