@@ -36,12 +36,12 @@ def loss_name(loss_func)->str:
     return type(f).__name__ if isinstance(f, nn.Module) else getattr(f, '__name__', type(f).__name__)
 
 def loss_kind(loss_func)->str|None:
-    "`ce`, `bce_logits`, `nll`, `bce`, `regression` or `None`: what `loss_func` expects"
+    "`ce`, `bce_logits`, `nll`, `ctc`, `bce`, `regression` or `None`: what `loss_func` expects"
     name = loss_name(loss_func)
     # the binary ones first: `binary_cross_entropy` holds `cross_entropy`; a Gaussian or Poisson NLL is no class loss
     for k,names in (('bce_logits', ('BCEWithLogits', 'binary_cross_entropy_with_logits')),
                     ('bce', ('BCELoss', 'binary_cross_entropy')), ('ce', ('CrossEntropy', 'cross_entropy')),
-                    ('nll', ('NLLLoss', 'nll_loss')),
+                    ('nll', ('NLLLoss', 'nll_loss')), ('ctc', ('CTCLoss', 'ctc_loss')),
                     ('regression', ('MSELoss', 'L1Loss', 'SmoothL1', 'Huber', 'mse_loss', 'l1_loss'))):
         if any(n in name for n in names): return None if k == 'nll' and re.match('(gaussian|poisson)', name, re.I) else k
     return None
@@ -98,7 +98,7 @@ def own_softmax(loss, o)->bool:
 # %% ../nbs/03ha_contract.ipynb #1d8a639b
 _GRAPH_KINDS = {'NllLoss': 'nll', 'NllLoss2D': 'nll', 'BinaryCrossEntropy': 'bce',
                 'BinaryCrossEntropyWithLogits': 'bce_logits', 'MseLoss': 'regression', 'L1Loss': 'regression',
-                'SmoothL1Loss': 'regression', 'HuberLoss': 'regression'}
+                'SmoothL1Loss': 'regression', 'HuberLoss': 'regression', 'CtcLoss': 'ctc'}
 
 def graph_kind(loss, o)->str|None:
     "The `loss_kind` of a loss of one's own: the loss operation of torch's that takes the output `o` (through reshapes)"
@@ -113,8 +113,7 @@ def check_output_activation(o:torch.Tensor, op:str|None, kind:str|None, axis:int
                             before:str|None=None)->list: # the operation before `op` (`final_op(o, 1)`)
     "Verdicts on the output's last operation `op` (`final_op`) and values `o` against what a `kind` of loss wants"
     def bad(sev, ev, fix, at=0): return [verdict('output_activation', sev, ev, fix, at=at)]   # `at`: the op at fault
-    probs = op in _PROBS or (op is None and _probabilities(o, axis))
-    squash = 'a ' + (op or 'softmax')
+    probs,squash = op in _PROBS or (op is None and _probabilities(o, axis)),'a ' + (op or 'softmax')
     if kind in ('ce', 'nll') and o.ndim >= 2 and o.shape[axis] > 1 and op in _NORMS and before == 'relu':
         return bad('warning', f"the class scores go through a ReLU before the `{op}`: a class pushed below 0 is stuck "
                    "there with no gradient", f"remove the ReLU before the `{op}`", at=1)
@@ -130,13 +129,14 @@ def check_output_activation(o:torch.Tensor, op:str|None, kind:str|None, axis:int
     if kind == 'bce_logits' and (op == 'sigmoid' or (op is None and o.numel() > 1 and _unit_range(o))):
         return bad('error', "the outputs come out of a sigmoid, but `BCEWithLogits` applies its own",
                    "remove the final sigmoid: give the loss the logits")
-    if kind == 'nll' and o.ndim >= 2 and o.shape[axis] > 1:
-        if probs: return bad('error', "`NLLLoss` takes log-probabilities but the outputs are probabilities "
-                             f"({squash}): the loss is negative and meaningless",
-                             "use `log_softmax` (or `CrossEntropyLossFlat` on the logits)")
-        if op != 'log_softmax' and not bool(((o.logsumexp(axis)).abs() < 1e-3).all()):
-            return bad('error', "`NLLLoss` takes log-probabilities but the outputs are not (no `log_softmax`)",
-                       "add a `log_softmax`, or use `CrossEntropyLossFlat` on the logits")
+    if kind in ('nll', 'ctc') and o.ndim >= 2 and o.shape[ax := -1 if kind == 'ctc' else axis] > 1:   # CTC: `(…, C)`
+        name,alt = f"`{kind.upper()}Loss`",(", or use `CrossEntropyLossFlat` on the logits" if kind == 'nll' else
+                                          " over the symbols (the last axis)")
+        if probs: return bad('error', f"{name} takes log-probabilities but the outputs are probabilities ({squash}): "
+                             "the loss is negative and meaningless", "use `log_softmax`" + alt)
+        if op != 'log_softmax' and not bool(((o.logsumexp(ax)).abs() < 1e-3).all()):
+            return bad('error', f"{name} takes log-probabilities but the outputs are not (no `log_softmax`)",
+                       "add a `log_softmax`" + alt)
     if kind == 'regression' and op in _SCALERS:
         return bad('warning', f"the regression's outputs come out of a normalisation (`{op}`): it sets their mean and "
                    "spread (over the batch, or over the features) to its bias and weight, whatever the inputs",
