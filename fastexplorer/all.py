@@ -28,6 +28,7 @@ from .steps import *
 from .training import *
 from .alerts import *
 from .contract import *
+from .inputscale import *
 from .failures import *
 from .preflight import *
 from .targets import *

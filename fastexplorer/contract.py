@@ -11,11 +11,10 @@ import torch
 from torch import nn
 
 # %% auto #0
-__all__ = ['SCALE_BIG', 'verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'ops_on_output', 'own_softmax',
-           'graph_kind', 'check_output_activation', 'own_loss_activation', 'ignore_index', 'check_classes',
-           'check_targets', 'multi_hot', 'softmaxed', 'check_multi_hot', 'check_shapes', 'check_loss_contract',
-           'plain_steps', 'summed', 'mean_loss', 'check_reduction', 'module_label', 'name_makers', 'channel_values',
-           'channel_scale', 'InputNorms', 'excuse_normalised', 'input_names', 'scale_words']
+__all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'ops_on_output', 'own_softmax', 'graph_kind',
+           'check_output_activation', 'own_loss_activation', 'ignore_index', 'check_classes', 'check_targets',
+           'multi_hot', 'softmaxed', 'check_multi_hot', 'check_shapes', 'check_loss_contract', 'plain_steps', 'summed',
+           'mean_loss', 'check_reduction', 'module_label', 'name_makers']
 
 # %% ../nbs/03ha_contract.ipynb #b140091b
 def verdict(
@@ -362,91 +361,3 @@ def name_makers(verdicts:list, # changed in place
         said = f"in the model's own `forward`, on the output of {what}" if q else ('made by ' if p else 'in ') + what
         v.update(layer=q or p, evidence=f"{v['evidence']} ({said})")
     return verdicts
-
-# %% ../nbs/03ha_contract.ipynb #8e27788f
-_CHANNEL_NORMS = (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm)   # per channel
-SCALE_BIG = 10.   # an input's channel means or spreads past this are far from unit scale (`check_inputs`)
-
-def channel_values(x:torch.Tensor)->torch.Tensor:
-    "`x`'s values as a row per channel (dimension 1), the positions holding NaN or Inf in any channel left out"
-    v = x.detach().float().movedim(1, 0).reshape(x.shape[1], -1)
-    return v[:, torch.isfinite(v).all(0)] if v.shape[1] else v
-
-def channel_scale(x:torch.Tensor)->tuple:
-    "`(largest |mean|, largest spread)` of `x`'s channels (dimension 1), over its finite values"
-    v = channel_values(x)
-    return float(v.mean(1).abs().max()),(float(v.std(1).max()) if v.shape[1] > 1 else 0.)
-
-# %% ../nbs/03ha_contract.ipynb #4ae90538
-class InputNorms:
-    "Pre-hooks on `model`'s channel norms (an input of `xb` taken as it is) and first layer with weights (what it sees)"
-    def __init__(self, model:nn.Module, xb:tuple):
-        ts = [(i, x) for i,x in enumerate(xb) if isinstance(x, torch.Tensor)]
-        self.keys = {(x.data_ptr(), tuple(x.shape)): i for i,x in ts}
-        self.found,self.first = {},None   # `{input index: (path, class, how)}`; the first weighted layer's path
-        self.hs = [m.register_forward_pre_hook(self._hook(p, type(m).__name__)) for p,m in model.named_modules()
-                   if isinstance(m, _CHANNEL_NORMS)]
-        if len(ts) == 1 and ts[0][1].is_floating_point() and ts[0][1].ndim >= 2:   # one input: all the model sees
-            self.hs += [m.register_forward_pre_hook(self._first(p, type(m).__name__, *ts[0]))
-                        for p,m in model.named_modules() if next(m.parameters(recurse=False), None) is not None]
-
-    def _hook(self, p:str, cls:str):
-        def f(m, args):
-            x = args[0] if args else None
-            if isinstance(x, torch.Tensor) and (i := self.keys.get((x.data_ptr(), tuple(x.shape)))) is not None:
-                self.found.setdefault(i, (p, cls, "takes it as it is and normalises it"))
-        return f
-
-    def _first(self, p:str, cls:str, i:int, x0:torch.Tensor):
-        "The first layer with weights to run notes the scale of what it takes, where that is input `i` (`x0`) rescaled"
-        def f(m, args):
-            x = args[0] if args else None
-            if self.first is not None or not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.ndim >= 2
-                                              and len(x) == len(x0) and x.numel()): return
-            own = (x.data_ptr(), tuple(x.shape)) in self.keys   # the input itself
-            if own and next(m.children(), None) is not None: return   # a container with weights: its layers tell
-            self.first = p
-            if own: return
-            a,s = channel_scale(x)
-            if a <= SCALE_BIG and 0.02 < s <= SCALE_BIG:   # at unit scale: the model standardised the input first
-                self.found.setdefault(i, (p, cls, "is the first layer to run, and takes it rescaled by the model "
-                                                  f"(means up to {a:.2g}, spreads up to {s:.2g})"))
-        return f
-
-    def remove(self):
-        "Take the hooks off"
-        for h in self.hs: h.remove()
-
-# %% ../nbs/03ha_contract.ipynb #941259a3
-def excuse_normalised(res:list, found:dict)->list:
-    "`res` (changed in place) with the `input_scale` warning of an input the model normalises (`found`) as `ok`"
-    for v in res:
-        i = v.get('input') if v['check'] == 'input_scale' else None   # the input the warning is about
-        if i not in found or v['severity'] != 'warning': continue
-        p,cls,how = found[i]
-        v.update(severity='ok', fix='', evidence=v['evidence'] + f"; `{p}`, a {cls}, {how}: its scale does not matter")
-    return res
-
-# %% ../nbs/03ha_contract.ipynb #53e392b5
-def input_names(dls, xb:tuple)->list:
-    "What fastai calls each input of `xb`: a table's `(name, columns)`, `x_cat` and `x_cont`; `None` for others"
-    cats,conts = getattr(dls, 'cat_names', None),getattr(dls, 'cont_names', None)   # a `TabularDataLoaders`'
-    if conts is None or len(xb) != 2: return [None] * len(xb)
-    return [('x_cat', list(cats or [])), ('x_cont', list(conts))]
-
-def scale_words(i:int, x:torch.Tensor, mean:torch.Tensor,
-                std:torch.Tensor|None, # `None`: one value per channel (a batch of one sample), no spread to measure
-                name:tuple|None=None)->tuple:
-    "`(evidence, fix)` of the `input_scale` warning on input `i`, `x`: each channel's or column's `mean` and `std`"
-    (m,a),(s,b) = mean.abs().max(0),(std if std is not None else mean.new_zeros(len(mean))).max(0)
-    n,cols = name if name is not None else (None, [])
-    col = (lambda j: f" (`{cols[j]}`)") if len(cols) == len(mean) else (lambda j: '')
-    spread = (f", spreads up to {float(s):.3g}{col(int(b))}" if std is not None else
-              " (one sample: no spread to measure)")
-    if name is None:
-        unit = 'channel' if x.ndim > 2 else 'feature'
-        return (f"input {i}: {unit} means up to {float(m):.3g} in size{spread} on the first batch",
-                "normalise the inputs (fastai's `Normalize`, or pixels divided by 255)")
-    return (f"input {i}, `{n}`, the table's continuous columns: means up to {float(m):.3g} in size{col(int(a))}"
-            f"{spread} on the first batch",
-            "normalise the continuous columns: fastai's `Normalize` in the `procs` of the `TabularDataLoaders`")

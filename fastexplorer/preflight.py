@@ -19,6 +19,7 @@ from .state import *
 from .nonfinite import find_loss_nonfinite, NodeOwners, trace_outputs
 from .nonfinite import loss_op
 from .contract import *
+from .inputscale import channel_values, scale_words, input_names, InputNorms, excuse_normalised, SCALE_BIG
 from .padding import check_padding, padding_read
 from .broadcast import check_broadcast
 from .lint import CallOrder, check_structure
