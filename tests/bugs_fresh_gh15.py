@@ -2,10 +2,9 @@
 sentence-transformers), at threads no other family cites. See `bugzoo.py`. Each case cites its thread; its truth
 (`kinds`, `layer`) was written before the case was ever run under the tool. Cases were chosen for how common the bug is
 (the padding token set to the end-of-sequence token, so that the labels' padding mask drops every real EOS too, a
-preference loss whose temperature `beta` is 0, a masked log-softmax that takes the log of an all-zero mask, STS scores
-on their 0-to-5 scale regressed by a cosine), never for whether the tool catches it. The masked EOS leaves every
-statistic of training healthy (the loss falls; only one class never reaches the loss): its docstring says so. The STS
-thread is a question asked before the run, answered by the maintainer; its docstring says so. Each bug was checked with
+preference loss whose temperature `beta` is 0, a masked log-softmax that takes the log of an all-zero mask), never for
+whether the tool catches it. The masked EOS leaves every
+statistic of training healthy (the loss falls; only one class never reaches the loss): its docstring says so. Each bug was checked with
 plain fastai (no fastexplorer) before any run under the tool: it shows its thread's symptom, and its fixed twin
 trains."""
 from bugzoo import *
@@ -219,59 +218,3 @@ def masked_log_softmax_nan_rows(fixed):
     x, y = _passages()
     return Learner(tensor_dls(x, y, bs=32), _Pointer(fixed), loss_func=_pointer_nll, metrics=answer_accuracy,
                    opt_func=torch_opt(torch.optim.Adam))
-
-
-# ---- sentence similarity: STS scores given to a cosine ----
-def _sts_pairs(n=3000, vocab=300, topics=8, length=32, seed=0):
-    """Synthetic STS pairs: each sentence is 32 tokens drawn from a mixture of 8 topics (each topic a distribution over
-    300 tokens); the second sentence's mixture is the first's blended with a random one, `a·w1 + (1-a)·w_r`, and the
-    gold score is `5a` on STS's 0-to-5 scale. Returns the token ids `(n, 2, 32)` and the scores `(n,)`"""
-    g, rs = _gen(seed), np.random.RandomState(seed)
-    topic_tokens = F.softmax(3 * torch.randn(topics, vocab, generator=g), -1)
-    w1, wr = (torch.tensor(rs.dirichlet(np.full(topics, 0.2), n), dtype=torch.float32) for _ in range(2))
-    a = torch.rand(n, 1, generator=g)
-    w2 = a * w1 + (1 - a) * wr
-    def sentences(w): return torch.multinomial(w @ topic_tokens, length, replacement=True, generator=g)
-    return torch.stack([sentences(w1), sentences(w2)], 1), 5 * a.squeeze(1)
-
-class _BiEncoder(nn.Module):
-    """A sentence-transformers bi-encoder, scaled down: token embeddings, mean pooling, a dense layer; the output is the
-    cosine similarity of the two sentences' embeddings (`CosineSimilarityLoss`'s score)"""
-    def __init__(self, vocab=300, dim=64):
-        super().__init__()
-        self.emb, self.dense = nn.Embedding(vocab, dim), nn.Linear(dim, dim)
-    def encode(self, ids): return self.dense(self.emb(ids).mean(1))
-    def forward(self, x): return F.cosine_similarity(self.encode(x[:, 0]), self.encode(x[:, 1]), -1)
-
-def _cos_mse(out, y): return F.mse_loss(out, y)   # `CosineSimilarityLoss`: the MSE of the cosine against the label
-
-def spearman(out, y):
-    "Spearman's rank correlation of the cosines with the gold scores (sentence-transformers' STS evaluator)"
-    def ranks(t): return t.argsort().argsort().float()
-    return torch.corrcoef(torch.stack([ranks(out), ranks(y)]))[0, 1]
-
-@case("https://github.com/huggingface/sentence-transformers/issues/1095",
-      "STS gold scores on their 0-to-5 scale are given as labels to `CosineSimilarityLoss`, whose score is a cosine in "
-      "[-1, 1]: most labels are out of its reach, and the cosines are all driven to 1",
-      {'target_range'}, epochs=4, lr=3e-3)
-def sts_labels_not_scaled(fixed):
-    """'Label range.': training sentence-transformers on custom pairs, 'Firstly, I thought to set the label range 0-5
-    like STS dataset. In this case, should I normalize the labels to be between 0-1?'; the maintainer: 'When you use
-    cosine similarity loss, label range has to be in -1 to 1. Setting the range to 0-1 works quite well' (as the STS
-    example divides the scores by 5). The thread is a question asked before the run; the port shows what the unscaled
-    labels do. `CosineSimilarityLoss` regresses the cosine of the two embeddings on the label with MSE: labels above 1
-    cannot be reached, and every pair scored above 1 (four in five) pulls its cosine to 1. Ported: 3,000 synthetic
-    pairs (32-token sentences from mixtures of 8 topics over 300 tokens; the second sentence's mixture blends the
-    first's with a random one, the gold score 5 times the blend), a bi-encoder (embeddings of 64, mean pooling, a dense
-    layer), the cosine of the two embeddings against the label with MSE, Adam at 3e-3, batches of 32; the twin divides
-    the scores by 5. Measured (seeds 0 and 1): 80% of the labels are above 1; the bug's batch losses stay near 4.1
-    (ratio 0.94 and 0.93, so no `trains`), its validation loss 4.32 after 4 epochs where a cosine capped at 1 cannot
-    do better than 4.25; every validation pair's cosine ends at 0.996 or more (mean 0.999, from 0.66 and 0.59 at
-    initialisation): the embeddings have collapsed, and the Spearman correlation with the gold scores (averaged over
-    validation batches) falls from 0.33 and 0.42 after the first epoch to 0.18 after the fourth (0.18 over the whole
-    validation set); the twin's cosines spread down to -0.25 and -0.24 (mean 0.55 and 0.52, 2 to 3% above 0.9), its
-    Spearman 0.68 and 0.66 after 4 epochs (0.69 and 0.68 over the whole set), its batch losses ending at 0.61 and
-    0.70 of their first"""
-    x, score = _sts_pairs()
-    return Learner(tensor_dls(x, score / 5 if fixed else score, bs=32), _BiEncoder(), loss_func=_cos_mse,
-                   metrics=spearman, opt_func=torch_opt(torch.optim.Adam))
