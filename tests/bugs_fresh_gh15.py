@@ -1,12 +1,11 @@
-"""Bug zoo, a fifteenth GitHub family (issue 45): from the issues of NLP training libraries (TRL, AllenNLP,
-sentence-transformers), at threads no other family cites. See `bugzoo.py`. Each case cites its thread; its truth
-(`kinds`, `layer`) was written before the case was ever run under the tool. Cases were chosen for how common the bug is
-(the padding token set to the end-of-sequence token, so that the labels' padding mask drops every real EOS too, a
-preference loss whose temperature `beta` is 0, a masked log-softmax that takes the log of an all-zero mask), never for
-whether the tool catches it. The masked EOS leaves every
-statistic of training healthy (the loss falls; only one class never reaches the loss): its docstring says so. Each bug was checked with
-plain fastai (no fastexplorer) before any run under the tool: it shows its thread's symptom, and its fixed twin
-trains."""
+"""Bug zoo, a fifteenth GitHub family (issue 45): from the issues of NLP training libraries (TRL, AllenNLP), at threads
+no other family cites. See `bugzoo.py`. Each case cites its thread; its truth (`kinds`, `layer`) was written before the
+case was ever run under the tool. Cases were chosen for how common the bug is (the padding token set to the
+end-of-sequence token, so that the labels' padding mask drops every real EOS too, a preference loss whose temperature
+`beta` is 0, a masked log-softmax that takes the log of an all-zero mask), never for whether the tool catches it. The
+masked EOS leaves every statistic of training healthy (the loss falls; only one class never reaches the loss): its
+docstring says so. Each bug was checked with plain fastai (no fastexplorer) before any run under the tool: it shows its
+thread's symptom, and its fixed twin trains."""
 from bugzoo import *
 from bugs_data import _gen
 
