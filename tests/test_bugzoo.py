@@ -90,6 +90,14 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'midtraining_lr_ramps_up': "held-out, measured once: no alert (a rate ramped up from 0; the run still learns)",
     'rotary_embedding_arguments_swapped': "held-out, measured once: no alert (the saturated softmax is inside "
                                           "`scaled_dot_product_attention`, no module's output)",
+    'tabular_target_among_inputs': "held-out, measured once: no alert (the target among the inputs; no statistic sees it)",
+    'moco_memory_bank_not_normalised': "held-out, measured once: the first alert is `loss_stalled`, not "
+                                       "`constant_output` or `loss_at_init` (the bank is a tensor inside the loss)",
+    'sft_pad_is_eos_masks_eos': "`ignored_class` (assumed): the EOS never reaches the loss as a target, yet the loss "
+                                "falls and every statistic is healthy",
+    'byol_adam_at_lars_lr': "`dead` is said (62 to 77% of `predictor.2`), as info: the loss falls, as a collapsing "
+                            "self-supervised loss does; an update ratio of 0.21 in epoch 1 is within what fixed twins "
+                            "show (up to 2.1), so no `lr_too_high` from it",
 }
 ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench
     'linear_regression_sgd_rate_diverges': "held-out, measured once: the twin (the rate lowered to 1e-4, x from 1 to 20 "
@@ -151,8 +159,8 @@ def test_the_fixed_twin_or_healthy_run_trains_and_raises_nothing(name, tmp_path)
     assert trains(run.losses), f"it does not learn: its last losses are {loss_ratio(run.losses):.2f} of its first"
     assert list(zip(al.kind, al.layer, al.message)) == []   # a slow start's stall, if raised, is resolved: not active
 
-@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 104 of 144 "
-                                       "bugs, the first alert names it in 93, and 8 of 144 fixed twins alert "
+@pytest.mark.xfail(strict=True, reason="not met yet (issue 45 open): on the held-out half, alerts name the cause of 109 of 151 "
+                                       "bugs, the first alert names it in 98, and 8 of 151 fixed twins alert "
                                        "(bench/diagnosis.py, one thread, seed 0)")
 def test_the_zoo_meets_its_targets():
     """At least 24 reported bugs and 30 healthy set-ups; on the held-out half, alerts name the cause of 90% of the bugs, the
