@@ -359,5 +359,6 @@ def name_makers(verdicts:list, # changed in place
         try: what = module_label(model, q or p, None if q else units)
         except AttributeError: continue
         said = f"in the model's own `forward`, on the output of {what}" if q else ('made by ' if p else 'in ') + what
-        v.update(layer=q or p, evidence=f"{v['evidence']} ({said})")
+        ev = v['evidence']
+        v.update(layer=q or p, evidence=f"{ev[:-1]}; {said})" if ev.endswith(')') else f"{ev} ({said})")
     return verdicts
