@@ -1,9 +1,11 @@
 "A newcomer's first hour: the README's Python blocks run as pasted, the demo and the tour repeat their numbers, and nothing prints a warning that is not about the user's own input"
 import json, os, re, shutil, subprocess, sys, textwrap
 from pathlib import Path
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CLI = shutil.which('fastexplorer') or sys.exit("the `fastexplorer` console script is not installed: pip install -e '.[dev]'")
+CLI = shutil.which('fastexplorer') or pytest.fail("the `fastexplorer` console script is not installed: pip install -e "
+                                                "'.[dev]'", pytrace=False)
 README = ROOT/'README.md'
 
 # Runs the blocks in one fresh interpreter, as a notebook would: each block's last expression is printed

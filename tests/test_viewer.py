@@ -8,7 +8,8 @@ from fastexplorer.cli import digits_learner
 from fastexplorer.callback import ExplorerCallback
 
 TRAINING = ('torch', 'fastai')
-CLI = shutil.which('fastexplorer') or sys.exit("the `fastexplorer` console script is not installed: pip install -e '.[dev]'")
+CLI = shutil.which('fastexplorer') or pytest.fail("the `fastexplorer` console script is not installed: pip install -e "
+                                                "'.[dev]'", pytrace=False)
 
 def _python(code:str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, '-c', textwrap.dedent(code)], cwd=cwd, capture_output=True, text=True, timeout=120)
