@@ -12,8 +12,8 @@ from fastcore.basics import patch
 from .alerts import HINTS
 
 # %% auto #0
-__all__ = ['MAX_FPS', 'BLANK', 'OWN_TOL', 'LEAK', 'fingerprints', 'InputShift', 'own_normalised', 'at_chance', 'shift_alert',
-           'leak_alert']
+__all__ = ['MAX_FPS', 'BLANK', 'OWN_TOL', 'LEAK', 'fingerprints', 'sample_fingerprints', 'InputShift', 'own_normalised',
+           'at_chance', 'shift_alert', 'leak_alert']
 
 # %% ../nbs/03hcb_shift.ipynb #36c2c391
 MAX_FPS = 1 << 20   # training fingerprints kept at most (8 MiB)
@@ -27,6 +27,16 @@ def fingerprints(x:torch.Tensor, n:int=4096)->torch.Tensor|None:
     w = torch.arange(1, v.shape[1] + 1, device=v.device) * 0x5851F42D4C957F2D   # made on the device, wrapping
     w = torch.bitwise_xor(w, w >> 29) * 0x2545F4914F6CDD1D
     return torch.where((v == v[:, :1]).all(1), BLANK, (v * w).sum(1))
+
+def sample_fingerprints(xb, n:int=4096)->torch.Tensor|None:
+    "Each sample's `fingerprints` over every float input of batch `xb` (a tensor or a tuple) with a row a sample"
+    xs = [x for x in (xb if isinstance(xb, (tuple, list)) else (xb,)) if isinstance(x, torch.Tensor)
+          and x.is_floating_point() and x.dim() >= 2]
+    fs = [f for x in xs if len(x) == len(xs[0]) and (f := fingerprints(x, n)) is not None]
+    if not fs: return None
+    res = fs[0]
+    for f in fs[1:]: res = torch.where((res == BLANK) & (f == BLANK), BLANK, res * 0x2545F4914F6CDD1D + f)
+    return res
 
 # %% ../nbs/03hcb_shift.ipynb #267d4cc9
 def _first_float(xb)->torch.Tensor|None:
@@ -46,7 +56,7 @@ class InputShift:
         "Count a batch's inputs `xb`: a sampled training batch, or one of an epoch's first validation batches"
         if not training and self.seen >= self.valid_batches: return
         if (x := _first_float(xb)) is None: return
-        self.keep(x, training)
+        self.keep(xb, training)
         if not training: self.columns(x)
         v = x.detach().reshape(-1)[::max(1, x.numel() // self.n)].float()
         if self.range is None:
@@ -62,10 +72,10 @@ class InputShift:
         if training: self.train = row if self.train is None else self.train + row
         else: self.valid,self.seen = (row if self.valid is None else self.valid + row),self.seen + 1
 
-    def keep(self, x:torch.Tensor, training:bool):
-        "Keep the fingerprints of batch `x`'s samples, a training or a validation batch"
+    def keep(self, xb, training:bool):
+        "Keep the fingerprints of batch `xb`'s samples (`sample_fingerprints`), a training or a validation batch"
         if training and sum(len(f) for f in self.fps) >= MAX_FPS: return
-        if (f := fingerprints(x)) is not None: (self.fps if training else self.vfps).append(f)
+        if (f := sample_fingerprints(xb)) is not None: (self.fps if training else self.vfps).append(f)
 
 # %% ../nbs/03hcb_shift.ipynb #4d8d65ca
 @patch
