@@ -10,6 +10,7 @@ tool: it shows its thread's symptom, and its fixed twin trains."""
 import copy
 from fastai.callback.core import Callback
 from bugzoo import *
+from bugs_fresh_gh12 import _TimeMLP   # the noise predictor of diffusion_images_not_scaled
 
 
 # ---- self-supervised learning on the digits: two augmented views of each image ----
@@ -202,18 +203,6 @@ def _zero_terminal_snr(betas):
     abar = s ** 2
     alphas = torch.cat([abar[:1], abar[1:] / abar[:-1]])
     return 1 - alphas
-
-class _TimeMLP(nn.Module):
-    "The noise predictor: the noisy 64 pixels, a sinusoidal embedding of the step, two hidden layers of 256 (SiLU)"
-    def __init__(self, d=64, hidden=256, t_dim=32):
-        super().__init__()
-        self.t_dim = t_dim
-        self.net = nn.Sequential(nn.Linear(d + t_dim, hidden), nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU(),
-                                 nn.Linear(hidden, d))
-    def forward(self, x, t):
-        half = self.t_dim // 2
-        e = t[:, None].float() * torch.exp(-math.log(10000) * torch.arange(half) / half)[None]
-        return self.net(torch.cat([x, e.sin(), e.cos()], 1))
 
 class _Diffusion(nn.Module):
     """`GaussianDiffusion.training_losses` of Min-SNR-Diffusion-Training, scaled down: a step `t` drawn uniformly from
