@@ -6,15 +6,16 @@ Docs: https://fastexplorer.github.io/fastexplorer/contract.html.md"""
 
 # %% ../nbs/03ha_contract.ipynb #68ba3ad9
 from __future__ import annotations
-import math, re
+import copy, math, re
 import torch
 from torch import nn
 
 # %% auto #0
 __all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'ops_on_output', 'own_softmax', 'graph_kind',
-           'check_output_activation', 'own_loss_activation', 'ignore_index', 'check_classes', 'check_targets',
-           'multi_hot', 'softmaxed', 'check_multi_hot', 'check_shapes', 'check_loss_contract', 'plain_steps', 'summed',
-           'mean_loss', 'check_reduction', 'module_label', 'name_makers']
+           'check_output_activation', 'squashed_twice', 'own_loss_activation', 'ignore_index', 'check_classes',
+           'check_targets', 'multi_hot', 'softmaxed', 'check_multi_hot', 'check_shapes', 'check_loss_contract',
+           'plain_steps', 'summed', 'mean_loss', 'check_reduction', 'summed_halves', 'check_summed', 'module_label',
+           'name_makers']
 
 # %% ../nbs/03ha_contract.ipynb #b140091b
 def verdict(
@@ -146,11 +147,37 @@ def check_output_activation(o:torch.Tensor, op:str|None, kind:str|None, axis:int
     return []
 
 # %% ../nbs/03ha_contract.ipynb #25ec1bd7
+_HOLDS = {'BinaryCrossEntropyWithLogits': ('sigmoid', '`binary_cross_entropy_with_logits`'),
+          'LogSoftmax': ('softmax', 'a `log_softmax` (as `cross_entropy` takes)')}   # a loss's own activation
+
+def squashed_twice(loss, o)->list:
+    """`output_activation` where the loss's own operations (those after the output `o`) squash the output with a
+    sigmoid or softmax, then give it to an operation that applies its own (a with-logits BCE, a `log_softmax`)"""
+    if not (isinstance(loss, torch.Tensor) and loss.grad_fn is not None): return []
+    stop,todo,seen = getattr(o, 'grad_fn', None),[loss.grad_fn],set()
+    def arg(f):   # what `f` was given (its first input), through reshapes
+        g = next((g for g,_ in f.next_functions if g is not None), None)
+        while g is not None and g is not stop and _base(g) in _SHAPE_OPS:
+            g = next((h for h,_ in g.next_functions if h is not None), None)
+        return g
+    while todo:
+        f = todo.pop()
+        if f is None or f in seen or f is stop: continue
+        seen.add(f)
+        if (h := _HOLDS.get(_base(f))) and (g := arg(f)) is not None and g is not stop and _base(g) in ('Sigmoid',
+                                                                                                      'Softmax'):
+            act = _base(g).lower()
+            return [verdict('output_activation', 'error', f"the loss takes a {act} of the outputs and gives it to "
+                            f"{h[1]}, which applies its own {h[0]}: a {h[0]} of a {act}, its values squeezed into a "
+                            "narrow band and its gradient small", f"give {h[1]} the logits: drop the {act}")]
+        todo += [g for g,_ in f.next_functions]
+    return []
+
 def own_loss_activation(loss, o, axis:int=1)->list:
     "`check_output_activation` for a loss of one's own, by what it does to the output `o` (`own_softmax`, `graph_kind`)"
     if own_softmax(loss, o): return check_output_activation(o.detach().float(), final_op(o), 'ce')
-    if (k := graph_kind(loss, o)) is None: return []
-    return check_output_activation(o.detach().float(), final_op(o), k, axis, final_op(o, 1))
+    if (k := graph_kind(loss, o)) is None: return squashed_twice(loss, o)
+    return check_output_activation(o.detach().float(), final_op(o), k, axis, final_op(o, 1)) or squashed_twice(loss, o)
 
 # %% ../nbs/03ha_contract.ipynb #10fdc1fb
 def ignore_index(loss_func)->int|None:
@@ -315,19 +342,53 @@ def summed(loss_func)->bool:
     "Whether `loss_func` sums over the batch (`reduction='sum'`), fastai's losses looked into"
     return getattr(loss_func, 'reduction', getattr(getattr(loss_func, 'func', None), 'reduction', None)) == 'sum'
 
-def mean_loss(loss_func, loss:torch.Tensor, o:torch.Tensor, axis:int=1)->float:
-    "`loss` as a float; per sample (and position) where `loss_func` sums them, as the chance level is"
-    n = o.numel() // (o.shape[axis] if o.ndim >= 2 else 1) if summed(loss_func) and isinstance(o, torch.Tensor) else 1
+def mean_loss(loss_func, loss:torch.Tensor, o:torch.Tensor, axis:int=1, sums:bool=False)->float:
+    "`loss` as a float; per sample (and position) where `loss_func` sums them (or `sums`, as measured), as chance is"
+    n = o.numel() // (o.shape[axis] if o.ndim >= 2 else 1) if ((sums or summed(loss_func))
+                                                              and isinstance(o, torch.Tensor)) else 1
     return float(loss.detach().float()) / max(n, 1)
 
-def check_reduction(loss_func, plain:bool, bs:int, lr:float|None=None)->list:
-    "Verdict on a loss summed over a batch of `bs`, under an optimiser stepping as the gradient (`plain`) at `lr`"
-    if not summed(loss_func) or not plain or bs < 8 or (lr is not None and lr * bs <= 0.1): return []   # scaled down
+def check_reduction(loss_func, plain:bool, bs:int, lr:float|None=None, halves:tuple|None=None)->list:
+    """Verdict on a loss summed over a batch of `bs`, under an optimiser stepping as the gradient (`plain`) at `lr`:
+    summed as declared (`reduction='sum'`, a warning) or as measured (`halves`, from `summed_halves`: info)"""
+    if not (halves or summed(loss_func)) or not plain or bs < 8 or (lr is not None and lr * bs <= 0.1): return []
     at = f" (at {lr:.3g}, as a mean's at {lr * bs:.3g})" if lr is not None else ''
-    return [verdict('loss_summed', 'warning', f"the loss sums over the batch (`reduction='sum'`) and the optimiser "
+    how = ("(`reduction='sum'`)" if not halves else "(on the batch's two halves it is {:.4g} and {:.4g}, on the whole "
+           "{:.4g}: their sum, where a mean would be their average)".format(*halves))
+    sev = 'info' if halves else 'warning'   # a sum measured, not declared: the run's course says if its steps overshoot
+    return [verdict('loss_summed', sev, f"the loss sums over the batch {how} and the optimiser "
                     f"steps by the gradient's size (SGD): each step is {bs}× the mean's at the same learning rate, so "
                     f"the learning rate acts {bs}× larger{at}", "average over the batch (`reduction='mean'`, the "
-                    "default), or divide the learning rate by the batch size")]
+                    "default, or `.mean()` in a loss of one's own), or divide the learning rate by the batch size")]
+
+# %% ../nbs/03ha_contract.ipynb #e96fb88b
+def _rows(x, n:int, s:slice):
+    "`x` with each tensor of `n` rows cut to the rows `s`, tuples and lists looked into"
+    if isinstance(x, torch.Tensor): return x[s] if x.ndim and x.shape[0] == n else x
+    return type(x)(_rows(v, n, s) for v in x) if isinstance(x, (tuple, list)) else x
+
+def summed_halves(loss_func, pred, yb:tuple)->tuple|None:
+    """`(first half's, second half's, whole's)` losses of the output `pred` on targets `yb` where they show that
+    `loss_func` sums over the batch (the halves' add up to the whole's); `None` where they do not, or cannot be had"""
+    o = pred if isinstance(pred, torch.Tensor) else next(
+        (t for t in pred if isinstance(t, torch.Tensor)), None) if isinstance(pred, (tuple, list)) else None
+    if o is None or o.ndim == 0 or (n := o.shape[0]) < 4: return None
+    small = isinstance(loss_func, nn.Module) and sum(p.numel() for p in loss_func.parameters()) < 1e6
+    lf,h = copy.deepcopy(loss_func) if small else loss_func,n // 2
+    try:
+        with torch.no_grad():
+            w,a,b = (float(lf(_rows(pred, n, s), *_rows(tuple(yb), n, s))) for s in (slice(0, n), slice(0, h),
+                                                                                    slice(h, n)))
+    except Exception: return None   # a loss that cannot take part of a batch: nothing measured
+    if not all(map(math.isfinite, (w, a, b))) or abs(w) < 1e-6: return None
+    tol = 1e-3 * abs(w)
+    return (a, b, w) if abs(a + b - w) <= tol and abs((a + b) / 2 - w) > tol else None
+
+def check_summed(learn, xb:tuple, halves:tuple|None=None)->list:
+    "`check_reduction` for `learn`'s loss on the batch `xb` under its optimiser: summed as declared, or as measured"
+    if not (halves or summed(learn.loss_func)): return []
+    plain,lr = plain_steps(learn)
+    return check_reduction(learn.loss_func, plain, len(xb[0]) if xb and getattr(xb[0], 'ndim', 0) else 1, lr, halves)
 
 # %% ../nbs/03ha_contract.ipynb #833b9844
 _OUTPUT_CHECKS = ('output_activation', 'output_classes', 'target_shape', 'target_range', 'target_classes',

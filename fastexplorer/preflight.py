@@ -323,9 +323,10 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
                 return name_makers([v for v in vs if v['severity'] != 'ok'] + [
                     verdict('loss', 'error', msg, "check the output's shape and classes against the targets'")], *named)
         if (stop := untrainable(loss, model)): return stop   # not a scalar, or nothing to train
-        res = check_first_layers(fa.seen, out=made_by(own.nodes, o)) + check_structure(co, model, o, xb)
-        res += check_loss_contract(o, y, mean_loss(learn.loss_func, loss, o, axis), kind, axis, final_op(o),
-                                   final_op(o, 1), flat, ig)
+        hv = summed_halves(learn.loss_func, out, pl.yb)   # the halves' losses, where they show a sum over the batch
+        res = check_summed(learn, xb, hv) + check_first_layers(fa.seen, out=made_by(own.nodes, o))
+        res += check_structure(co, model, o, xb) + check_loss_contract(o, y, mean_loss(
+            learn.loss_func, loss, o, axis, hv is not None), kind, axis, final_op(o), final_op(o, 1), flat, ig)
         if kind is None and (act := own_loss_activation(loss, o, axis)):   # a loss of one's own: what it does to `o`
             res = act + [v for v in res if v['check'] != 'loss_contract']
         ps = [p for p in model.parameters() if p.requires_grad]
@@ -379,8 +380,6 @@ def preflight(self:Learner,
     params = list(model.parameters()); grads = [p.grad for p in params]
     res += check_inputs(xb, names=input_names(self.dls, xb)) + check_padding(xb, yb, self.loss_func)
     res += check_order(self.dls.train, yb)   # batches of one class each, in the data's order
-    plain,step_lr = plain_steps(self) if summed(self.loss_func) else (False, None)   # SGD's steps grow with a sum
-    res += check_reduction(self.loss_func, plain, len(xb[0]) if xb and getattr(xb[0], 'ndim', 0) else 1, step_lr)
     state,norms = ModelState(model),InputNorms(model, xb)
     try:
         with preserved_rng(dev):

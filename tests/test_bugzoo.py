@@ -101,6 +101,11 @@ MISSED = {    # buggy cases whose cause no alert names yet (a checklist hint nam
     'ema_without_batchnorm_buffers': "held-out, measured once: the first alert is `frozen` at `ema.module.0`, not "
                                      "`eval_stats_stale`",
     'time_split_trains_on_later_sales': "held-out, measured once: no alert (later sales in training; no statistic sees it)",
+    # bugs_fresh_pf10 and _so10 (stop 65): truths written before any run; the held-out cases measured at their merge
+    'kl_div_on_softmax_probabilities': "held-out, measured once: no alert (`KLDivLoss` given probabilities, not "
+                                       "log-probabilities: the loss is negative, and falls)",
+    'pixels_shuffled_per_image': "held-out, measured once: no alert (each image's pixels permuted apart; the model "
+                                 "sees noise, and no layer misbehaves)",
 }
 ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, and why: false alarms, counted by the bench
     'linear_regression_sgd_rate_diverges': "held-out, measured once: the twin (the rate lowered to 1e-4, x from 1 to 20 "
@@ -132,9 +137,13 @@ ALARMS = {    # fixed twins and healthy runs that raise a warning or an error, a
                                    "and `loss_stalled` twice",
     'ema_without_batchnorm_buffers': "held-out, measured once: the twin raises `frozen` at `ema.module.0`",
 }
-UNSTEADY = {  # runs whose outcome differs with the thread count: a non-strict xfail, reported by the bench as it falls
+UNSTEADY = {  # runs whose outcome differs with the threads or CPU: a non-strict xfail, which the bench reports
     'binary_cnn_collapses_to_half': "held-out, measured once: at one thread `lr_too_high` is named first; at two (CI's "
                                     "`.ci/run`) the SGD-at-1.0 run that collapses raised nothing",
+    'float16_adam_default_epsilon': "held-out: the twin (eps raised, the weights still float16) was quiet where it was "
+                                    "first measured; on an Intel Xeon at one and two threads it raises `frozen` at "
+                                    "`head.bias` (51% of its elements never move: steps below half a float16 spacing "
+                                    "round away), true of a twin that keeps `model.half()` under Adam",
 }
 IDLE = {      # fixed twins that do not train in their budget (last losses above 0.9× the first): the bench does not count them
 }

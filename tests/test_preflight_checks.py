@@ -229,3 +229,19 @@ def test_a_batch_of_one_sample_has_no_spread_to_report():
     v = said(cases()['linear_regression_lr_nan'].build(True))['input_scale']
     assert v['severity'] == 'warning' and 'spreads up to 0' not in v['evidence'], v
     assert 'one sample: no spread to measure' in v['evidence']
+
+def test_a_loss_of_ones_own_that_sums_over_the_batch_is_measured():
+    """The JAX docs' MLP (jax-ml/jax#3113, the zoo's `summed_loss_large_batch_explodes`) sums its cross-entropy in a
+    function of its own: no `reduction` attribute says so. The halves of the first batch measure it: their losses add
+    up to the whole's. The chance level is then read per sample (ln 10 at initialisation, not 256 times it), and the
+    sum is said as `info` under SGD; its mean twin is not summed."""
+    c = cases()['summed_loss_large_batch_explodes']
+    for fixed in (False, True):
+        torch.manual_seed(0); random.seed(0)
+        v = said(c.build(fixed))
+        assert ('loss_summed' in v) == (not fixed), v
+        ev = v['loss_contract']['evidence']   # "loss 2.303 at initialisation; ...": per sample, whatever the reduction
+        assert v['loss_contract']['severity'] == 'ok' and abs(float(ev.split()[1]) - math.log(10)) < 0.2, v
+    torch.manual_seed(0); random.seed(0)
+    s = said(c.build(False))['loss_summed']
+    assert s['severity'] == 'info' and 'their sum' in s['evidence'] and '256×' in s['evidence'], s
