@@ -329,8 +329,7 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
             learn.loss_func, loss, o, axis, hv is not None), kind, axis, final_op(o), final_op(o, 1), flat, ig)
         if kind is None and (act := own_loss_activation(loss, o, axis)):   # a loss of one's own: what it does to `o`
             res = act + [v for v in res if v['check'] != 'loss_contract']
-        ps = [p for p in model.parameters() if p.requires_grad]
-        try: scaled_backward(loss, ps, scale, o if isinstance(o, torch.Tensor) else None)
+        try: scaled_backward(loss, [p for p in model.parameters() if p.requires_grad], scale, o)   # `o`: a tensor or None
         except RuntimeError as e: return name_makers(res + backward_failed(e, model, xb), *named)   # in-place: named
         learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
         lg = [] if (said := {v['check'] for v in res} & {'nonfinite', 'nonfinite_loss'}) else check_loss_gradient(o)
