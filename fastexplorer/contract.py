@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy, math, re
 import torch
 from torch import nn
+from .hooks import first_tensor
 
 # %% auto #0
 __all__ = ['verdict', 'loss_name', 'loss_kind', 'out_nodes', 'final_op', 'ops_on_output', 'own_softmax', 'graph_kind',
@@ -76,20 +77,23 @@ def _unit_range(o:torch.Tensor)->bool: return bool(((o >= 0) & (o <= 1)).all())
 # %% ../nbs/03ha_contract.ipynb #9db06380
 def _base(f)->str: return re.sub(r'Backward\d*$', '', f.name())
 
+def _own_ops(loss, o):
+    "`(f, g)`: each autograd node `f` of `loss`'s own (not the model's, before the output `o`), `g` its first input"
+    stop,todo,seen = getattr(o, 'grad_fn', None),[getattr(loss, 'grad_fn', None)],set()
+    while todo:
+        f = todo.pop()
+        if f is None or f in seen or f is stop: continue   # the loss's own operations, not the model's
+        seen.add(f)
+        g = next((g for g,_ in f.next_functions if g is not None), None)   # its input (the first), through reshapes
+        while g is not None and g is not stop and _base(g) in _SHAPE_OPS:
+            g = next((h for h,_ in g.next_functions if h is not None), None)
+        yield f,g
+        todo += [h for h,_ in f.next_functions]
+
 def ops_on_output(loss, o)->set:
     "The operations (autograd names, `Softmax`, `NllLoss`…) of `loss`'s own that take the output `o` (through reshapes)"
     if not (isinstance(loss, torch.Tensor) and isinstance(o, torch.Tensor) and o.grad_fn is not None): return set()
-    todo,seen,res = [loss.grad_fn],set(),set()
-    while todo:
-        f = todo.pop()
-        if f is None or f in seen or f is o.grad_fn: continue   # the loss's own operations, not the model's
-        seen.add(f)
-        g = next((g for g,_ in f.next_functions if g is not None), None)   # its input (the first)
-        while g is not None and g is not o.grad_fn and _base(g) in _SHAPE_OPS:
-            g = next((h for h,_ in g.next_functions if h is not None), None)
-        if g is o.grad_fn and _base(f) not in _SHAPE_OPS: res.add(_base(f))
-        todo += [g for g,_ in f.next_functions]
-    return res
+    return {_base(f) for f,g in _own_ops(loss, o) if g is o.grad_fn and _base(f) not in _SHAPE_OPS}
 
 def own_softmax(loss, o)->bool:
     "Whether `loss` takes a softmax or `log_softmax` of the output `o` itself (through reshapes), as a cross-entropy does"
@@ -153,24 +157,13 @@ _HOLDS = {'BinaryCrossEntropyWithLogits': ('sigmoid', '`binary_cross_entropy_wit
 def squashed_twice(loss, o)->list:
     """`output_activation` where the loss's own operations (those after the output `o`) squash the output with a
     sigmoid or softmax, then give it to an operation that applies its own (a with-logits BCE, a `log_softmax`)"""
-    if not (isinstance(loss, torch.Tensor) and loss.grad_fn is not None): return []
-    stop,todo,seen = getattr(o, 'grad_fn', None),[loss.grad_fn],set()
-    def arg(f):   # what `f` was given (its first input), through reshapes
-        g = next((g for g,_ in f.next_functions if g is not None), None)
-        while g is not None and g is not stop and _base(g) in _SHAPE_OPS:
-            g = next((h for h,_ in g.next_functions if h is not None), None)
-        return g
-    while todo:
-        f = todo.pop()
-        if f is None or f in seen or f is stop: continue
-        seen.add(f)
-        if (h := _HOLDS.get(_base(f))) and (g := arg(f)) is not None and g is not stop and _base(g) in ('Sigmoid',
-                                                                                                      'Softmax'):
+    stop = getattr(o, 'grad_fn', None)
+    for f,g in _own_ops(loss, o):
+        if (h := _HOLDS.get(_base(f))) and g is not None and g is not stop and _base(g) in ('Sigmoid', 'Softmax'):
             act = _base(g).lower()
             return [verdict('output_activation', 'error', f"the loss takes a {act} of the outputs and gives it to "
                             f"{h[1]}, which applies its own {h[0]}: a {h[0]} of a {act}, its values squeezed into a "
                             "narrow band and its gradient small", f"give {h[1]} the logits: drop the {act}")]
-        todo += [g for g,_ in f.next_functions]
     return []
 
 def own_loss_activation(loss, o, axis:int=1)->list:
@@ -370,8 +363,7 @@ def _rows(x, n:int, s:slice):
 def summed_halves(loss_func, pred, yb:tuple)->tuple|None:
     """`(first half's, second half's, whole's)` losses of the output `pred` on targets `yb` where they show that
     `loss_func` sums over the batch (the halves' add up to the whole's); `None` where they do not, or cannot be had"""
-    o = pred if isinstance(pred, torch.Tensor) else next(
-        (t for t in pred if isinstance(t, torch.Tensor)), None) if isinstance(pred, (tuple, list)) else None
+    o = first_tensor(pred)
     if o is None or o.ndim == 0 or (n := o.shape[0]) < 4: return None
     small = isinstance(loss_func, nn.Module) and sum(p.numel() for p in loss_func.parameters()) < 1e6
     lf,h = copy.deepcopy(loss_func) if small else loss_func,n // 2

@@ -323,7 +323,7 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
                 return name_makers([v for v in vs if v['severity'] != 'ok'] + [
                     verdict('loss', 'error', msg, "check the output's shape and classes against the targets'")], *named)
         if (stop := untrainable(loss, model)): return stop   # not a scalar, or nothing to train
-        hv = summed_halves(learn.loss_func, out, pl.yb)   # the halves' losses, where they show a sum over the batch
+        hv = None if summed(learn.loss_func) else summed_halves(learn.loss_func, out, pl.yb)   # a sum, measured
         res = check_summed(learn, xb, hv) + check_first_layers(fa.seen, out=made_by(own.nodes, o))
         res += check_structure(co, model, o, xb) + check_loss_contract(o, y, mean_loss(
             learn.loss_func, loss, o, axis, hv is not None), kind, axis, final_op(o), final_op(o, 1), flat, ig)
