@@ -260,17 +260,35 @@ def _zero_verdict(named:list, zero:list, show)->dict:
                    f"exactly zero on the first batch: {show(zero)}" + (", all of them float16" if half else ''),
                    UNDERFLOW_HINT if half else ZERO_HINT, layer=zero[-1].rpartition('.')[0], zero=zero)
 
+# %% ../nbs/03ig_failures.ipynb #5c9d20d3
+def _beside(named:list, none:list, side:dict, res:list)->tuple:
+    """`(none, res)`: the parameters `none` (no gradient) less those of a module whose output an ancestor returns beside
+    others (`side`) and none of whose parameters gets a gradient, with a verdict on each such module added to `res`"""
+    got,off = {n for n,p in named if p.grad is not None},[]
+    for q in sorted(side, key=len):   # the outermost first: a module inside one said is not said again
+        mine = [n for n,_ in named if n.startswith(q + '.')]
+        if mine and not got.intersection(mine) and not any(q.startswith(k + '.') for k,_ in off): off.append((q, mine))
+    said = [verdict('gradient_flow', 'info', f"{len(ps)} trainable parameters of `{q}` get no gradient: "
+                    f"{'the model' if side[q] == '' else f'`{side[q]}`'} returns its output beside others, and the "
+                    "loss does not use it", "nothing to fix if it is not meant to (a head of one's own on the hidden "
+                    "states leaves a pooler unused); else feed it to the loss, or drop the module", layer=q, params=ps)
+            for q,ps in off]
+    spared = {n for _,ps in off for n in ps}
+    return [n for n in none if n not in spared],res + said
+
 # %% ../nbs/03ig_failures.ipynb #b87e5871
 def check_gradients(model:nn.Module,
                     groups:list|None=None, # the optimiser's: trainable parameters in none of them are said too
                     idle:set=frozenset(),  # modules the forward never called (`NodeOwners.idle`): unused
-                    zeros:list|None=None)->list:  # the all-zero weights, if known (`ZeroInputs.zeros`)
+                    zeros:list|None=None,  # the all-zero weights, if known (`ZeroInputs.zeros`)
+                    side:dict|None=None)->list:  # outputs returned beside others, unused (`NodeOwners.unused`)
     "Verdicts on the gradients the last backward left in `model`'s trainable parameters"
     named = [(n, p) for n,p in model.named_parameters() if p.requires_grad and p.numel()]   # empty ones get nothing
     none = [n for n,p in named if p.grad is None]
     unused = [n for n in none if n.rpartition('.')[0] in idle]; none = [n for n in none if n not in unused]
     bad = [n for n,p in named if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
     zero,res = _one_step(model, *_zero_grads(named, bad))   # cancelled biases (`info`), one-step recurrences
+    none,res = _beside(named, none, side or {}, res)         # outputs returned beside others and not used (`info`)
     show = lambda ns: ', '.join(f"`{n}`" for n in ns[:4]) + (', …' if len(ns) > 4 else '')
     if bad: res.append(verdict('gradient_flow', 'error', f"non-finite gradients on the first batch in {show(bad)}",
                                "look at the loss and at what these layers compute", layer=bad[0].rpartition('.')[0]))

@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/nonfinite.html.md"""
 
 # %% ../nbs/03g_nonfinite.ipynb #2402eea2
 from __future__ import annotations
-import math
+import math, weakref
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -71,17 +71,40 @@ def _node_owners(o, owner:str, nodes:dict):
 
 # %% ../nbs/03g_nonfinite.ipynb #44346a51
 class NodeOwners:
-    "Forward hooks on every module of `model`, mapping each autograd node of a forward to the module that made it"
+    """Forward hooks on every module of `model`, mapping each autograd node of a forward to the module that made it, and
+    each module whose output, made with gradients, an ancestor returns beside outputs of its own (`side`)"""
     def __init__(self, model:nn.Module):
         self.nodes = {}   # a module's own operations, not its children's: they finish first and claim theirs
+        self.outs,self.side,self.fns = {},{},{}
         self.ran,self.hooked = set(),{p for p,m in model.named_modules() if not scripted(m)}
         self.hs = [m.register_forward_hook(self._hook(p)) for p,m in model.named_modules() if p in self.hooked]
+
+    def _returned(self, p:str, ts:list):
+        "Mark the modules inside `p` whose every output is among `p`'s outputs `ts`, with more beside them"
+        ids,pre = {id(t) for t in ts},p + '.' if p else ''
+        for q,refs in self.outs.items():
+            if q.startswith(pre) and q not in self.side and len(refs) < len(ts):
+                if not all((t := r()) is not None and id(t) in ids for r in refs): continue
+                fns = [r().grad_fn for r in refs]
+                if None not in fns: self.side[q],self.fns[q] = p,fns   # `None`: not made with gradients
 
     def _hook(self, p:str):
         def f(m, a, o):
             self.ran.add(p)
-            if torch.is_grad_enabled(): _node_owners(o, p, self.nodes)
+            if not torch.is_grad_enabled(): return
+            _node_owners(o, p, self.nodes)
+            ts = [t for t in tree_leaves(o) if isinstance(t, torch.Tensor)]
+            if len(ts) > 1: self._returned(p, ts)
+            if ts: self.outs[p] = [weakref.ref(t) for t in ts]   # weak: kept alive only by what holds them
         return f
+
+    def unused(self, loss)->dict:
+        "The modules of `side` whose outputs `loss` was not made from: its autograd graph reaches none of them"
+        seen,todo = set(),[getattr(loss, 'grad_fn', None)]
+        while todo:
+            if (n := todo.pop()) is None or n in seen: continue
+            seen.add(n); todo += [f for f,_ in n.next_functions]
+        return {q: p for q,p in self.side.items() if not any(f in seen for f in self.fns[q])}
 
     @property
     def idle(self)->set:

@@ -333,7 +333,7 @@ def _train_checks(learn, model, xb:tuple, yb:tuple)->list:
         except RuntimeError as e: return name_makers(res + backward_failed(e, model, xb), *named)   # in-place: named
         learns = any(p.grad is not None and bool(p.grad.any()) for p in model.parameters() if p.requires_grad)
         lg = [] if (said := {v['check'] for v in res} & {'nonfinite', 'nonfinite_loss'}) else check_loss_gradient(o)
-        gf = check_gradients(model, _groups(learn, model), own.idle, zi.zeros)   # the zeros `zi` found, not again
+        gf = check_gradients(model, _groups(learn, model), own.idle, zi.zeros, own.unused(loss))
         res += (padding_read(xb, yb, o) if kind is None else []) + check_broadcast(learn, o, yb, kind is None)
         with learner_autocast(learn): name_loss_op(res + lg, pl.loss, out)
     if lg or said: gf = [v for v in gf if not v['evidence'].startswith('non-finite')]   # said once, not the layers'

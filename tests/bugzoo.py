@@ -39,7 +39,7 @@ FAMILIES = ('bugs_contract', 'bugs_training', 'bugs_data', 'bugs_optim', 'bugs_f
             'bugs_fresh_fa9', 'bugs_fresh_so9', 'bugs_fresh_pf9', 'bugs_fresh_gh9', 'bugs_fresh_gh10', 'bugs_fresh_gh11',
             'bugs_fresh_gh12', 'bugs_fresh_gh13', 'bugs_fresh_gh14', 'bugs_fresh_gh15', 'bugs_fresh_gh16',
             'bugs_fresh_gh17', 'bugs_fresh_gh18', 'bugs_fresh_pf10', 'bugs_fresh_so10',
-            'bugs_fresh_gh19', 'healthy_recipes', 'healthy_recipes2')   # the modules holding cases
+            'bugs_fresh_gh19', 'healthy_recipes', 'healthy_recipes2', 'healthy_recipes3')   # the modules holding cases
 
 @dataclass
 class Case:
