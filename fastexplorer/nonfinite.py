@@ -17,7 +17,7 @@ from .contract import verdict, module_label
 from .alerts import HINTS, SEVERITY
 
 # %% auto #0
-__all__ = ['HALF_HINT', 'DATA_HINT', 'GROWN_HINT', 'GROWN', 'JUMP', 'MASK_NOTE', 'FirstNonFinite', 'NodeOwners',
+__all__ = ['HALF_HINT', 'DATA_HINT', 'GROWN_HINT', 'GROWN', 'JUMP', 'MASK_NOTE', 'FirstNonFinite', 'reached', 'NodeOwners',
            'input_nonfinite', 'find_nonfinite', 'find_loss_nonfinite', 'trace_outputs', 'origin_alert', 'loss_op',
            'loss_alert', 'trace_origin', 'loss_jump_alert', 'nan_loss_alert', 'harmless_inf', 'settle_masks']
 
@@ -69,13 +69,20 @@ def _node_owners(o, owner:str, nodes:dict):
         nodes[n] = owner
         todo += [f for f,_ in n.next_functions]
 
+def reached(loss)->set:
+    "The autograd nodes `loss` was made from: its graph, walked back from its `grad_fn`"
+    seen,todo = set(),[getattr(loss, 'grad_fn', None)]
+    while todo:
+        if (n := todo.pop()) is None or n in seen: continue
+        seen.add(n); todo += [f for f,_ in n.next_functions]
+    return seen
+
 # %% ../nbs/03g_nonfinite.ipynb #44346a51
 class NodeOwners:
     """Forward hooks on every module of `model`, mapping each autograd node of a forward to the module that made it, and
     each module whose output, made with gradients, an ancestor returns beside outputs of its own (`side`)"""
     def __init__(self, model:nn.Module):
-        self.nodes = {}   # a module's own operations, not its children's: they finish first and claim theirs
-        self.outs,self.side,self.fns = {},{},{}
+        self.nodes,self.outs,self.side,self.fns = {},{},{},{}   # `nodes`: a module's own operations, not its children's
         self.ran,self.hooked = set(),{p for p,m in model.named_modules() if not scripted(m)}
         self.hs = [m.register_forward_hook(self._hook(p)) for p,m in model.named_modules() if p in self.hooked]
 
@@ -93,17 +100,13 @@ class NodeOwners:
             self.ran.add(p)
             if not torch.is_grad_enabled(): return
             _node_owners(o, p, self.nodes)
-            ts = [t for t in tree_leaves(o) if isinstance(t, torch.Tensor)]
-            if len(ts) > 1: self._returned(p, ts)
+            if len(ts := [t for t in tree_leaves(o) if isinstance(t, torch.Tensor)]) > 1: self._returned(p, ts)
             if ts: self.outs[p] = [weakref.ref(t) for t in ts]   # weak: kept alive only by what holds them
         return f
 
     def unused(self, loss)->dict:
         "The modules of `side` whose outputs `loss` was not made from: its autograd graph reaches none of them"
-        seen,todo = set(),[getattr(loss, 'grad_fn', None)]
-        while todo:
-            if (n := todo.pop()) is None or n in seen: continue
-            seen.add(n); todo += [f for f,_ in n.next_functions]
+        seen = reached(loss)
         return {q: p for q,p in self.side.items() if not any(f in seen for f in self.fns[q])}
 
     @property
