@@ -71,11 +71,8 @@ def _node_owners(o, owner:str, nodes:dict):
 
 def reached(loss)->set:
     "The autograd nodes `loss` was made from: its graph, walked back from its `grad_fn`"
-    seen,todo = set(),[getattr(loss, 'grad_fn', None)]
-    while todo:
-        if (n := todo.pop()) is None or n in seen: continue
-        seen.add(n); todo += [f for f,_ in n.next_functions]
-    return seen
+    _node_owners(loss, '', nodes := {})
+    return set(nodes)
 
 # %% ../nbs/03g_nonfinite.ipynb #44346a51
 class NodeOwners:
