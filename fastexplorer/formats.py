@@ -6,7 +6,7 @@ Docs: https://fastexplorer.github.io/fastexplorer/formats.html.md"""
 
 # %% ../nbs/00_formats.ipynb #c679c617
 from __future__ import annotations
-import contextlib, difflib, errno, json, math, numbers, os, sqlite3, sys
+import contextlib, difflib, errno, functools, json, math, numbers, os, sqlite3, sys
 from enum import Enum
 from importlib.resources import files
 from pathlib import Path, PurePath
@@ -206,6 +206,14 @@ def load_schema(name:str='representation')->dict:
     "The JSON Schema `name` shipped in `fastexplorer/schemas/`"
     return json.loads(files('fastexplorer').joinpath('schemas', f'{name}.schema.json').read_text())
 
+@functools.cache
+def _validator(name:str):
+    "A validator for schema `name`, made once: the schema itself is checked here, not at every document"
+    import jsonschema
+    schema = load_schema(name)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
 def validate(doc:dict, name:str|None=None):
     "Check `doc` against its JSON Schema (`name`, default from its `schema` key); `jsonschema.ValidationError` if not"
     import jsonschema
@@ -214,7 +222,7 @@ def validate(doc:dict, name:str|None=None):
         if not kind.startswith('fastexplorer/'):
             raise ValueError(f"document has no fastexplorer `schema` key: {kind!r}")
         name = kind.removeprefix('fastexplorer/')
-    jsonschema.validate(doc, load_schema(name), cls=jsonschema.Draft202012Validator)
+    if (err := jsonschema.exceptions.best_match(_validator(name).iter_errors(doc))) is not None: raise err
 
 # %% ../nbs/00_formats.ipynb #86f37f59
 def missing_message(what:str, s:str, known)->str:
