@@ -22,9 +22,9 @@ from .modes import eval_layers, eval_hint, EpochOrder, order_alert, shuffles
 from .nonfinite import loss_jump_alert, nan_loss_alert
 
 # %% auto #0
-__all__ = ['RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'REBOUND_HINT', 'LOSS_KINDS', 'chance_loss', 'target_sums',
-           'ce_axis', 'LossWatch', 'valid_accuracy', 'chance_accuracy', 'update_ratio', 'group_ratios', 'warm_up',
-           'course_wait', 'stalled_hint', 'judged_kinds', 'loss_alerts']
+__all__ = ['RISE_STEPS', 'PLAN_FRAC', 'HIGH_RATIO', 'LOW_RATIO', 'REBOUND_HINT', 'LEARNT', 'LOSS_KINDS', 'chance_loss',
+           'target_sums', 'ce_axis', 'LossWatch', 'valid_accuracy', 'chance_accuracy', 'update_ratio', 'group_ratios',
+           'warm_up', 'course_wait', 'stalled_hint', 'valid_learnt', 'judged_kinds', 'loss_alerts']
 
 # %% ../nbs/03hb_losswatch.ipynb #a3087fa5
 def _entropy(p:torch.Tensor)->float:
@@ -343,6 +343,16 @@ def _valid_alert(last:float, start:float, chance:float|None, valid_loss:float|No
                 message=f"{what}, while the training loss fell to {last:.4g}: "
                         "what the model learns does not carry over to the validation set")
 
+# %% ../nbs/03hb_losswatch.ipynb #560c3b6d
+LEARNT = 0.9   # a validation loss under this share of the chance level: the model uses its inputs
+
+def valid_learnt(valid_loss:float|None, chance:float|None, facts:dict)->str|None:
+    "How validation shows that the model uses its inputs (`None`: it does not): a loss under chance, an accuracy off it"
+    if not (chance and chance > 0 and valid_loss is not None and valid_loss < LEARNT * chance): return None
+    if at_chance(facts.get('acc'), facts.get('chance_acc')): return None
+    return f"the validation loss is {valid_loss:.4g}, under the chance level {chance:.4g}"
+
+
 # %% ../nbs/03hb_losswatch.ipynb #05ae74e4
 LOSS_KINDS = ('loss_diverging', 'lr_too_high', 'loss_stalled', 'lr_too_low', 'valid_at_chance')   # `loss_alerts`'
 
@@ -373,8 +383,8 @@ def loss_alerts(
     if not judged and losses and not math.isfinite(losses[-1]) and len(v) >= RISE_STEPS:
         judged = set(LOSS_KINDS[:2])   # the losses ended in NaN or Inf: no more evidence comes, the rise is judged now
     if judged and (c := loss_course(v, min_steps=RISE_STEPS)) is not None:
-        r,stall = update_ratio(stats),'loss_stalled' in judged
-        a = _course_alert(v, c, chance, r, group_ratios(stats, groups), stall)
+        r,stall,learnt = update_ratio(stats),'loss_stalled' in judged,valid_learnt(valid_loss, chance, facts)
+        a = _course_alert(v, c, chance, r, group_ratios(stats, groups), stall and not learnt)   # learnt: a rise only
         if a is not None and a['kind'] == 'loss_stalled': a['hint'] = stalled_hint(stats, chance, c[1], r, facts)
         res += [a] if a is not None else []
         mean = max(c[1], statistics.fmean(v[-c[2]:]))   # a mean, as validation's: batches of one sample skew a median
