@@ -343,7 +343,7 @@ def _valid_alert(last:float, start:float, chance:float|None, valid_loss:float|No
                 message=f"{what}, while the training loss fell to {last:.4g}: "
                         "what the model learns does not carry over to the validation set")
 
-# %% ../nbs/03hb_losswatch.ipynb #560c3b6d
+# %% ../nbs/03hb_losswatch.ipynb #e68640d4
 LEARNT = 0.9   # a validation loss under this share of the chance level: the model uses its inputs
 
 def valid_learnt(valid_loss:float|None, chance:float|None, facts:dict)->str|None:
