@@ -352,7 +352,6 @@ def valid_learnt(valid_loss:float|None, chance:float|None, facts:dict)->str|None
     if at_chance(facts.get('acc'), facts.get('chance_acc')): return None
     return f"the validation loss is {valid_loss:.4g}, under the chance level {chance:.4g}"
 
-
 # %% ../nbs/03hb_losswatch.ipynb #05ae74e4
 LOSS_KINDS = ('loss_diverging', 'lr_too_high', 'loss_stalled', 'lr_too_low', 'valid_at_chance')   # `loss_alerts`'
 
